@@ -1,0 +1,25 @@
+//! The measurement record shared by meshfit's parts, and nccl-tests text in and out.
+//!
+//! - [`Record`] is one timed point (a collective at one size, a GEMM shape, a copy), serialised
+//!   as one JSON line. Its fields follow `shared/design.md`: base units (bytes, seconds, bytes
+//!   per second, FLOP per second) and the nccl-tests bus bandwidth convention.
+//! - [`busbw_factor`] gives the nccl-tests factor from algorithm to bus bandwidth per [`Kind`].
+//! - [`nccl_tests::parse`] reads real nccl-tests logs into records, and [`nccl_tests::write`]
+//!   prints records in the nccl-tests column layout.
+//!
+//! The crate depends on serde only, so the tuner can read measurements without CUDA or NVML.
+#![deny(missing_docs)]
+
+#[macro_use]
+mod names;
+mod busbw;
+mod dtype;
+mod kind;
+pub mod nccl_tests;
+mod record;
+
+pub use busbw::busbw_factor;
+pub use dtype::Dtype;
+pub use kind::{Backend, Clock, Kind, Scope};
+pub use names::UnknownName;
+pub use record::{read_json_lines, Gemm, Group, JsonLinesError, Record, Timing, Versions};

@@ -1,0 +1,367 @@
+//! nccl-tests text in and out.
+//!
+//! [`parse`] reads the output of nccl-tests' `*_perf` binaries as people paste it (old and new
+//! column layouts, MPI prefixes, code fences, cut-off rows, several tables) into [`Record`]s,
+//! one per row and placement, and checks the printed algbw and busbw against the size, time
+//! and the busbw factor. [`write`] prints records in the same column layout.
+
+mod convention;
+mod parse;
+mod write;
+
+use crate::{Kind, Record, Scope};
+use std::fmt;
+
+pub use write::{write, WriteError};
+
+/// What the log cannot say and the user can: each field overrides what the log shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImportOptions {
+    /// The collective, when the log does not name its `*_perf` binary.
+    pub collective: Option<Kind>,
+    /// The rank count, when neither the device list, `-g` nor busbw/algbw fixes it.
+    pub ranks: Option<u32>,
+    /// Whether the ranks share a node, when the log does not show it.
+    pub scope: Option<Scope>,
+    /// The node's host name, when the log has no device list.
+    pub node: Option<String>,
+}
+
+/// Records read from a log, and what was odd about it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parsed {
+    /// One record per result row and placement (out-of-place, in-place), in file order.
+    pub records: Vec<Record>,
+    /// Rows skipped or cut short, and printed numbers that disagree with the convention.
+    pub warnings: Vec<Warning>,
+}
+
+/// Something in a log that did not stop the import; each names its 1-based line.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Warning {
+    /// A result row cut off before its last column.
+    Truncated {
+        /// Line number.
+        line: usize,
+        /// The out-of-place columns were complete and kept; the in-place ones were not.
+        kept_out_of_place: bool,
+    },
+    /// A line shaped like a result row that could not be read; skipped.
+    Unreadable {
+        /// Line number.
+        line: usize,
+        /// Which column was wrong and how.
+        reason: String,
+    },
+    /// The `size` column disagrees with `count` x type size for this collective.
+    SizeMismatch {
+        /// Line number.
+        line: usize,
+        /// The printed size in bytes.
+        size: u64,
+        /// count x type size x the collective's count multiplier, in bytes (recorded).
+        bytes: u64,
+    },
+    /// The printed algbw is not size / time.
+    AlgbwMismatch {
+        /// Line number.
+        line: usize,
+        /// Printed, GB/s.
+        printed: f64,
+        /// bytes / time, GB/s (recorded).
+        computed: f64,
+    },
+    /// The printed busbw is not algbw x factor for the rank count used.
+    BusbwMismatch {
+        /// Line number.
+        line: usize,
+        /// Printed, GB/s.
+        printed: f64,
+        /// algbw x factor, GB/s (recorded).
+        expected: f64,
+        /// The busbw factor applied.
+        factor: f64,
+    },
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Warning::Truncated { line, kept_out_of_place: true } => {
+                write!(f, "line {line}: row cut short; kept its out-of-place columns, skipped in-place")
+            }
+            Warning::Truncated { line, kept_out_of_place: false } => {
+                write!(f, "line {line}: row cut short before its timings; skipped")
+            }
+            Warning::Unreadable { line, reason } => write!(f, "line {line}: unreadable result row ({reason}); skipped"),
+            Warning::SizeMismatch { line, size, bytes } => write!(
+                f,
+                "line {line}: size {size} B disagrees with count x type size ({bytes} B); recorded {bytes} B"
+            ),
+            Warning::AlgbwMismatch { line, printed, computed } => write!(
+                f,
+                "line {line}: printed algbw {printed} GB/s, but size / time is {computed:.3} GB/s; recorded the latter"
+            ),
+            Warning::BusbwMismatch { line, printed, expected, factor } => write!(
+                f,
+                "line {line}: printed busbw {printed} GB/s, but algbw x {factor:.4} is {expected:.3} GB/s \
+                 (wrong rank count? pass --ranks); recorded the latter"
+            ),
+        }
+    }
+}
+
+/// Why a log could not be imported.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// No result rows at all.
+    #[error("no nccl-tests result rows found (expected lines like `  1048576  262144  float  sum  -1  ...`)")]
+    NoTable,
+    /// No `*_perf` binary named before the table.
+    #[error("table at line {line}: the log does not name its collective (no `*_perf` binary); pass --collective")]
+    UnknownCollective {
+        /// First row of the table.
+        line: usize,
+    },
+    /// Several binaries named before the table.
+    #[error("table at line {line}: the log names several collectives ({}); pass --collective", .names.join(", "))]
+    AmbiguousCollective {
+        /// First row of the table.
+        line: usize,
+        /// The collectives named.
+        names: Vec<String>,
+    },
+    /// An nccl-tests binary meshfit does not record.
+    #[error("table at line {line}: {name} is not one meshfit records; expected one of {}", .supported.join(", "))]
+    UnsupportedCollective {
+        /// First row of the table.
+        line: usize,
+        /// The binary named.
+        name: String,
+        /// The binaries meshfit reads.
+        supported: Vec<String>,
+    },
+    /// Nothing fixes the rank count.
+    #[error(
+        "table at line {line}: cannot tell the rank count of this {kind} (no device list, no one-process `-g`, \
+         and busbw/algbw does not fix it); pass --ranks"
+    )]
+    UnknownRanks {
+        /// First row of the table.
+        line: usize,
+        /// The collective.
+        kind: Kind,
+    },
+    /// Nothing says whether the ranks share a node.
+    #[error("table at line {line}: cannot tell whether the ranks share a node; pass --scope intra_node or inter_node")]
+    UnknownScope {
+        /// First row of the table.
+        line: usize,
+    },
+}
+
+/// Reads an nccl-tests log, taking the collective, ranks and scope from the log itself.
+pub fn parse(text: &str) -> Result<Parsed, ParseError> {
+    parse_with(text, &ImportOptions::default())
+}
+
+/// Reads an nccl-tests log; what `opts` sets overrides what the log shows.
+pub fn parse_with(text: &str, opts: &ImportOptions) -> Result<Parsed, ParseError> {
+    parse::parse(text, opts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Backend, Clock, Dtype, Group, Timing};
+
+    /// Two runs from one mpirun, as Open MPI tags them, pasted inside a code fence.
+    const TWO_RUNS: &str = "\
+```
+[1,0]<stdout>:# nThread 1 nGpus 1 minBytes 1024 maxBytes 2048 step: 2(factor) warmup iters: 5 iters: 50 agg iters: 1 validation: 1 graph: 0
+[1,0]<stdout>:#  Rank  0 Group  0 Pid  11 on nodeA device  0 [0x1b] NVIDIA H100 80GB HBM3
+[1,0]<stdout>:#  Rank  1 Group  0 Pid  12 on nodeA device  1 [0x2b] NVIDIA H100 80GB HBM3
+[1,0]<stdout>:#  Rank  2 Group  0 Pid  13 on nodeB device  0 [0x1b] NVIDIA H100 80GB HBM3
+[1,0]<stdout>:#  Rank  3 Group  0 Pid  14 on nodeB device  1 [0x2b] NVIDIA H100 80GB HBM3
+[1,0]<stdout>:#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+[1,0]<stdout>:        1024           256     float     sum      -1    20.00    0.05    0.08      0    20.00    0.05    0.08      0
+[1,0]<stdout>:NCCL INFO comm 0x5555 rank 0 nranks 4 - Init COMPLETE
+[1,0]<stdout>:     1048576        262144     float     sum      -1    100.0   10.49   15.73      0    100.0   10.49   15.73      0
+[1,0]<stdout>:     2097152        524288     float     sum      -1    200.0   10.49   15.73      0
+[1,0]<stdout>:# Avg bus bandwidth    : 12.0
+mpirun -np 4 ./build/all_gather_perf -b 1M -e 1M
+[1,0]<stdout>:     1048576         65536  bfloat16    none      -1    50.00   20.97   18.35      0    50.00   20.97   18.35      0
+```
+";
+
+    #[test]
+    fn mpi_prefixes_fences_and_several_tables() {
+        // The first table names no binary: the error points at it.
+        assert_eq!(
+            parse(TWO_RUNS).unwrap_err(),
+            ParseError::UnknownCollective { line: 8 }
+        );
+
+        let text = TWO_RUNS.replacen(
+            "# nThread",
+            "# all_reduce_perf -g 1\n[1,0]<stdout>:# nThread",
+            1,
+        );
+        let parsed = parse_with(
+            &text,
+            &ImportOptions {
+                scope: Some(Scope::InterNode),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let kinds: Vec<(Kind, u64, bool)> = parsed
+            .records
+            .iter()
+            .map(|r| (r.kind, r.bytes, r.in_place))
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (Kind::AllReduce, 1024, false),
+                (Kind::AllReduce, 1024, true),
+                (Kind::AllReduce, 1_048_576, false),
+                (Kind::AllReduce, 1_048_576, true),
+                (Kind::AllReduce, 2_097_152, false),
+                (Kind::AllGather, 1_048_576, false),
+                (Kind::AllGather, 1_048_576, true),
+            ]
+        );
+        let ar = &parsed.records[0].group;
+        assert_eq!(
+            (ar.ranks, ar.scope, ar.gpus.clone()),
+            (4, Scope::InterNode, vec![0, 1, 0, 1])
+        );
+        assert_eq!(parsed.records[0].timing.iters, Some(50));
+        // The second run has no device list: ranks come from size / count, and as an MPI run
+        // its scope is unknown, so the options give it.
+        let ag = &parsed.records[5];
+        assert_eq!((ag.group.ranks, ag.dtype), (8, Dtype::Bf16));
+        assert_eq!(
+            parsed.warnings,
+            vec![Warning::Truncated {
+                line: 12,
+                kept_out_of_place: true
+            }]
+        );
+    }
+
+    #[test]
+    fn wrong_busbw_is_reported_with_its_line() {
+        let text = "all_reduce_perf -g 8\n  1048576  262144  float  sum  -1  100.0  10.49  10.49  0  100.0  10.49  18.35  0\n";
+        let parsed = parse(text).unwrap();
+        assert_eq!(parsed.warnings.len(), 1, "{:?}", parsed.warnings);
+        let w = parsed.warnings[0].to_string();
+        assert!(
+            w.starts_with("line 2: printed busbw 10.49 GB/s, but algbw x 1.7500 is 18.350"),
+            "{w}"
+        );
+    }
+
+    #[test]
+    fn unreadable_rows_and_other_binaries_are_named() {
+        let text = "sendrecv_perf -g 2\n  1024  256  complex  sum  -1  1.0  1.0  1.0  0  1.0  1.0  1.0  0\n  1024  256  float  sum  -1  5.00  0.20  0.20  0  5.00  0.20  0.20  0\n";
+        let parsed = parse(text).unwrap();
+        assert_eq!(parsed.records.len(), 2);
+        assert_eq!(
+            parsed.warnings[0].to_string(),
+            "line 2: unreadable result row (type `complex` is not an nccl-tests type); skipped"
+        );
+        let err = parse("broadcast_perf -g 2\n  1024  256  float  none  0  5.00  0.20  0.20  0  5.00  0.20  0.20  0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(
+                "broadcast_perf is not one meshfit records; expected one of all_reduce_perf"
+            ),
+            "{err}"
+        );
+        assert_eq!(parse("nothing here\n").unwrap_err(), ParseError::NoTable);
+    }
+
+    #[test]
+    fn written_tables_read_back() {
+        let group = Group {
+            node: Some("sim-node".into()),
+            gpus: vec![0, 1, 2, 3],
+            scope: Scope::IntraNode,
+            ranks: 4,
+        };
+        let mut records = Vec::new();
+        for (bytes, time_s) in [(8u64, 9.5e-6), (1 << 20, 2.1e-5), (1 << 30, 3.3e-3)] {
+            for in_place in [false, true] {
+                let timing = Timing {
+                    time_s,
+                    time_min_s: None,
+                    time_max_s: None,
+                    iters: Some(20),
+                    clock: Clock::Model,
+                };
+                let mut r = Record::transfer(
+                    Kind::AllToAll,
+                    Backend::Sim,
+                    group.clone(),
+                    bytes,
+                    Dtype::Bf16,
+                    timing,
+                );
+                r.in_place = in_place;
+                records.push(r);
+            }
+        }
+        let text = write(&records).unwrap();
+        assert!(text.contains(
+            "     1048576        131072  bfloat16    none      -1    21.00   49.93   37.45    N/A    21.00   49.93   37.45    N/A"
+        ), "{text}");
+        let parsed = parse(&text).unwrap();
+        assert_eq!(parsed.warnings, vec![], "{text}");
+        assert_eq!(parsed.records.len(), records.len());
+        for (back, orig) in parsed.records.iter().zip(&records) {
+            assert_eq!(
+                (
+                    back.kind,
+                    back.backend,
+                    &back.group,
+                    back.bytes,
+                    back.in_place
+                ),
+                (
+                    orig.kind,
+                    orig.backend,
+                    &orig.group,
+                    orig.bytes,
+                    orig.in_place
+                )
+            );
+            assert_eq!(back.timing.clock, Clock::Model);
+            assert!((back.timing.time_s - orig.timing.time_s).abs() / orig.timing.time_s < 1e-3);
+        }
+    }
+
+    #[test]
+    fn only_collectives_have_tables() {
+        let group = Group {
+            node: None,
+            gpus: vec![0],
+            scope: Scope::IntraNode,
+            ranks: 1,
+        };
+        let timing = Timing {
+            time_s: 1.0,
+            time_min_s: None,
+            time_max_s: None,
+            iters: None,
+            clock: Clock::Host,
+        };
+        let r = Record::transfer(Kind::H2d, Backend::Cuda, group, 1, Dtype::Uint8, timing);
+        assert_eq!(
+            write(&[r]).unwrap_err().to_string().split(';').next(),
+            Some("h2d records have no nccl-tests table")
+        );
+    }
+}

@@ -1,0 +1,286 @@
+//! The measurement record of `shared/design.md`: one timed point, one JSON line.
+
+use crate::{busbw_factor, Backend, Clock, Dtype, Kind, Scope};
+use serde::{Deserialize, Serialize};
+
+/// One timed point: a collective at one buffer size, a GEMM shape, or a copy.
+///
+/// All quantities are in base units: bytes, seconds, bytes per second, FLOP per second.
+/// `group`, `gemm` and `timing` are flattened, so the JSON has the flat field list of design.md.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// What was timed.
+    pub kind: Kind,
+    /// What produced the number; `sim` records are a model, not a measurement.
+    pub backend: Backend,
+    /// Where it ran and with how many ranks.
+    #[serde(flatten)]
+    pub group: Group,
+    /// Per-rank buffer in bytes, as nccl-tests defines it for each collective (its `size`
+    /// column); for copies the buffer copied; for GEMM the bytes of A, B and C.
+    pub bytes: u64,
+    /// Element type.
+    pub dtype: Dtype,
+    /// True for nccl-tests' in-place variant (output buffer aliases the input).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_place: bool,
+    /// GEMM shape, for `kind = gemm` only.
+    #[serde(flatten)]
+    pub gemm: Option<Gemm>,
+    /// The time and how it was taken.
+    #[serde(flatten)]
+    pub timing: Timing,
+    /// Algorithm bandwidth, bytes / time_s, in bytes per second (not for GEMM).
+    pub algbw: Option<f64>,
+    /// Bus bandwidth, algbw x [`busbw_factor`], in bytes per second (not for GEMM).
+    pub busbw: Option<f64>,
+    /// GEMM throughput, 2mnk / time_s, in FLOP per second.
+    pub flops: Option<f64>,
+    /// When it was measured, in seconds since the Unix epoch; unknown for imported logs.
+    pub timestamp: Option<f64>,
+    /// Software that produced it.
+    #[serde(default)]
+    pub versions: Versions,
+}
+
+/// Which devices took part.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Group {
+    /// Host name of the node (rank 0's node for inter-node runs), when known.
+    pub node: Option<String>,
+    /// Device indices taking part, in rank order; empty when the source does not say.
+    pub gpus: Vec<u32>,
+    /// One node or several.
+    pub scope: Scope,
+    /// Number of ranks; for p2p copies, the number of GPUs sending.
+    pub ranks: u32,
+}
+
+/// GEMM shape: C (m x n) = A (m x k) . B (k x n).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Gemm {
+    /// Rows of A and C.
+    pub m: u64,
+    /// Columns of B and C.
+    pub n: u64,
+    /// Columns of A, rows of B.
+    pub k: u64,
+}
+
+impl Gemm {
+    /// Floating-point operations of one multiply: 2mnk (one multiply and one add per term).
+    pub fn flop(self) -> f64 {
+        2.0 * self.m as f64 * self.n as f64 * self.k as f64
+    }
+
+    /// Elements of A, B and C together.
+    pub fn elements(self) -> u64 {
+        self.m * self.k + self.k * self.n + self.m * self.n
+    }
+}
+
+/// The time of one point over its iterations.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Timing {
+    /// Median time per iteration in seconds (nccl-tests logs give the mean instead).
+    pub time_s: f64,
+    /// Fastest iteration, when known.
+    pub time_min_s: Option<f64>,
+    /// Slowest iteration, when known.
+    pub time_max_s: Option<f64>,
+    /// Timed iterations, when known.
+    pub iters: Option<u32>,
+    /// How the time was taken.
+    pub clock: Clock,
+}
+
+/// Versions of the software that produced a record; `None` where not known.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Versions {
+    /// NVIDIA driver version.
+    pub driver: Option<String>,
+    /// CUDA driver API version.
+    pub cuda: Option<String>,
+    /// NCCL version.
+    pub nccl: Option<String>,
+}
+
+impl Record {
+    /// A collective or a copy: algbw = bytes / time_s and busbw = algbw x factor.
+    pub fn transfer(
+        kind: Kind,
+        backend: Backend,
+        group: Group,
+        bytes: u64,
+        dtype: Dtype,
+        timing: Timing,
+    ) -> Record {
+        let algbw = bytes as f64 / timing.time_s;
+        let busbw = busbw_factor(kind, group.ranks).map(|f| algbw * f);
+        Record {
+            kind,
+            backend,
+            group,
+            bytes,
+            dtype,
+            in_place: false,
+            gemm: None,
+            timing,
+            algbw: Some(algbw),
+            busbw,
+            flops: None,
+            timestamp: None,
+            versions: Versions::default(),
+        }
+    }
+
+    /// A GEMM on one GPU: flops = 2mnk / time_s; bytes counts A, B and C.
+    pub fn gemm(
+        backend: Backend,
+        group: Group,
+        shape: Gemm,
+        dtype: Dtype,
+        timing: Timing,
+    ) -> Record {
+        Record {
+            kind: Kind::Gemm,
+            backend,
+            group,
+            bytes: shape.elements() * dtype.size_bytes(),
+            dtype,
+            in_place: false,
+            gemm: Some(shape),
+            flops: Some(shape.flop() / timing.time_s),
+            timing,
+            algbw: None,
+            busbw: None,
+            timestamp: None,
+            versions: Versions::default(),
+        }
+    }
+}
+
+/// A line of a JSON-lines file that is not a record.
+#[derive(Debug, thiserror::Error)]
+#[error("line {line}: not a measurement record: {source}")]
+pub struct JsonLinesError {
+    /// 1-based line number.
+    pub line: usize,
+    /// What serde found wrong.
+    pub source: serde_json::Error,
+}
+
+/// Reads JSON lines (one record per line; blank lines allowed) as written by `microbench --json`.
+pub fn read_json_lines(text: &str) -> Result<Vec<Record>, JsonLinesError> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|source| JsonLinesError {
+                line: i + 1,
+                source,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(ranks: u32) -> Group {
+        Group {
+            node: Some("n1".into()),
+            gpus: (0..ranks).collect(),
+            scope: Scope::IntraNode,
+            ranks,
+        }
+    }
+
+    fn timing(time_s: f64) -> Timing {
+        Timing {
+            time_s,
+            time_min_s: None,
+            time_max_s: None,
+            iters: Some(20),
+            clock: Clock::Host,
+        }
+    }
+
+    #[test]
+    fn transfer_applies_the_busbw_factor() {
+        let r = Record::transfer(
+            Kind::AllReduce,
+            Backend::Sim,
+            group(8),
+            1_000_000,
+            Dtype::Fp32,
+            timing(1e-3),
+        );
+        assert_eq!(r.algbw, Some(1e9));
+        assert_eq!(r.busbw, Some(1.75e9));
+    }
+
+    #[test]
+    fn gemm_counts_two_flop_per_multiply_add() {
+        let shape = Gemm {
+            m: 8192,
+            n: 8192,
+            k: 8192,
+        };
+        let r = Record::gemm(Backend::Sim, group(1), shape, Dtype::Bf16, timing(1.0));
+        assert_eq!(r.flops, Some(2.0 * 8192f64.powi(3)));
+        assert_eq!(r.bytes, 3 * 8192 * 8192 * 2);
+    }
+
+    #[test]
+    fn json_line_has_the_flat_design_fields_and_round_trips() {
+        let mut r = Record::transfer(
+            Kind::AllGather,
+            Backend::Nccl,
+            group(4),
+            4096,
+            Dtype::Bf16,
+            timing(2e-5),
+        );
+        r.in_place = true;
+        let line = serde_json::to_string(&r).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&line).unwrap();
+        for field in [
+            "kind",
+            "backend",
+            "node",
+            "gpus",
+            "scope",
+            "ranks",
+            "bytes",
+            "dtype",
+            "time_s",
+            "time_min_s",
+            "time_max_s",
+            "iters",
+            "clock",
+            "algbw",
+            "busbw",
+            "flops",
+            "timestamp",
+            "versions",
+            "in_place",
+        ] {
+            assert!(value.get(field).is_some(), "missing {field} in {line}");
+        }
+        assert_eq!(value["kind"], "all_gather");
+        assert_eq!(
+            read_json_lines(&format!("{line}\n\n{line}\n")).unwrap(),
+            vec![r.clone(), r]
+        );
+    }
+
+    #[test]
+    fn bad_json_line_names_its_line() {
+        let err = read_json_lines("\n{\"kind\": \"allreduce\"}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("line 2: not a measurement record"), "{err}");
+    }
+}
