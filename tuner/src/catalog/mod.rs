@@ -1,0 +1,272 @@
+//! The catalogs: GPUs, node presets, model shapes and achieved efficiencies.
+
+pub mod clusters;
+pub mod efficiency;
+pub mod gpus;
+pub mod models;
+
+use std::path::Path;
+
+use crate::error::TunerError;
+use crate::model::ModelShape;
+pub use clusters::{ClusterPreset, CLUSTERS};
+pub use efficiency::{Efficiency, NOMINAL};
+pub use gpus::{Gpu, GPUS};
+
+/// A resolved cluster: one node design plus the GPU figures, ready for the cost model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cluster {
+    /// Preset id or a description of where the figures came from.
+    pub name: String,
+    /// GPU figures.
+    pub gpu: Gpu,
+    /// GPUs per node.
+    pub gpus_per_node: u32,
+    /// GPUs per NVLink domain (1 = no NVLink).
+    pub nvlink_domain: u32,
+    /// Scale-out NICs per node.
+    pub nics_per_node: u32,
+    /// Line rate of one NIC, bits/s.
+    pub nic_bits_per_s: f64,
+}
+
+impl Cluster {
+    /// Scale-out bandwidth available to one GPU, bytes/s per direction: the node's NICs shared
+    /// by its GPUs.
+    pub fn nic_share_bytes_per_s(&self) -> f64 {
+        f64::from(self.nics_per_node) * self.nic_bits_per_s / 8.0 / f64::from(self.gpus_per_node)
+    }
+}
+
+/// Looks up a GPU by catalog id.
+pub fn gpu(id: &str) -> Result<&'static Gpu, TunerError> {
+    GPUS.iter()
+        .find(|g| g.id == id)
+        .ok_or_else(|| TunerError::Unknown {
+            what: "gpu",
+            name: id.to_string(),
+            similar: similar(id, GPUS.iter().map(|g| g.id)),
+        })
+}
+
+/// Resolves a preset into a cluster.
+pub fn cluster(id: &str) -> Result<Cluster, TunerError> {
+    let preset = CLUSTERS
+        .iter()
+        .find(|c| c.id == id)
+        .ok_or_else(|| TunerError::Unknown {
+            what: "cluster",
+            name: id.to_string(),
+            similar: similar(id, CLUSTERS.iter().map(|c| c.id)),
+        })?;
+    Ok(Cluster {
+        name: preset.id.to_string(),
+        gpu: gpu(preset.gpu)?.clone(),
+        gpus_per_node: preset.gpus_per_node,
+        nvlink_domain: preset.nvlink_domain,
+        nics_per_node: preset.nics_per_node,
+        nic_bits_per_s: preset.nic_bits_per_s,
+    })
+}
+
+/// What a `--model` argument resolved to.
+pub struct ResolvedModel {
+    /// The shape.
+    pub shape: ModelShape,
+    /// A note for the user when an alias or a file was used.
+    pub note: Option<String>,
+}
+
+/// Resolves `--model`: a catalog id, an alias (`70b`), or a path to a YAML file.
+pub fn model(name: &str) -> Result<ResolvedModel, TunerError> {
+    let key = name.to_ascii_lowercase();
+    if let Some((_, m)) = models::MODELS.iter().find(|(id, _)| *id == key) {
+        return Ok(ResolvedModel {
+            shape: (m.shape)(),
+            note: None,
+        });
+    }
+    if let Some((alias, id)) = models::ALIASES.iter().find(|(alias, _)| *alias == key) {
+        let (_, m) = models::MODELS
+            .iter()
+            .find(|(mid, _)| mid == id)
+            .expect("aliases name catalog models");
+        return Ok(ResolvedModel {
+            shape: (m.shape)(),
+            note: Some(format!("model `{alias}` resolves to {id}")),
+        });
+    }
+    let path = Path::new(name);
+    if name.ends_with(".yaml") || name.ends_with(".yml") || path.exists() {
+        let shape = model_from_yaml_file(path)?;
+        return Ok(ResolvedModel {
+            note: Some(format!("model {} read from {}", shape.name, path.display())),
+            shape,
+        });
+    }
+    let names = models::MODELS
+        .iter()
+        .map(|(id, _)| *id)
+        .chain(models::ALIASES.iter().map(|(a, _)| *a));
+    Err(TunerError::Unknown {
+        what: "model",
+        name: name.to_string(),
+        similar: similar(name, names),
+    })
+}
+
+/// Reads a custom model from a YAML file with the fields of [`ModelShape`]; `kv_heads` may be
+/// left out for multi-head attention.
+pub fn model_from_yaml_file(path: &Path) -> Result<ModelShape, TunerError> {
+    let text = std::fs::read_to_string(path).map_err(|e| TunerError::Io {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    model_from_yaml(&text, &path.display().to_string())
+}
+
+/// Parses a custom model. `origin` names the source in errors.
+pub fn model_from_yaml(text: &str, origin: &str) -> Result<ModelShape, TunerError> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct File {
+        name: String,
+        layers: u32,
+        hidden: u32,
+        heads: u32,
+        kv_heads: Option<u32>,
+        ffn_hidden: u32,
+        ffn_act: crate::model::FfnAct,
+        vocab: u32,
+        seq_len: u32,
+        #[serde(default)]
+        tied_embeddings: bool,
+        #[serde(default)]
+        moe: Option<crate::model::Moe>,
+    }
+    let f: File = serde_saphyr::from_str(text).map_err(|e| TunerError::Yaml {
+        origin: origin.to_string(),
+        message: e.to_string(),
+    })?;
+    let shape = ModelShape {
+        name: f.name,
+        layers: f.layers,
+        hidden: f.hidden,
+        heads: f.heads,
+        kv_heads: f.kv_heads.unwrap_or(f.heads),
+        ffn_hidden: f.ffn_hidden,
+        ffn_act: f.ffn_act,
+        vocab: f.vocab,
+        seq_len: f.seq_len,
+        tied_embeddings: f.tied_embeddings,
+        moe: f.moe,
+    };
+    shape.validate()?;
+    Ok(shape)
+}
+
+/// Catalog names close to `name`, closest first: a shared prefix or substring, or an edit
+/// distance of at most a third of the name (ripgrep suggests flags the same way).
+pub fn similar<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let name = name.to_ascii_lowercase();
+    let mut scored: Vec<(usize, &str)> = candidates
+        .filter_map(|c| {
+            let d = edit_distance(&name, c);
+            let close =
+                c.contains(name.as_str()) || name.contains(c) || d <= name.len().max(3) / 3 + 1;
+            close.then_some((d, c))
+        })
+        .collect();
+    scored.sort();
+    scored
+        .into_iter()
+        .map(|(_, c)| c.to_string())
+        .take(5)
+        .collect()
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_catalog_model_is_valid_and_sized_as_published() {
+        // Published totals, in billions: Llama 2 (Table 1), Llama 3 (Table 3), Mixtral (46.7B,
+        // 141B), DeepSeek-V3 (671B), GPT-3 (175B).
+        let expected = [
+            ("gpt3-175b", 174.6),
+            ("llama2-7b", 6.74),
+            ("llama2-13b", 13.0),
+            ("llama2-70b", 69.0),
+            ("llama3-8b", 8.03),
+            ("llama3-70b", 70.6),
+            ("llama3-405b", 405.8),
+            ("mixtral-8x7b", 46.7),
+            ("mixtral-8x22b", 140.6),
+            ("deepseek-v3", 671.0),
+        ];
+        for (id, billions) in expected {
+            let m = model(id).unwrap().shape;
+            m.validate().unwrap();
+            let got = m.params().total() / 1e9;
+            assert!(
+                (got / billions - 1.0).abs() < 0.015,
+                "{id}: {got:.2}B, published {billions}B"
+            );
+        }
+    }
+
+    #[test]
+    fn alias_resolves_and_says_so() {
+        let r = model("70b").unwrap();
+        assert_eq!(r.shape.name, "llama3-70b");
+        assert_eq!(
+            r.note.as_deref(),
+            Some("model `70b` resolves to llama3-70b")
+        );
+    }
+
+    #[test]
+    fn unknown_model_lists_close_names() {
+        let err = model("llama3-7b").unwrap_err().to_string();
+        assert!(err.contains("unknown model `llama3-7b`"), "{err}");
+        assert!(
+            err.contains("llama3-8b") && err.contains("llama2-7b"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn yaml_model_errors_name_line_and_field() {
+        let text = "name: tiny\nlayers: 2\nhidden: 64\nheads: 4\nffn_hidden: 256\nffn_act: relu\nvocab: 100\nseq_len: 128\n";
+        let err = model_from_yaml(text, "tiny.yaml").unwrap_err().to_string();
+        assert!(err.contains("tiny.yaml") && err.contains("line 6"), "{err}");
+        let typo = "name: tiny\nlayers: 2\nhiden: 64\n";
+        let err = model_from_yaml(typo, "t.yaml").unwrap_err().to_string();
+        assert!(err.contains("hiden"), "{err}");
+    }
+
+    #[test]
+    fn yaml_model_checks_divisibility() {
+        let text = "name: odd\nlayers: 2\nhidden: 100\nheads: 3\nffn_hidden: 256\nffn_act: gelu\nvocab: 100\nseq_len: 128\n";
+        let err = model_from_yaml(text, "odd.yaml").unwrap_err().to_string();
+        assert!(
+            err.contains("heads") && err.contains("3") && err.contains("divisor of hidden"),
+            "{err}"
+        );
+    }
+}

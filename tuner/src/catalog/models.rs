@@ -1,0 +1,109 @@
+//! Published model shapes. Each entry names the paper or config it is copied from.
+
+use crate::model::{FfnAct, ModelShape, Moe};
+
+/// A catalog model with its source.
+pub struct CatalogModel {
+    /// The shape.
+    pub shape: fn() -> ModelShape,
+    /// Where the shape is published.
+    pub source: &'static str,
+}
+
+/// Short names users type, and the catalog id each one means.
+pub const ALIASES: &[(&str, &str)] = &[
+    ("7b", "llama2-7b"),
+    ("13b", "llama2-13b"),
+    ("8b", "llama3-8b"),
+    ("70b", "llama3-70b"),
+    ("405b", "llama3-405b"),
+    ("175b", "gpt3-175b"),
+    ("8x7b", "mixtral-8x7b"),
+    ("8x22b", "mixtral-8x22b"),
+    ("671b", "deepseek-v3"),
+];
+
+#[allow(clippy::too_many_arguments)]
+fn dense(
+    name: &str,
+    layers: u32,
+    hidden: u32,
+    heads: u32,
+    kv_heads: u32,
+    ffn: u32,
+    act: FfnAct,
+    vocab: u32,
+    seq: u32,
+    tied: bool,
+) -> ModelShape {
+    ModelShape {
+        name: name.to_string(),
+        layers,
+        hidden,
+        heads,
+        kv_heads,
+        ffn_hidden: ffn,
+        ffn_act: act,
+        vocab,
+        seq_len: seq,
+        tied_embeddings: tied,
+        moe: None,
+    }
+}
+
+/// Every catalog model.
+pub const MODELS: &[(&str, CatalogModel)] = &[
+    ("gpt3-175b", CatalogModel {
+        shape: || dense("gpt3-175b", 96, 12288, 96, 96, 49152, FfnAct::Gelu, 50257, 2048, true),
+        source: "Brown et al. 2020 (arXiv 2005.14165) Table 2.1; vocabulary of the GPT-2 BPE",
+    }),
+    ("llama2-7b", CatalogModel {
+        shape: || dense("llama2-7b", 32, 4096, 32, 32, 11008, FfnAct::Swiglu, 32000, 4096, false),
+        source: "Touvron et al. 2023 (arXiv 2307.09288) Table 1; meta-llama/Llama-2-7b-hf config.json",
+    }),
+    ("llama2-13b", CatalogModel {
+        shape: || dense("llama2-13b", 40, 5120, 40, 40, 13824, FfnAct::Swiglu, 32000, 4096, false),
+        source: "Touvron et al. 2023 (arXiv 2307.09288) Table 1; meta-llama/Llama-2-13b-hf config.json",
+    }),
+    ("llama2-70b", CatalogModel {
+        shape: || dense("llama2-70b", 80, 8192, 64, 8, 28672, FfnAct::Swiglu, 32000, 4096, false),
+        source: "Touvron et al. 2023 (arXiv 2307.09288) Table 1 (GQA); meta-llama/Llama-2-70b-hf config.json",
+    }),
+    ("llama3-8b", CatalogModel {
+        shape: || dense("llama3-8b", 32, 4096, 32, 8, 14336, FfnAct::Swiglu, 128256, 8192, false),
+        source: "Llama 3 herd paper (arXiv 2407.21783) Table 3; meta-llama/Meta-Llama-3-8B config.json",
+    }),
+    ("llama3-70b", CatalogModel {
+        shape: || dense("llama3-70b", 80, 8192, 64, 8, 28672, FfnAct::Swiglu, 128256, 8192, false),
+        source: "Llama 3 herd paper (arXiv 2407.21783) Table 3; meta-llama/Meta-Llama-3-70B config.json",
+    }),
+    ("llama3-405b", CatalogModel {
+        shape: || dense("llama3-405b", 126, 16384, 128, 8, 53248, FfnAct::Swiglu, 128256, 8192, false),
+        source: "Llama 3 herd paper (arXiv 2407.21783) Table 3; meta-llama/Llama-3.1-405B config.json",
+    }),
+    ("mixtral-8x7b", CatalogModel {
+        shape: || ModelShape {
+            moe: Some(Moe { experts: 8, top_k: 2, shared_experts: 0, expert_ffn_hidden: 14336, dense_layers: 0 }),
+            ..dense("mixtral-8x7b", 32, 4096, 32, 8, 14336, FfnAct::Swiglu, 32000, 32768, false)
+        },
+        source: "Jiang et al. 2024 (arXiv 2401.04088) Table 1; mistralai/Mixtral-8x7B-v0.1 config.json",
+    }),
+    ("mixtral-8x22b", CatalogModel {
+        shape: || ModelShape {
+            moe: Some(Moe { experts: 8, top_k: 2, shared_experts: 0, expert_ffn_hidden: 16384, dense_layers: 0 }),
+            ..dense("mixtral-8x22b", 56, 6144, 48, 8, 16384, FfnAct::Swiglu, 32768, 65536, false)
+        },
+        source: "mistralai/Mixtral-8x22B-v0.1 config.json",
+    }),
+    ("deepseek-v3", CatalogModel {
+        // Simplification: multi-head latent attention (MLA) is modelled as multi-head attention
+        // with kv_heads = heads. That is 205M attention weights per layer against MLA's 187M
+        // (+0.2% of the total), and it keeps K/V activations at full width, which overstates
+        // attention activations. The multi-token-prediction module is left out.
+        shape: || ModelShape {
+            moe: Some(Moe { experts: 256, top_k: 8, shared_experts: 1, expert_ffn_hidden: 2048, dense_layers: 3 }),
+            ..dense("deepseek-v3", 61, 7168, 128, 128, 18432, FfnAct::Swiglu, 129280, 4096, false)
+        },
+        source: "DeepSeek-V3 technical report (arXiv 2412.19437) §4.2; deepseek-ai/DeepSeek-V3 config.json",
+    }),
+];

@@ -1,0 +1,155 @@
+//! Collective communication time: the [`CollectiveModel`] interface and its nominal
+//! (catalog) implementation. Measured implementations plug in through the same trait.
+
+use serde::Serialize;
+
+use crate::catalog::{gpus::pcie_x16_bytes_per_s, Cluster, Efficiency};
+use crate::placement::{GroupSpan, LinkClass};
+
+/// The collectives the cost model asks about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Collective {
+    /// Sum across ranks, result everywhere.
+    AllReduce,
+    /// Concatenate shards everywhere.
+    AllGather,
+    /// Sum, then shard.
+    ReduceScatter,
+    /// Every rank sends a distinct slice to every other.
+    AllToAll,
+    /// One point-to-point transfer.
+    SendRecv,
+}
+
+impl Collective {
+    /// nccl-tests bus-bandwidth factor for `n` ranks: busbw = algbw x factor
+    /// (nccl-tests doc/PERFORMANCE.md): 2(n-1)/n for all-reduce, (n-1)/n for all-gather,
+    /// reduce-scatter and all-to-all, 1 for send/recv.
+    pub fn busbw_factor(self, n: u32) -> f64 {
+        let n = f64::from(n.max(1));
+        match self {
+            Collective::AllReduce => 2.0 * (n - 1.0) / n,
+            Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll => {
+                (n - 1.0) / n
+            }
+            Collective::SendRecv => 1.0,
+        }
+    }
+}
+
+/// Where a collective time came from, for reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// Catalog figures times catalog efficiencies.
+    Nominal,
+    /// Fitted to measurements of the same rank count.
+    Measured,
+    /// Fitted to measurements of other rank counts.
+    Extrapolated,
+}
+
+/// Time of collective C on a group, for S bytes per rank (nccl-tests convention: the
+/// all-reduce buffer, the gathered output of all-gather, the input of reduce-scatter, the send
+/// buffer of all-to-all).
+pub trait CollectiveModel {
+    /// Seconds for one collective.
+    fn time_s(&self, collective: Collective, group: &GroupSpan, bytes: f64) -> f64;
+    /// Where the figure for this collective and group comes from.
+    fn source(&self, collective: Collective, group: &GroupSpan) -> Source;
+}
+
+/// Alpha-beta model from datasheet line rates and catalog efficiencies:
+/// t = alpha_link x ceil(log2 n) + S x factor / busbw_link (Hockney 1994; busbw as nccl-tests).
+#[derive(Debug, Clone)]
+pub struct NominalCollectives {
+    nvlink_busbw: f64,
+    pcie_busbw: f64,
+    nic_share_busbw: f64,
+    latency: [f64; 3],
+}
+
+impl NominalCollectives {
+    /// Builds the model for one cluster.
+    pub fn new(cluster: &Cluster, eff: &Efficiency) -> Self {
+        NominalCollectives {
+            nvlink_busbw: cluster.gpu.nvlink_bytes_per_s * eff.nvlink_busbw,
+            pcie_busbw: pcie_x16_bytes_per_s(cluster.gpu.pcie_gen) * eff.pcie_busbw,
+            nic_share_busbw: cluster.nic_share_bytes_per_s() * eff.network_busbw,
+            latency: [
+                eff.nvlink_latency_s,
+                eff.pcie_latency_s,
+                eff.network_latency_s,
+            ],
+        }
+    }
+
+    /// Bus bandwidth of a group, bytes/s. Across nodes, a group with g members per node drives
+    /// g GPUs' share of the node's NICs, never more than its members reach inside the node.
+    pub fn busbw(&self, group: &GroupSpan) -> f64 {
+        let intra = if self.nvlink_busbw > 0.0 {
+            self.nvlink_busbw
+        } else {
+            self.pcie_busbw
+        };
+        match group.link {
+            LinkClass::Nvlink => self.nvlink_busbw,
+            LinkClass::Pcie => self.pcie_busbw,
+            LinkClass::Network => {
+                (f64::from(group.members_per_node) * self.nic_share_busbw).min(intra)
+            }
+        }
+    }
+}
+
+impl CollectiveModel for NominalCollectives {
+    fn time_s(&self, collective: Collective, group: &GroupSpan, bytes: f64) -> f64 {
+        if group.ranks <= 1 {
+            return 0.0;
+        }
+        let steps = f64::from(group.ranks).log2().ceil();
+        let alpha = self.latency[group.link as usize];
+        alpha * steps + bytes * collective.busbw_factor(group.ranks) / self.busbw(group)
+    }
+
+    fn source(&self, _: Collective, _: &GroupSpan) -> Source {
+        Source::Nominal
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{self, NOMINAL};
+    use crate::placement::span;
+
+    #[test]
+    fn busbw_factors_follow_nccl_tests() {
+        assert_eq!(Collective::AllReduce.busbw_factor(8), 1.75);
+        assert_eq!(Collective::AllGather.busbw_factor(8), 0.875);
+        assert_eq!(Collective::ReduceScatter.busbw_factor(4), 0.75);
+        assert_eq!(Collective::AllToAll.busbw_factor(2), 0.5);
+        assert_eq!(Collective::SendRecv.busbw_factor(2), 1.0);
+    }
+
+    #[test]
+    fn large_nvlink_all_reduce_runs_at_busbw() {
+        // 1 GiB over 8 H100s: 1.75 x 1 GiB / (450 GB/s x 0.78) = 5.35 ms plus 3 x 10 us.
+        let c = catalog::cluster("dgx-h100").unwrap();
+        let m = NominalCollectives::new(&c, &NOMINAL);
+        let t = m.time_s(Collective::AllReduce, &span(8, 1, &c), 1073741824.0);
+        let expected = 3.0 * 10e-6 + 1.75 * 1073741824.0 / (450e9 * 0.78);
+        assert!((t / expected - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn crossing_nodes_is_slower_than_nvlink() {
+        let c = catalog::cluster("dgx-h100").unwrap();
+        let m = NominalCollectives::new(&c, &NOMINAL);
+        let bytes = 256e6;
+        let inside = m.time_s(Collective::AllReduce, &span(8, 1, &c), bytes);
+        let across = m.time_s(Collective::AllReduce, &span(16, 1, &c), bytes);
+        assert!(across > 2.0 * inside, "{across} vs {inside}");
+    }
+}

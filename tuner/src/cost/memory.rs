@@ -1,0 +1,358 @@
+//! Memory per GPU: model states under ZeRO, activations after Korthikanti et al. 2022
+//! (arXiv 2205.05198, §4), and the allocations estimators tend to forget (ZeRO-3 gather
+//! buffers, NCCL buffers, the CUDA context, allocator fragmentation; NVIDIA/Megatron-LM #525
+//! and #4050 report runs that ran out of memory because these were missing).
+
+use serde::Serialize;
+
+use crate::mesh::{Mesh, Recompute, Training};
+use crate::model::{FfnAct, ModelShape};
+
+/// Bytes per parameter of mixed-precision Adam (Rajbhandari et al. 2020, ZeRO §3.1):
+/// bf16 weights (2), bf16 gradients (2), fp32 master weights, momentum and variance (12).
+pub const WEIGHT_BYTES: f64 = 2.0;
+/// See [`WEIGHT_BYTES`].
+pub const GRAD_BYTES: f64 = 2.0;
+/// See [`WEIGHT_BYTES`].
+pub const OPTIMIZER_BYTES: f64 = 12.0;
+
+/// NCCL buffers per communicator: NCCL_BUFFSIZE (4 MiB) per channel and protocol, up to 32
+/// channels on NVLink systems (NCCL environment-variable docs); ~200 MiB seen per
+/// communicator on H100 in practice.
+pub const NCCL_BYTES_PER_COMMUNICATOR: f64 = 200.0 * MIB;
+/// CUDA context with PyTorch's kernels and cuBLAS workspaces loaded (~0.5-0.8 GiB on Hopper,
+/// as `nvidia-smi` shows for an idle PyTorch process).
+pub const CUDA_CONTEXT_BYTES: f64 = 640.0 * MIB;
+/// Caching-allocator fragmentation on top of activations and transient buffers: the gap
+/// between `memory_reserved` and `memory_allocated` that PyTorch reports in long runs.
+pub const FRAGMENTATION: f64 = 0.10;
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// The breakdown `--format json` prints as `memory_per_gpu_bytes`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct MemoryBreakdown {
+    /// Everything below added.
+    pub total: f64,
+    /// bf16 weights held (sharded by TP, PP, EP and ZeRO-3).
+    pub weights: f64,
+    /// bf16 gradients held (sharded by ZeRO-2 and up).
+    pub gradients: f64,
+    /// fp32 master weights, momentum and variance (sharded by ZeRO-1 and up).
+    pub optimizer: f64,
+    /// Stored activations of the worst pipeline stage, with the in-flight microbatches.
+    pub activations: f64,
+    /// ZeRO-3 gather buffers, NCCL buffers, CUDA context and fragmentation.
+    pub other: f64,
+}
+
+/// Activation bytes of one transformer layer for one microbatch, following Korthikanti et al.
+/// 2022 §4.1 term by term, generalised to GQA (K and V of width `kv_dim`), SwiGLU and fused
+/// attention:
+///
+/// | kept for backward                      | bytes            | split by TP | split by SP |
+/// |----------------------------------------|------------------|-------------|-------------|
+/// | 2 LayerNorm inputs                     | 4sbh             | no          | yes         |
+/// | QKV and MLP GEMM inputs                | 4sbh             | no          | yes         |
+/// | 2 dropout masks                        | 2sbh             | no          | yes         |
+/// | Q, K, V                                | 2sb(h + 2 kv)    | yes         | yes         |
+/// | attention output (proj input)          | 2sbh             | yes         | yes         |
+/// | softmax out, dropout mask, dropout out | 5as²b            | yes         | yes         |
+/// | MLP intermediates (GeLU / SwiGLU)      | 4sbf / 8sbf      | yes         | yes         |
+///
+/// For MHA with f = 4h this is the paper's sbh(10 + 24/t + 5as/(ht)) without SP and
+/// sbh(34 + 5as/h)/t with it (Table 2). Selective recomputation and fused attention both drop
+/// the 5as²b term; fused attention keeps its fp32 log-sum-exp (4asb) instead. Full
+/// recomputation keeps the layer input only, 2sbh (divided by t with SP).
+#[allow(clippy::too_many_arguments)]
+pub fn layer_activation_bytes(
+    s: f64,
+    b: f64,
+    h: f64,
+    a: f64,
+    kv_dim: f64,
+    mlp_width: f64,
+    act: FfnAct,
+    t: f64,
+    sp: bool,
+    recompute: Recompute,
+    flash: bool,
+) -> f64 {
+    let replicated_div = if sp { t } else { 1.0 };
+    if recompute == Recompute::Full {
+        return 2.0 * s * b * h / replicated_div;
+    }
+    let replicated = 10.0 * s * b * h;
+    let mlp_per_f = match act {
+        FfnAct::Gelu => 4.0,
+        FfnAct::Swiglu => 8.0,
+    };
+    let split = s * b * (2.0 * (h + 2.0 * kv_dim) + 2.0 * h + mlp_per_f * mlp_width);
+    let scores = if flash || recompute == Recompute::Selective {
+        if flash {
+            4.0 * a * s * b
+        } else {
+            0.0
+        }
+    } else {
+        5.0 * a * s * s * b
+    };
+    replicated / replicated_div + (split + scores) / t
+}
+
+/// Microbatches whose activations the first stage holds at once: p for 1F1B, times
+/// 1 + (p-1)/(p·v) for the interleaved schedule (Korthikanti et al. 2022 §4.2.3), and never
+/// more than the microbatches there are.
+pub fn in_flight_microbatches(p: u32, v: u32, m: u32) -> f64 {
+    let p_f = f64::from(p);
+    let interleave = if v > 1 {
+        1.0 + (p_f - 1.0) / (p_f * f64::from(v))
+    } else {
+        1.0
+    };
+    (p_f * interleave).min(f64::from(m))
+}
+
+/// Memory per GPU of the worst pipeline stage.
+pub fn memory_per_gpu(model: &ModelShape, training: &Training, mesh: &Mesh) -> MemoryBreakdown {
+    let h = f64::from(model.hidden);
+    let tp = f64::from(mesh.tp);
+    let dp = f64::from(mesh.dp);
+    let ep = f64::from(mesh.ep);
+    let params = model.params();
+    let layers = f64::from(model.layers);
+    // Embedding on the first stage, output projection (or the tied copy) on the last; with a
+    // single stage both sit on it, but a tied matrix only once.
+    let embed = f64::from(model.vocab) * h / tp;
+    let stage_embed = if mesh.pp == 1 {
+        params.embeddings / tp
+    } else {
+        embed
+    };
+    let stage_share = mesh.stage_layers(model.layers) / layers;
+    let dense = params.dense_layers * stage_share / tp + stage_embed;
+    let experts = params.experts * stage_share / tp / ep;
+    let expert_dp = (dp / ep).max(1.0);
+    let shard = |zero_from: u8, base: f64| {
+        let z = mesh.zero_stage >= zero_from;
+        base * (dense / if z { dp } else { 1.0 } + experts / if z { expert_dp } else { 1.0 })
+    };
+    let weights = shard(3, WEIGHT_BYTES);
+    let gradients = shard(2, GRAD_BYTES);
+    let optimizer = shard(1, OPTIMIZER_BYTES);
+
+    let activations = activation_bytes(model, training, mesh);
+
+    let zero3_buffers = if mesh.zero_stage == 3 {
+        2.0 * WEIGHT_BYTES * (params.dense_layers + params.experts / ep) / layers / tp
+    } else {
+        0.0
+    };
+    let groups = [mesh.tp, mesh.cp, mesh.dp, mesh.ep]
+        .iter()
+        .filter(|&&n| n > 1)
+        .count() as f64;
+    let p2p = if mesh.pp > 1 { 2.0 } else { 0.0 };
+    let communicators = groups + p2p;
+    let other = zero3_buffers
+        + communicators * NCCL_BYTES_PER_COMMUNICATOR
+        + CUDA_CONTEXT_BYTES
+        + FRAGMENTATION * (activations + zero3_buffers);
+    MemoryBreakdown {
+        total: weights + gradients + optimizer + activations + other,
+        weights,
+        gradients,
+        optimizer,
+        activations,
+        other,
+    }
+}
+
+fn activation_bytes(model: &ModelShape, training: &Training, mesh: &Mesh) -> f64 {
+    let s = f64::from(training.seq_len) / f64::from(mesh.cp);
+    let b = f64::from(mesh.microbatch_size);
+    let h = f64::from(model.hidden);
+    let a = f64::from(model.heads);
+    let tp = f64::from(mesh.tp);
+    let layers_per_stage = mesh.stage_layers(model.layers);
+    let moe_share = f64::from(model.moe_layers()) / f64::from(model.layers);
+    let per_layer = |mlp_width: f64, recompute: Recompute| {
+        layer_activation_bytes(
+            s,
+            b,
+            h,
+            a,
+            model.kv_dim(),
+            mlp_width,
+            model.ffn_act,
+            tp,
+            mesh.sequence_parallel,
+            recompute,
+            training.flash_attention,
+        )
+    };
+    let dense_w = model.mlp_width_per_token(false);
+    let moe_w = model.mlp_width_per_token(true);
+    // Expert activations, which Megatron's estimator leaves out: the routed tokens' MLP
+    // intermediates (in `moe_w`) plus the permuted input and output copies, 2 x top_k x 2sbh.
+    let top_k = model.moe.as_ref().map_or(0.0, |m| f64::from(m.top_k));
+    let dispatch = if mesh.recompute == Recompute::Full {
+        0.0
+    } else {
+        4.0 * top_k * s * b * h / tp
+    };
+    let layer = (1.0 - moe_share) * per_layer(dense_w, mesh.recompute)
+        + moe_share * (per_layer(moe_w, mesh.recompute) + dispatch);
+    let m = mesh.microbatches(training.global_batch);
+    let in_flight = in_flight_microbatches(mesh.pp, mesh.virtual_stages, m);
+    let sp_div = if mesh.sequence_parallel { tp } else { 1.0 };
+    // First stage: every layer's activations for the in-flight microbatches, plus the
+    // embedding dropout mask (sbh) of each.
+    let first = in_flight * (layers_per_stage * layer + s * b * h / sp_div);
+    // Full recomputation rebuilds one layer at a time in backward: one layer's working set.
+    let working = if mesh.recompute == Recompute::Full {
+        moe_share.max(0.0) * per_layer(moe_w, Recompute::None)
+            + (1.0 - moe_share) * per_layer(dense_w, Recompute::None)
+    } else {
+        0.0
+    };
+    // Last stage adds the final LayerNorm and output GEMM inputs (4sbh) and fp32 logits
+    // (4sbV/t) for the microbatch in backward.
+    let logits = 4.0 * s * b * h / sp_div + 4.0 * s * b * f64::from(model.vocab) / tp;
+    if mesh.pp == 1 {
+        first + working + logits
+    } else {
+        let last = layers_per_stage * layer + logits;
+        first.max(last) + working
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mesh::Precision;
+
+    /// Korthikanti et al. 2022 Table 3 configurations: (heads, hidden, seq, microbatch).
+    const CONFIGS: [(&str, f64, f64, f64, f64); 4] = [
+        ("22B", 64.0, 6144.0, 2048.0, 4.0),
+        ("175B", 96.0, 12288.0, 2048.0, 1.0),
+        ("530B", 128.0, 20480.0, 2048.0, 1.0),
+        ("1T", 160.0, 25600.0, 2048.0, 1.0),
+    ];
+
+    fn close(a: f64, b: f64) {
+        assert!((a / b - 1.0).abs() < 1e-12, "{a} vs {b}");
+    }
+
+    #[test]
+    fn korthikanti_table2_row_by_row() {
+        let t = 8.0;
+        for (name, a, h, s, b) in CONFIGS {
+            let sbh = s * b * h;
+            let act = |sp, rc| {
+                layer_activation_bytes(s, b, h, a, h, 4.0 * h, FfnAct::Gelu, t, sp, rc, false)
+            };
+            let one = |sp, rc| {
+                layer_activation_bytes(s, b, h, a, h, 4.0 * h, FfnAct::Gelu, 1.0, sp, rc, false)
+            };
+            // no parallelism: sbh(34 + 5as/h)
+            close(one(false, Recompute::None), sbh * (34.0 + 5.0 * a * s / h));
+            // tensor parallel: sbh(10 + 24/t + 5as/(ht))
+            close(
+                act(false, Recompute::None),
+                sbh * (10.0 + 24.0 / t + 5.0 * a * s / (h * t)),
+            );
+            // tensor + sequence parallel: sbh/t (34 + 5as/h)
+            close(
+                act(true, Recompute::None),
+                sbh / t * (34.0 + 5.0 * a * s / h),
+            );
+            // tensor parallel + selective recompute: sbh(10 + 24/t)
+            close(act(false, Recompute::Selective), sbh * (10.0 + 24.0 / t));
+            // tensor + sequence parallel + selective recompute: 34 sbh/t
+            close(act(true, Recompute::Selective), 34.0 * sbh / t);
+            // full recompute: 2sbh
+            close(act(false, Recompute::Full), 2.0 * sbh);
+            let _ = name;
+        }
+    }
+
+    #[test]
+    fn interleaving_factor() {
+        // 1 + (p-1)/(p v): p = 8, v = 3 gives 1 + 7/24.
+        close(in_flight_microbatches(8, 3, 64), 8.0 * (1.0 + 7.0 / 24.0));
+        close(in_flight_microbatches(8, 1, 64), 8.0);
+        close(in_flight_microbatches(8, 1, 4), 4.0);
+    }
+
+    fn training(seq: u32, batch: u32) -> Training {
+        Training {
+            seq_len: seq,
+            global_batch: batch,
+            precision: Precision::Bf16,
+            optimizer: "adam",
+            flash_attention: true,
+            overlap_grad_reduce: true,
+        }
+    }
+
+    #[test]
+    fn zero3_70b_on_512_gpus_holds_2_2_gb_of_model_state() {
+        // 70e9 params x 16 B = 1.12 TB; over DP8 x TP8 x PP8 with ZeRO-3: 1.12e12 / 512 = 2.19 GB.
+        let model = crate::catalog::model("llama3-70b").unwrap().shape;
+        let mesh = Mesh {
+            tp: 8,
+            pp: 8,
+            dp: 8,
+            cp: 1,
+            ep: 1,
+            microbatch_size: 1,
+            virtual_stages: 1,
+            zero_stage: 3,
+            recompute: Recompute::Full,
+            sequence_parallel: true,
+        };
+        let m = memory_per_gpu(&model, &training(8192, 512), &mesh);
+        let state = m.weights + m.gradients + m.optimizer;
+        assert!((70e9 * 16.0 / 1e12 - 1.12).abs() < 1e-9);
+        let total = model.params().total() * 16.0 / 512.0;
+        // The worst stage holds the 1/8 of layers plus the embedding: within 8% of the even split.
+        assert!(state > 2.0e9 && state < 2.6e9, "{state}");
+        assert!((state / total - 1.0).abs() < 0.08, "{state} vs {total}");
+    }
+
+    #[test]
+    fn zero_stages_shard_in_order() {
+        let model = crate::catalog::model("llama3-8b").unwrap().shape;
+        let mut mesh = Mesh {
+            tp: 1,
+            pp: 1,
+            dp: 8,
+            cp: 1,
+            ep: 1,
+            microbatch_size: 1,
+            virtual_stages: 1,
+            zero_stage: 0,
+            recompute: Recompute::Full,
+            sequence_parallel: false,
+        };
+        let tr = training(8192, 64);
+        let mut last = f64::INFINITY;
+        for z in 0..=3 {
+            mesh.zero_stage = z;
+            let m = memory_per_gpu(&model, &tr, &mesh);
+            assert!(
+                m.total < last,
+                "ZeRO-{z} should need less than ZeRO-{}",
+                z.saturating_sub(1)
+            );
+            last = m.total;
+        }
+        mesh.zero_stage = 0;
+        let m = memory_per_gpu(&model, &tr, &mesh);
+        close(
+            m.weights + m.gradients + m.optimizer,
+            model.params().total() * 16.0,
+        );
+    }
+}

@@ -1,0 +1,192 @@
+//! The cost model: memory per GPU and step time of one mesh on one cluster.
+
+pub mod collective;
+pub mod compute;
+pub mod memory;
+pub mod timing;
+
+use serde::Serialize;
+
+use crate::catalog::{Cluster, Efficiency};
+use crate::mesh::{Mesh, Training};
+use crate::model::ModelShape;
+use crate::placement::{LinkClass, Placement};
+use crate::warnings::Pitfall;
+use collective::{CollectiveModel, NominalCollectives};
+use compute::{ComputeModel, NominalCompute};
+use memory::MemoryBreakdown;
+use timing::Breakdown;
+
+/// A job to place: model, training inputs, cluster, and the models of its kernels and links.
+pub struct Scenario {
+    /// Model shape.
+    pub model: ModelShape,
+    /// Training inputs.
+    pub training: Training,
+    /// Cluster figures.
+    pub cluster: Cluster,
+    /// GPUs the job gets.
+    pub gpus: u32,
+    /// Efficiencies for elementwise traffic and optimizer bytes.
+    pub efficiency: Efficiency,
+    /// Kernel times.
+    pub compute: Box<dyn ComputeModel + Sync>,
+    /// Collective times.
+    pub collectives: Box<dyn CollectiveModel + Sync>,
+}
+
+impl Scenario {
+    /// A scenario priced from the catalog alone.
+    pub fn nominal(
+        model: ModelShape,
+        training: Training,
+        cluster: Cluster,
+        gpus: u32,
+        efficiency: Efficiency,
+    ) -> Self {
+        let compute = NominalCompute::new(&cluster.gpu, training.precision, &efficiency);
+        let collectives = NominalCollectives::new(&cluster, &efficiency);
+        Scenario {
+            model,
+            training,
+            cluster,
+            gpus,
+            efficiency,
+            compute: Box::new(compute),
+            collectives: Box::new(collectives),
+        }
+    }
+
+    /// Peak FLOP/s of one GPU at the training precision, the MFU denominator.
+    pub fn peak_flops(&self) -> f64 {
+        match self.training.precision {
+            crate::mesh::Precision::Fp8 => self
+                .cluster
+                .gpu
+                .fp8_flops
+                .unwrap_or(self.cluster.gpu.bf16_flops),
+            crate::mesh::Precision::Bf16 => self.cluster.gpu.bf16_flops,
+        }
+    }
+
+    /// Prices one mesh.
+    pub fn evaluate(&self, mesh: &Mesh) -> Evaluation {
+        let placement = Placement::of(mesh, &self.cluster);
+        let memory = memory::memory_per_gpu(&self.model, &self.training, mesh);
+        let breakdown = timing::step_time(&timing::Inputs {
+            model: &self.model,
+            training: &self.training,
+            mesh,
+            placement: &placement,
+            compute: self.compute.as_ref(),
+            collectives: self.collectives.as_ref(),
+            efficiency: &self.efficiency,
+        });
+        let step = breakdown.step_time_s();
+        let tokens = self.training.tokens_per_step();
+        let m = mesh.microbatches(self.training.global_batch);
+        let flops = self.model.model_flops_per_token() * tokens;
+        Evaluation {
+            mesh: *mesh,
+            placement,
+            memory,
+            capacity_bytes: self.cluster.gpu.hbm_bytes,
+            breakdown,
+            step_time_s: step,
+            tokens_per_s: tokens / step,
+            mfu: flops / (step * f64::from(mesh.gpus()) * self.peak_flops()),
+            microbatches: m,
+            bubble_fraction: if mesh.pp > 1 {
+                timing::bubble_fraction(mesh.pp, m, mesh.virtual_stages)
+            } else {
+                0.0
+            },
+        }
+    }
+
+    /// The pitfalls of an evaluated mesh.
+    pub fn warnings(&self, e: &Evaluation) -> Vec<Pitfall> {
+        let mut w = Vec::new();
+        let mesh = &e.mesh;
+        if mesh.tp > 1 && e.placement.tp.link != LinkClass::Nvlink {
+            w.push(Pitfall::TpBeyondNvlink {
+                tp: mesh.tp,
+                domain: self.cluster.nvlink_domain,
+                link: e.placement.tp.link,
+            });
+        }
+        if e.bubble_fraction > 0.10 {
+            w.push(Pitfall::LargeBubble {
+                fraction: e.bubble_fraction,
+                pp: mesh.pp,
+                microbatches: e.microbatches,
+            });
+        }
+        if mesh.pp > 1 && e.microbatches < mesh.pp {
+            w.push(Pitfall::BatchTooSmall {
+                microbatches: e.microbatches,
+                pp: mesh.pp,
+            });
+        }
+        let headroom = 1.0 - e.memory.total / e.capacity_bytes;
+        if e.fits() && headroom < 0.05 {
+            w.push(Pitfall::LowHeadroom { headroom });
+        }
+        if let Some(moe) = &self.model.moe {
+            if mesh.ep > 1 && e.placement.ep.link == LinkClass::Network {
+                w.push(Pitfall::MoeSpread {
+                    reason: format!("EP={} spreads the experts over {} nodes, so every all-to-all crosses the network", mesh.ep, e.placement.ep.nodes),
+                });
+            }
+            let tokens = f64::from(mesh.microbatch_size) * f64::from(self.training.seq_len)
+                / f64::from(mesh.cp);
+            let per_expert =
+                tokens * f64::from(mesh.ep) * f64::from(moe.top_k) / f64::from(moe.experts);
+            if per_expert < 256.0 {
+                w.push(Pitfall::MoeSpread {
+                    reason: format!("only {per_expert:.0} tokens per expert per microbatch: expert GEMMs starve and routing skew shows"),
+                });
+            }
+        }
+        if self.training.precision == crate::mesh::Precision::Fp8
+            && self.cluster.gpu.fp8_flops.is_none()
+        {
+            w.push(Pitfall::NoFp8 {
+                gpu: self.cluster.gpu.id,
+            });
+        }
+        w
+    }
+}
+
+/// One priced mesh.
+#[derive(Debug, Clone, Serialize)]
+pub struct Evaluation {
+    /// The layout.
+    pub mesh: Mesh,
+    /// Where its groups land.
+    pub placement: Placement,
+    /// Memory per GPU.
+    pub memory: MemoryBreakdown,
+    /// GPU memory capacity, bytes.
+    pub capacity_bytes: f64,
+    /// Step time by term.
+    pub breakdown: Breakdown,
+    /// Predicted seconds per step.
+    pub step_time_s: f64,
+    /// Tokens per second, whole job.
+    pub tokens_per_s: f64,
+    /// Model FLOPs utilisation against the dense peak at the training precision.
+    pub mfu: f64,
+    /// Microbatches per step.
+    pub microbatches: u32,
+    /// Share of the step lost to the pipeline bubble.
+    pub bubble_fraction: f64,
+}
+
+impl Evaluation {
+    /// Whether the memory fits the GPU.
+    pub fn fits(&self) -> bool {
+        self.memory.total <= self.capacity_bytes
+    }
+}

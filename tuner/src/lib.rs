@@ -1,0 +1,28 @@
+//! meshfit tuner: ranks hybrid-parallel training layouts (DP x TP x PP x CP x EP, ZeRO stage,
+//! microbatches, recomputation) for a model on a cluster.
+//!
+//! - [`catalog`]: datasheet figures of GPUs and nodes, published model shapes, achieved
+//!   efficiencies.
+//! - [`model`]: parameter and FLOP counts of a [`model::ModelShape`].
+//! - [`mesh`]: a layout ([`mesh::Mesh`]) and the training inputs ([`mesh::Training`]).
+//! - [`placement`]: where each parallel group lands (NVLink, PCIe, network).
+//! - [`cost`]: memory per GPU and step time term by term, behind the
+//!   [`cost::collective::CollectiveModel`] and [`cost::compute::ComputeModel`] interfaces.
+//! - [`search`]: enumerate valid meshes, prune by memory, rank by step time.
+//! - [`validate`]: predict published runs and score the predictions.
+//! - [`report`]: tables, JSON/YAML documents, explanations and launch configs.
+
+#![deny(missing_docs)]
+
+pub mod catalog;
+pub mod cost;
+pub mod error;
+pub mod mesh;
+pub mod model;
+pub mod placement;
+pub mod report;
+pub mod search;
+pub mod validate;
+pub mod warnings;
+
+pub use error::TunerError;

@@ -1,0 +1,16 @@
+use std::process::ExitCode;
+
+use clap::Parser;
+
+mod cli;
+
+fn main() -> ExitCode {
+    let args = cli::Cli::parse();
+    match cli::run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("tuner: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}

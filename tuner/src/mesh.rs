@@ -1,0 +1,143 @@
+//! A parallel layout (mesh) and the training inputs it runs under.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Activation recomputation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Recompute {
+    /// Keep every activation.
+    None,
+    /// Recompute the attention core only (Korthikanti et al. 2022 §5).
+    Selective,
+    /// Keep each layer's input only and rerun its forward pass in backward.
+    Full,
+}
+
+impl fmt::Display for Recompute {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Recompute::None => "none",
+            Recompute::Selective => "selective",
+            Recompute::Full => "full",
+        })
+    }
+}
+
+/// Number format of the matrix multiplies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// bf16 weights and GEMMs, fp32 master weights.
+    Bf16,
+    /// fp8 GEMMs (Transformer Engine), bf16 elsewhere.
+    Fp8,
+}
+
+impl fmt::Display for Precision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Precision::Bf16 => "bf16",
+            Precision::Fp8 => "fp8",
+        })
+    }
+}
+
+/// One hybrid-parallel layout. `tp * cp * dp * pp` is the GPU count; `ep` divides `dp`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct Mesh {
+    /// Tensor parallel size.
+    pub tp: u32,
+    /// Pipeline stages.
+    pub pp: u32,
+    /// Data parallel size (expert parallel ranks are carved out of it).
+    pub dp: u32,
+    /// Context parallel size.
+    pub cp: u32,
+    /// Expert parallel size.
+    pub ep: u32,
+    /// Sequences per microbatch.
+    pub microbatch_size: u32,
+    /// Virtual stages per pipeline rank (1 = plain 1F1B).
+    pub virtual_stages: u32,
+    /// ZeRO stage 0-3 (3 = FSDP full sharding).
+    pub zero_stage: u8,
+    /// Activation recomputation.
+    pub recompute: Recompute,
+    /// Megatron sequence parallelism (needs tp > 1).
+    pub sequence_parallel: bool,
+}
+
+impl Mesh {
+    /// GPUs the mesh uses.
+    pub fn gpus(&self) -> u32 {
+        self.tp * self.pp * self.dp * self.cp
+    }
+
+    /// Layers on the busiest pipeline stage. An even split when `pp·v` divides the layers;
+    /// otherwise the first and last stage hold one layer fewer (Llama 3 405B: 126 layers on
+    /// 16 stages, arXiv 2407.21783 §3.3.2), and the others hold (layers + 2) / pp.
+    pub fn stage_layers(&self, layers: u32) -> f64 {
+        if layers % (self.pp * self.virtual_stages) == 0 {
+            f64::from(layers) / f64::from(self.pp)
+        } else {
+            f64::from(layers + 2) / f64::from(self.pp)
+        }
+    }
+
+    /// Microbatches per step for a global batch of `global_batch` sequences.
+    pub fn microbatches(&self, global_batch: u32) -> u32 {
+        global_batch / (self.dp * self.microbatch_size)
+    }
+}
+
+impl fmt::Display for Mesh {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TP{} PP{} DP{}", self.tp, self.pp, self.dp)?;
+        if self.cp > 1 {
+            write!(f, " CP{}", self.cp)?;
+        }
+        if self.ep > 1 {
+            write!(f, " EP{}", self.ep)?;
+        }
+        if self.virtual_stages > 1 {
+            write!(f, " v{}", self.virtual_stages)?;
+        }
+        write!(
+            f,
+            " mb{} ZeRO-{} rc={}",
+            self.microbatch_size, self.zero_stage, self.recompute
+        )?;
+        if self.sequence_parallel {
+            write!(f, " SP")?;
+        }
+        Ok(())
+    }
+}
+
+/// What the job trains on, independent of the layout.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Training {
+    /// Sequence length.
+    pub seq_len: u32,
+    /// Global batch in sequences.
+    pub global_batch: u32,
+    /// GEMM precision.
+    pub precision: Precision,
+    /// Optimizer; mixed-precision Adam is the only one modelled.
+    pub optimizer: &'static str,
+    /// Fused (flash) attention, which never stores the s x s score matrix.
+    pub flash_attention: bool,
+    /// Data-parallel gradient reduction overlaps the backward pass (Megatron
+    /// `--overlap-grad-reduce`, PyTorch DDP buckets). Megatron-LM before 2023 could not.
+    pub overlap_grad_reduce: bool,
+}
+
+impl Training {
+    /// Tokens in one global batch.
+    pub fn tokens_per_step(&self) -> f64 {
+        f64::from(self.global_batch) * f64::from(self.seq_len)
+    }
+}

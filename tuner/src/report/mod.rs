@@ -1,0 +1,1 @@
+//! Rendering results: each format renders to a String without I/O.

@@ -1,0 +1,84 @@
+//! The classic layout pitfalls. Each says the cause and the remedy.
+
+use std::fmt;
+
+use crate::placement::LinkClass;
+
+/// A pitfall found in a mesh.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Pitfall {
+    /// A tensor-parallel group leaves its NVLink domain.
+    TpBeyondNvlink {
+        /// TP size.
+        tp: u32,
+        /// NVLink domain size.
+        domain: u32,
+        /// Link the group's all-reduces cross.
+        link: LinkClass,
+    },
+    /// The pipeline bubble is over 10% of the step.
+    LargeBubble {
+        /// Bubble share.
+        fraction: f64,
+        /// Stages.
+        pp: u32,
+        /// Microbatches.
+        microbatches: u32,
+    },
+    /// Fewer microbatches than stages: the pipeline never fills.
+    BatchTooSmall {
+        /// Microbatches.
+        microbatches: u32,
+        /// Stages.
+        pp: u32,
+    },
+    /// Less than 5% of GPU memory left.
+    LowHeadroom {
+        /// Free share.
+        headroom: f64,
+    },
+    /// Experts spread unevenly or too thinly.
+    MoeSpread {
+        /// What is wrong.
+        reason: String,
+    },
+    /// fp8 asked for on a GPU without fp8 tensor cores.
+    NoFp8 {
+        /// GPU id.
+        gpu: &'static str,
+    },
+}
+
+impl fmt::Display for Pitfall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Pitfall::TpBeyondNvlink { tp, domain, link } => {
+                let how = match link {
+                    LinkClass::Pcie => "through PCIe",
+                    _ => "at the inter-node rate",
+                };
+                if *domain <= 1 {
+                    write!(f, "TP={tp} on a node without NVLink: its all-reduces run {how}; prefer TP=1-2 and more PP or DP")
+                } else {
+                    write!(f, "TP={tp} is wider than the {domain}-GPU NVLink domain: its all-reduces run {how}; keep TP <= {domain}")
+                }
+            }
+            Pitfall::LargeBubble { fraction, pp, microbatches } => write!(
+                f,
+                "pipeline bubble is {:.0}% of the step (PP={pp}, {microbatches} microbatches): raise the microbatch count or interleave stages",
+                fraction * 100.0
+            ),
+            Pitfall::BatchTooSmall { microbatches, pp } => write!(
+                f,
+                "global batch gives {microbatches} microbatches for {pp} pipeline stages: the pipeline never fills; grow the batch or shrink PP"
+            ),
+            Pitfall::LowHeadroom { headroom } => write!(
+                f,
+                "only {:.1}% of GPU memory left: fragmentation or a longer sequence will run out; add recomputation or ZeRO sharding",
+                headroom * 100.0
+            ),
+            Pitfall::MoeSpread { reason } => write!(f, "unbalanced MoE spread: {reason}"),
+            Pitfall::NoFp8 { gpu } => write!(f, "{gpu} has no fp8 tensor cores: priced at its bf16 peak instead"),
+        }
+    }
+}
