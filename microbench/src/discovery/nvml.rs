@@ -1,0 +1,289 @@
+//! Discovery through NVML: GPUs, their NVLinks and PCIe paths, and what runs on them.
+
+use super::sysfs::{self, PciPlace};
+use super::{Activity, Clocks, Gpu, Link, Pcie, Topology};
+use crate::error::{Error, Result};
+use nvml_wrapper::enum_wrappers::device::{Clock, TopologyLevel};
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::{Device, Nvml};
+use std::path::Path;
+
+/// NVML_NVLINK_MAX_LINKS in nvml.h (18 on Hopper).
+const MAX_NVLINKS: u32 = 18;
+
+/// CPU mask words asked of NVML: 16 x 64 = 1024 CPUs.
+const CPU_MASK_WORDS: usize = 16;
+
+/// Loads NVML, telling a missing driver apart from other failures.
+fn init() -> Result<Nvml> {
+    Nvml::init().map_err(|e| match e {
+        NvmlError::LibloadingError(_) => Error::NoDriver(
+            "libnvidia-ml.so.1 cannot be loaded (is the NVIDIA driver installed?)".into(),
+        ),
+        NvmlError::DriverNotLoaded => {
+            Error::NoDriver("the NVIDIA kernel driver is not loaded".into())
+        }
+        source => Error::Nvml {
+            call: "nvmlInit",
+            gpu: None,
+            source,
+        },
+    })
+}
+
+fn nvml_err(call: &'static str, gpu: Option<u32>) -> impl FnOnce(NvmlError) -> Error {
+    move |source| Error::Nvml { call, gpu, source }
+}
+
+/// Discovers this node's GPUs, their link matrix and its RDMA NICs.
+pub fn discover() -> Result<Topology> {
+    let nvml = init()?;
+    let count = nvml
+        .device_count()
+        .map_err(nvml_err("nvmlDeviceGetCount", None))?;
+    let devices: Vec<Device> = (0..count)
+        .map(|i| {
+            nvml.device_by_index(i)
+                .map_err(nvml_err("nvmlDeviceGetHandleByIndex", Some(i)))
+        })
+        .collect::<Result<_>>()?;
+    let mut gpus: Vec<Gpu> = devices
+        .iter()
+        .zip(0..)
+        .map(|(d, i)| gpu(d, i))
+        .collect::<Result<_>>()?;
+    let nvlinks = nvlink_census(&devices, &gpus);
+    let nvswitch = nvlinks.iter().any(|n| n.to_switch > 0);
+    let mut links = Vec::with_capacity(gpus.len());
+    for (i, a) in devices.iter().enumerate() {
+        let mut row = Vec::with_capacity(gpus.len());
+        for j in 0..devices.len() {
+            row.push(if i == j {
+                Link::Itself
+            } else if nvlinks[i].to_gpu[j] > 0 {
+                Link::NvLink(nvlinks[i].to_gpu[j])
+            } else if nvlinks[i].to_switch > 0 && nvlinks[j].to_switch > 0 {
+                Link::NvLink(nvlinks[i].to_switch.min(nvlinks[j].to_switch))
+            } else {
+                let b = nvml
+                    .device_by_index(j as u32)
+                    .map_err(nvml_err("nvmlDeviceGetHandleByIndex", Some(j as u32)))?;
+                pcie_link(a.topology_common_ancestor(b).map_err(nvml_err(
+                    "nvmlDeviceGetTopologyCommonAncestor",
+                    Some(i as u32),
+                ))?)
+            });
+        }
+        links.push(row);
+    }
+    for (g, n) in gpus.iter_mut().zip(&nvlinks) {
+        g.nvlinks = n.to_gpu.iter().sum::<u32>() + n.to_switch;
+    }
+    let sys = Path::new("/sys");
+    let places: Vec<Option<PciPlace>> = gpus
+        .iter()
+        .map(|g| sysfs::place(sys, &sysfs::gpu_device_dir(sys, &g.pci_bus_id)))
+        .collect();
+    let versions = record::Versions {
+        driver: nvml.sys_driver_version().ok(),
+        cuda: nvml
+            .sys_cuda_driver_version()
+            .ok()
+            .map(|v| format!("{}.{}", v / 1000, (v % 1000) / 10)),
+        nccl: None,
+    };
+    Ok(Topology {
+        node: hostname(),
+        source: record::Backend::Cuda,
+        versions,
+        nics: sysfs::nics(sys, &places),
+        gpus,
+        links,
+        nvswitch,
+    })
+}
+
+/// Utilisation and compute processes per GPU.
+pub fn activity() -> Result<Vec<Activity>> {
+    let nvml = init()?;
+    let count = nvml
+        .device_count()
+        .map_err(nvml_err("nvmlDeviceGetCount", None))?;
+    (0..count)
+        .map(|gpu| {
+            let d = nvml
+                .device_by_index(gpu)
+                .map_err(nvml_err("nvmlDeviceGetHandleByIndex", Some(gpu)))?;
+            let util = d
+                .utilization_rates()
+                .map_err(nvml_err("nvmlDeviceGetUtilizationRates", Some(gpu)))?;
+            let procs = d
+                .running_compute_processes()
+                .map_err(nvml_err("nvmlDeviceGetComputeRunningProcesses", Some(gpu)))?;
+            Ok(Activity {
+                gpu,
+                utilization_percent: util.gpu,
+                processes: procs.len() as u32,
+            })
+        })
+        .collect()
+}
+
+/// The node's host name.
+pub(crate) fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "localhost".to_string())
+}
+
+fn gpu(d: &Device, index: u32) -> Result<Gpu> {
+    let at = Some(index);
+    let pci = d.pci_info().map_err(nvml_err("nvmlDeviceGetPciInfo", at))?;
+    let cc = d
+        .cuda_compute_capability()
+        .map_err(nvml_err("nvmlDeviceGetCudaComputeCapability", at))?;
+    let pcie = (|| -> Result<Pcie, NvmlError> {
+        Ok(Pcie {
+            generation: d.current_pcie_link_gen()?,
+            generation_max: d.max_pcie_link_gen()?,
+            width: d.current_pcie_link_width()?,
+            width_max: d.max_pcie_link_width()?,
+        })
+    })();
+    Ok(Gpu {
+        index,
+        uuid: d.uuid().map_err(nvml_err("nvmlDeviceGetUUID", at))?,
+        name: d.name().map_err(nvml_err("nvmlDeviceGetName", at))?,
+        memory_bytes: d
+            .memory_info()
+            .map_err(nvml_err("nvmlDeviceGetMemoryInfo", at))?
+            .total,
+        pci_bus_id: pci.bus_id,
+        numa_node: d.numa_node_id().ok(),
+        cpu_affinity: d
+            .cpu_affinity(CPU_MASK_WORDS)
+            .map_or_else(|_| "N/A".to_string(), |mask| cpu_list(&mask)),
+        compute_capability: [cc.major.max(0) as u32, cc.minor.max(0) as u32],
+        clocks: Clocks {
+            sm_mhz: d.clock_info(Clock::SM).ok(),
+            sm_max_mhz: d.max_clock_info(Clock::SM).ok(),
+            memory_mhz: d.clock_info(Clock::Memory).ok(),
+            memory_max_mhz: d.max_clock_info(Clock::Memory).ok(),
+        },
+        pcie: pcie.ok(),
+        nvlinks: 0,
+    })
+}
+
+/// Active NVLinks of one GPU, by where they lead.
+struct NvLinks {
+    /// Links to each GPU, by index.
+    to_gpu: Vec<u32>,
+    /// Links to anything that is not a GPU of this node: NVSwitches.
+    to_switch: u32,
+}
+
+fn nvlink_census(devices: &[Device], gpus: &[Gpu]) -> Vec<NvLinks> {
+    let bus_ids: Vec<String> = gpus.iter().map(|g| short_bus_id(&g.pci_bus_id)).collect();
+    devices
+        .iter()
+        .map(|d| {
+            let mut n = NvLinks {
+                to_gpu: vec![0; gpus.len()],
+                to_switch: 0,
+            };
+            for l in 0..MAX_NVLINKS {
+                let link = d.link_wrapper_for(l);
+                // Links a GPU does not have answer with an error; they are not active.
+                if !link.is_active().unwrap_or(false) {
+                    continue;
+                }
+                match link.remote_pci_info().map(|p| short_bus_id(&p.bus_id)) {
+                    Ok(remote) => match bus_ids.iter().position(|b| *b == remote) {
+                        Some(peer) => n.to_gpu[peer] += 1,
+                        None => n.to_switch += 1,
+                    },
+                    Err(_) => n.to_switch += 1,
+                }
+            }
+            n
+        })
+        .collect()
+}
+
+/// `00000000:18:00.0` and `0000:18:00.0` name the same device.
+fn short_bus_id(id: &str) -> String {
+    let id = id.to_ascii_lowercase();
+    id[id.len().saturating_sub(12)..].to_string()
+}
+
+fn pcie_link(level: TopologyLevel) -> Link {
+    match level {
+        TopologyLevel::Internal => Link::Itself,
+        TopologyLevel::Single => Link::Pix,
+        TopologyLevel::Multiple => Link::Pxb,
+        TopologyLevel::HostBridge => Link::Phb,
+        TopologyLevel::Node => Link::Node,
+        TopologyLevel::System => Link::Sys,
+    }
+}
+
+/// A CPU bit mask as a list of ranges, `0-55,112-167`, the way nvidia-smi prints affinity.
+pub(crate) fn cpu_list(mask: &[std::os::raw::c_ulong]) -> String {
+    let bits = std::os::raw::c_ulong::BITS as usize;
+    let cpus: Vec<usize> = (0..mask.len() * bits)
+        .filter(|&c| (mask[c / bits] >> (c % bits)) & 1 == 1)
+        .collect();
+    let mut ranges: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let start = cpus[i];
+        while i + 1 < cpus.len() && cpus[i + 1] == cpus[i] + 1 {
+            i += 1;
+        }
+        ranges.push(if cpus[i] == start {
+            start.to_string()
+        } else {
+            format!("{start}-{}", cpus[i])
+        });
+        i += 1;
+    }
+    if ranges.is_empty() {
+        "N/A".to_string()
+    } else {
+        ranges.join(",")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_masks_print_as_ranges() {
+        assert_eq!(cpu_list(&[0xff, 0]), "0-7");
+        assert_eq!(cpu_list(&[0b1011]), "0-1,3");
+        assert_eq!(cpu_list(&[0, 1]), "64");
+        assert_eq!(cpu_list(&[0]), "N/A");
+    }
+
+    #[test]
+    fn bus_ids_compare_without_the_long_domain() {
+        assert_eq!(
+            short_bus_id("00000000:1A:00.0"),
+            short_bus_id("0000:1a:00.0")
+        );
+    }
+
+    /// This machine has no NVIDIA driver: discovery says so in one line, and does not panic.
+    #[test]
+    fn no_driver_is_a_clear_error() {
+        if Path::new("/dev/nvidiactl").exists() {
+            return;
+        }
+        let err = discover().unwrap_err().to_string();
+        assert!(err.starts_with("no NVIDIA driver:"), "{err}");
+        assert!(!err.contains('\n'));
+    }
+}

@@ -1,0 +1,83 @@
+//! What can go wrong when discovering or measuring. Each message names what is missing or
+//! which value is wrong, and what would be accepted.
+
+use nvml_wrapper::error::NvmlError;
+
+/// The library's error.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No NVIDIA driver (NVML or libcuda cannot be loaded, or the kernel module is absent).
+    #[error("no NVIDIA driver: {0}")]
+    NoDriver(String),
+    /// A CUDA library the kernel needs is not on the library path.
+    #[error("{library} not found: {hint}")]
+    MissingLibrary {
+        /// The library, e.g. `libnccl.so`.
+        library: &'static str,
+        /// Where it usually comes from.
+        hint: &'static str,
+    },
+    /// The test needs more GPUs than the node has.
+    #[error("{what} needs {needed} GPUs; this node has {found}")]
+    TooFewGpus {
+        /// What was asked for.
+        what: String,
+        /// GPUs it needs.
+        needed: usize,
+        /// GPUs present.
+        found: usize,
+    },
+    /// A GPU index outside the node.
+    #[error("{field} {gpu}: no such GPU; this node has {count} (0-{})", .count.saturating_sub(1))]
+    NoSuchGpu {
+        /// The option or field that named it.
+        field: &'static str,
+        /// The index given.
+        gpu: u32,
+        /// GPUs present.
+        count: usize,
+    },
+    /// An NVML query failed.
+    #[error("NVML {call}{}: {source}", .gpu.map(|g| format!(" on GPU {g}")).unwrap_or_default())]
+    Nvml {
+        /// The NVML call.
+        call: &'static str,
+        /// The GPU it was about.
+        gpu: Option<u32>,
+        /// NVML's error.
+        source: NvmlError,
+    },
+    /// A CUDA, cuBLAS or NCCL call failed.
+    #[error("{call} on GPU {gpu}: {message}")]
+    Cuda {
+        /// The call.
+        call: &'static str,
+        /// The GPU.
+        gpu: u32,
+        /// The library's message.
+        message: String,
+    },
+    /// A measurement the GPU cannot run (e.g. fp8 before compute capability 8.9).
+    #[error("{what} is not supported on GPU {gpu} ({reason})")]
+    Unsupported {
+        /// What was asked for.
+        what: String,
+        /// The GPU.
+        gpu: u32,
+        /// Why not.
+        reason: String,
+    },
+    /// A bad plan or option value.
+    #[error("{field} `{value}`: {expected}")]
+    BadValue {
+        /// The option or field.
+        field: &'static str,
+        /// The value given.
+        value: String,
+        /// What is allowed.
+        expected: String,
+    },
+}
+
+/// Result with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

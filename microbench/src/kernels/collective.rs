@@ -1,0 +1,253 @@
+//! NCCL collectives within a node, one process driving every GPU of the group (one rank per
+//! GPU, `ncclCommInitAll`), timed like nccl-tests: out-of-place, then in-place.
+
+use super::summarize;
+use super::timer::{cuda, time_iterations};
+use crate::error::{Error, Result};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtrMut};
+use cudarc::nccl::result as nccl;
+use cudarc::nccl::sys::{ncclComm_t, ncclDataType_t, ncclRedOp_t};
+use record::{Clock, Dtype, Kind, Timing};
+use std::ffi::c_void;
+use std::sync::Arc;
+
+fn nccl_err(call: &'static str, gpu: u32) -> impl Fn(nccl::NcclError) -> Error {
+    move |e| Error::Cuda {
+        call,
+        gpu,
+        message: format!("{:?}", e.0),
+    }
+}
+
+/// The loaded NCCL's version, `2.27.3`.
+pub(super) fn nccl_version() -> Option<String> {
+    let v = nccl::get_nccl_version().ok()?;
+    Some(format!("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100))
+}
+
+fn nccl_type(dtype: Dtype) -> ncclDataType_t {
+    match dtype {
+        Dtype::Int8 => ncclDataType_t::ncclInt8,
+        Dtype::Uint8 => ncclDataType_t::ncclUint8,
+        Dtype::Int32 => ncclDataType_t::ncclInt32,
+        Dtype::Uint32 => ncclDataType_t::ncclUint32,
+        Dtype::Int64 => ncclDataType_t::ncclInt64,
+        Dtype::Uint64 => ncclDataType_t::ncclUint64,
+        Dtype::Fp16 => ncclDataType_t::ncclFloat16,
+        Dtype::Fp32 | Dtype::Tf32 => ncclDataType_t::ncclFloat32,
+        Dtype::Fp64 => ncclDataType_t::ncclFloat64,
+        Dtype::Bf16 => ncclDataType_t::ncclBfloat16,
+        Dtype::Fp8E4m3 => ncclDataType_t::ncclFloat8e4m3,
+        Dtype::Fp8E5m2 => ncclDataType_t::ncclFloat8e5m2,
+    }
+}
+
+/// Communicators of one group, destroyed when dropped.
+struct Comms(Vec<ncclComm_t>);
+
+impl Drop for Comms {
+    fn drop(&mut self) {
+        for &c in &self.0 {
+            // SAFETY: each comm came from ncclCommInitAll and is destroyed once. A failure
+            // here cannot be acted on; the measurement is already taken.
+            let _ = unsafe { nccl::comm_destroy(c) };
+        }
+    }
+}
+
+/// One rank's buffers: send and receive, as device addresses.
+struct Rank {
+    gpu: u32,
+    stream: Arc<CudaStream>,
+    send: u64,
+    recv: u64,
+}
+
+/// Times `kind` over `gpus` (with their CUDA contexts) at `bytes` per rank (nccl-tests' size),
+/// out-of-place and in-place.
+pub(super) fn measure(
+    contexts: &[Arc<CudaContext>],
+    gpus: &[u32],
+    kind: Kind,
+    bytes: u64,
+    dtype: Dtype,
+    iters: u32,
+    warmup: u32,
+) -> Result<[Timing; 2]> {
+    let n = contexts.len();
+    let es = dtype.size_bytes();
+    let elems = bytes / es;
+    // Buffer sizes per rank in bytes, nccl-tests' convention: all-gather receives `bytes`
+    // from sends of bytes/n, reduce-scatter the reverse.
+    let share = bytes / n as u64;
+    let (send_len, recv_len) = match kind {
+        Kind::AllGather => (share, bytes),
+        Kind::ReduceScatter => (bytes, share),
+        _ => (bytes, bytes),
+    };
+    let mut buffers: Vec<(CudaSlice<u8>, CudaSlice<u8>)> = Vec::with_capacity(n);
+    let mut streams = Vec::with_capacity(n);
+    for (ctx, &gpu) in contexts.iter().zip(gpus) {
+        let stream = ctx.new_stream().map_err(cuda("cuStreamCreate", gpu))?;
+        let alloc = |len: u64| {
+            stream
+                .alloc_zeros::<u8>(len.max(1) as usize)
+                .map_err(cuda("cuMemAlloc", gpu))
+        };
+        buffers.push((alloc(send_len)?, alloc(recv_len)?));
+        streams.push((gpu, stream));
+    }
+    let mut guards = Vec::with_capacity(n);
+    let mut ranks = Vec::with_capacity(n);
+    for ((send, recv), (gpu, stream)) in buffers.iter_mut().zip(&streams) {
+        let (s, gs) = send.device_ptr_mut(stream);
+        let (r, gr) = recv.device_ptr_mut(stream);
+        guards.push((gs, gr));
+        ranks.push(Rank {
+            gpu: *gpu,
+            stream: stream.clone(),
+            send: s,
+            recv: r,
+        });
+    }
+    let mut raw = vec![std::ptr::null_mut(); n];
+    let ordinals: Vec<i32> = contexts.iter().map(|c| c.ordinal() as i32).collect();
+    // SAFETY: `raw` has room for n communicators and `ordinals` names n CUDA devices.
+    unsafe { nccl::comm_init_all(raw.as_mut_ptr(), n as i32, ordinals.as_ptr()) }
+        .map_err(nccl_err("ncclCommInitAll", gpus[0]))?;
+    let comms = Comms(raw);
+    let ty = nccl_type(dtype);
+    let timed = |in_place: bool| -> Result<Timing> {
+        let step = || issue(&comms, &ranks, kind, elems, es, ty, in_place);
+        let mut samples = time_iterations(&streams, iters, warmup, step)?;
+        Ok(summarize(&mut samples, Clock::CudaEvent))
+    };
+    let oop = timed(false)?;
+    let ip = timed(true)?;
+    // The buffers stay mapped (guards alive) until both timings are done.
+    drop(guards);
+    Ok([oop, ip])
+}
+
+/// Enqueues one collective on every rank inside one NCCL group, as a single thread driving
+/// several GPUs must.
+fn issue(
+    comms: &Comms,
+    ranks: &[Rank],
+    kind: Kind,
+    elems: u64,
+    es: u64,
+    ty: ncclDataType_t,
+    in_place: bool,
+) -> Result<()> {
+    let n = ranks.len() as u64;
+    let per_rank = (elems / n) as usize;
+    let gpu = ranks[0].gpu;
+    nccl::group_start().map_err(nccl_err("ncclGroupStart", gpu))?;
+    for (r, (rank, &comm)) in ranks.iter().zip(&comms.0).enumerate() {
+        let stream = rank.stream.cu_stream() as _;
+        let err = nccl_err("nccl collective", rank.gpu);
+        let send = if in_place { rank.recv } else { rank.send };
+        let chunk = per_rank as u64 * es;
+        // SAFETY: the addresses are live device buffers of this rank's GPU, sized for the
+        // counts passed (see `measure`), and `comm` is this rank's communicator.
+        unsafe {
+            match kind {
+                Kind::AllReduce => nccl::all_reduce(
+                    send as *const c_void,
+                    rank.recv as *mut c_void,
+                    elems as usize,
+                    ty,
+                    ncclRedOp_t::ncclSum,
+                    comm,
+                    stream,
+                ),
+                Kind::AllGather => {
+                    let src = if in_place {
+                        rank.recv + r as u64 * chunk
+                    } else {
+                        rank.send
+                    };
+                    nccl::all_gather(
+                        src as *const c_void,
+                        rank.recv as *mut c_void,
+                        per_rank,
+                        ty,
+                        comm,
+                        stream,
+                    )
+                }
+                Kind::ReduceScatter => {
+                    let dst = if in_place {
+                        rank.send + r as u64 * chunk
+                    } else {
+                        rank.recv
+                    };
+                    nccl::reduce_scatter(
+                        rank.send as *const c_void,
+                        dst as *mut c_void,
+                        per_rank,
+                        ty,
+                        ncclRedOp_t::ncclSum,
+                        comm,
+                        stream,
+                    )
+                }
+                Kind::AllToAll => (0..n)
+                    .try_for_each(|peer| {
+                        nccl::send(
+                            (send + peer * chunk) as *const c_void,
+                            per_rank,
+                            ty,
+                            peer as i32,
+                            comm,
+                            stream,
+                        )?;
+                        nccl::recv(
+                            (rank.recv + peer * chunk) as *mut c_void,
+                            per_rank,
+                            ty,
+                            peer as i32,
+                            comm,
+                            stream,
+                        )
+                        .map(|_| ())
+                    })
+                    .map(|()| nccl::NcclStatus::Success),
+                Kind::SendRecv => {
+                    let next = ((r as u64 + 1) % n) as i32;
+                    let prev = ((r as u64 + n - 1) % n) as i32;
+                    nccl::send(
+                        send as *const c_void,
+                        elems as usize,
+                        ty,
+                        next,
+                        comm,
+                        stream,
+                    )
+                    .and_then(|_| {
+                        nccl::recv(
+                            rank.recv as *mut c_void,
+                            elems as usize,
+                            ty,
+                            prev,
+                            comm,
+                            stream,
+                        )
+                    })
+                }
+                other => {
+                    return Err(Error::BadValue {
+                        field: "collective",
+                        value: other.to_string(),
+                        expected: "all_reduce, all_gather, reduce_scatter, all_to_all or send_recv"
+                            .into(),
+                    })
+                }
+            }
+        }
+        .map_err(err)?;
+    }
+    nccl::group_end().map_err(nccl_err("ncclGroupEnd", gpu))?;
+    Ok(())
+}

@@ -1,0 +1,188 @@
+//! The real backend: NVML for discovery, CUDA, cuBLAS and NCCL (through cudarc, loaded at run
+//! time) for timing.
+
+use super::loader::{check_libraries, Library};
+use super::{check_iters, collective, copy, gemm, Backend, Point};
+use crate::discovery::{self, Activity, Topology};
+use crate::error::{Error, Result};
+use cudarc::driver::sys::CUdevice_attribute;
+use cudarc::driver::CudaContext;
+use record::{Backend as Source, Dtype, Group, Record, Scope};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The GPUs of this node.
+pub struct GpuBackend {
+    topology: Topology,
+    /// CUDA context per GPU, by NVML index (CUDA may number devices differently).
+    contexts: Vec<Option<Arc<CudaContext>>>,
+}
+
+impl GpuBackend {
+    /// Loads the driver and discovers the node. Fails with one clear error when there is no
+    /// driver or no GPU.
+    pub fn new() -> Result<GpuBackend> {
+        check_libraries(&[Library::Cuda])?;
+        let topology = discovery::discover()?;
+        if topology.gpus.is_empty() {
+            return Err(Error::TooFewGpus {
+                what: "microbench".into(),
+                needed: 1,
+                found: 0,
+            });
+        }
+        let contexts = cuda_contexts(&topology)?;
+        Ok(GpuBackend { topology, contexts })
+    }
+
+    fn context(&self, gpu: u32) -> Result<Arc<CudaContext>> {
+        self.contexts
+            .get(gpu as usize)
+            .cloned()
+            .flatten()
+            .ok_or(Error::Cuda {
+                call: "cuDeviceGet",
+                gpu,
+                message: "not visible to CUDA (check CUDA_VISIBLE_DEVICES)".into(),
+            })
+    }
+}
+
+/// Matches CUDA ordinals to NVML indices by PCI address.
+fn cuda_contexts(topology: &Topology) -> Result<Vec<Option<Arc<CudaContext>>>> {
+    let cuda_err = |call: &'static str| {
+        move |e: cudarc::driver::DriverError| Error::Cuda {
+            call,
+            gpu: 0,
+            message: e.to_string(),
+        }
+    };
+    let count = CudaContext::device_count().map_err(cuda_err("cuDeviceGetCount"))?;
+    let mut by_bus = Vec::new();
+    for ordinal in 0..usize::try_from(count).unwrap_or(0) {
+        let ctx = CudaContext::new(ordinal).map_err(cuda_err("cuCtxCreate"))?;
+        let attr = |a| ctx.attribute(a).map_err(cuda_err("cuDeviceGetAttribute"));
+        let bus = format!(
+            "{:04x}:{:02x}:{:02x}.0",
+            attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?,
+            attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?,
+            attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?
+        );
+        by_bus.push((bus, ctx));
+    }
+    Ok(topology
+        .gpus
+        .iter()
+        .map(|g| {
+            let id = g.pci_bus_id.to_ascii_lowercase();
+            by_bus
+                .iter()
+                .find(|(bus, _)| id.ends_with(bus.as_str()))
+                .map(|(_, ctx)| ctx.clone())
+        })
+        .collect())
+}
+
+impl Backend for GpuBackend {
+    fn topology(&self) -> Result<Topology> {
+        Ok(self.topology.clone())
+    }
+
+    fn activity(&self) -> Result<Vec<Activity>> {
+        discovery::activity()
+    }
+
+    fn measure(&self, point: &Point, iters: u32, warmup: u32) -> Result<Vec<Record>> {
+        check_iters(iters)?;
+        let group = |gpus: Vec<u32>, ranks: u32| Group {
+            node: Some(self.topology.node.clone()),
+            gpus,
+            scope: Scope::IntraNode,
+            ranks,
+        };
+        let mut versions = self.topology.versions.clone();
+        let mut records = match point {
+            Point::Collective {
+                kind,
+                gpus,
+                bytes,
+                dtype,
+            } => {
+                check_libraries(&[Library::Nccl])?;
+                versions.nccl = collective::nccl_version();
+                let contexts = gpus
+                    .iter()
+                    .map(|&g| self.context(g))
+                    .collect::<Result<Vec<_>>>()?;
+                let [oop, ip] =
+                    collective::measure(&contexts, gpus, *kind, *bytes, *dtype, iters, warmup)?;
+                let n = gpus.len() as u32;
+                let mut in_place = Record::transfer(
+                    *kind,
+                    Source::Nccl,
+                    group(gpus.clone(), n),
+                    *bytes,
+                    *dtype,
+                    ip,
+                );
+                in_place.in_place = true;
+                vec![
+                    Record::transfer(
+                        *kind,
+                        Source::Nccl,
+                        group(gpus.clone(), n),
+                        *bytes,
+                        *dtype,
+                        oop,
+                    ),
+                    in_place,
+                ]
+            }
+            Point::Gemm { gpu, shape, dtype } => {
+                check_libraries(&[Library::Cublas])?;
+                let cc = self.topology.gpus[*gpu as usize].compute_capability;
+                let timing = gemm::measure(
+                    &self.context(*gpu)?,
+                    *gpu,
+                    cc,
+                    *shape,
+                    *dtype,
+                    iters,
+                    warmup,
+                )?;
+                vec![Record::gemm(
+                    Source::Cuda,
+                    group(vec![*gpu], 1),
+                    *shape,
+                    *dtype,
+                    timing,
+                )]
+            }
+            Point::Copy { path, bytes } => {
+                let contexts = path
+                    .gpus()
+                    .iter()
+                    .map(|&g| self.context(g))
+                    .collect::<Result<Vec<_>>>()?;
+                let timing = copy::measure(&contexts, *path, *bytes, iters, warmup)?;
+                vec![Record::transfer(
+                    path.kind(),
+                    Source::Cuda,
+                    group(path.gpus(), path.senders()),
+                    *bytes,
+                    Dtype::Uint8,
+                    timing,
+                )]
+            }
+        };
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .ok();
+        for r in &mut records {
+            r.timestamp = now;
+            r.versions = versions.clone();
+        }
+        Ok(records)
+    }
+}

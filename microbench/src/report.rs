@@ -1,0 +1,160 @@
+//! Tables for people: GEMM and copy records (collectives print as nccl-tests tables through
+//! [`record::nccl_tests::write`]), and a summary of the best figures of a run.
+
+use crate::discovery::Topology;
+use record::{Kind, Record};
+use std::fmt::Write as _;
+
+/// GEMM records as a table: shape, dtype, time in us and TFLOP/s (1e12 FLOP/s).
+pub fn gemm_table(records: &[&Record]) -> String {
+    let mut out = String::from("#  gpu  dtype          m          n          k      time(us)  min(us)  max(us)   TFLOP/s\n");
+    for r in records {
+        let Some(shape) = r.gemm else { continue };
+        let _ = writeln!(
+            out,
+            "  {:>4}  {:>5}  {:>9}  {:>9}  {:>9}  {:>12.1}  {:>7.1}  {:>7.1}  {:>8.1}",
+            gpus(r),
+            r.dtype,
+            shape.m,
+            shape.n,
+            shape.k,
+            r.timing.time_s * 1e6,
+            r.timing.time_min_s.unwrap_or(f64::NAN) * 1e6,
+            r.timing.time_max_s.unwrap_or(f64::NAN) * 1e6,
+            r.flops.unwrap_or(f64::NAN) / 1e12
+        );
+    }
+    out
+}
+
+/// Copy records as a table: path, size, time in us, algbw and busbw in GB/s (1e9 B/s).
+pub fn copy_table(records: &[&Record]) -> String {
+    let mut out = String::from(
+        "#      kind     gpus         size(B)      time(us)   algbw(GB/s)   busbw(GB/s)\n",
+    );
+    for r in records {
+        let gbs = |v: Option<f64>| v.unwrap_or(f64::NAN) / 1e9;
+        let dir = if r.kind == Kind::P2pCopy && r.group.ranks == 2 {
+            "<->"
+        } else {
+            "->"
+        };
+        let _ = writeln!(
+            out,
+            "  {:>8}  {:>7}  {:>14}  {:>12.2}  {:>12.2}  {:>12.2}",
+            r.kind,
+            if r.kind == Kind::P2pCopy {
+                gpus(r).replace(',', dir)
+            } else {
+                gpus(r)
+            },
+            r.bytes,
+            r.timing.time_s * 1e6,
+            gbs(r.algbw),
+            gbs(r.busbw)
+        );
+    }
+    out
+}
+
+fn gpus(r: &Record) -> String {
+    r.group
+        .gpus
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The best figure per kind (largest busbw, or FLOP/s for GEMM), per GPU group and dtype.
+pub fn summary(records: &[Record]) -> String {
+    let mut best: Vec<(&Record, f64)> = Vec::new();
+    for r in records {
+        let value = if r.kind == Kind::Gemm {
+            r.flops
+        } else {
+            r.busbw
+        }
+        .unwrap_or(0.0);
+        let same = |b: &Record| {
+            b.kind == r.kind
+                && b.group.gpus == r.group.gpus
+                && b.dtype == r.dtype
+                && b.group.ranks == r.group.ranks
+        };
+        match best.iter_mut().find(|(b, _)| same(b)) {
+            Some(entry) if entry.1 < value => *entry = (r, value),
+            Some(_) => {}
+            None => best.push((r, value)),
+        }
+    }
+    let mut out =
+        String::from("# Summary (best per kind, GPUs and dtype; GB = 1e9 B, TFLOP = 1e12 FLOP)\n");
+    for (r, value) in best {
+        let figure = if r.kind == Kind::Gemm {
+            format!("{:.1} TFLOP/s", value / 1e12)
+        } else {
+            format!("busbw {:.2} GB/s at {} B", value / 1e9, r.bytes)
+        };
+        let _ = writeln!(
+            out,
+            "#   {:<14} {:<5} GPUs {:<16} {figure}  [{}]",
+            r.kind,
+            r.dtype,
+            gpus(r),
+            r.backend
+        );
+    }
+    out
+}
+
+/// Per-GPU facts under the `topo -m` table: model, memory, PCIe state, clocks; NIC states.
+pub fn gpu_details(t: &Topology) -> String {
+    let mut out = format!(
+        "\nNode {} ({} GPUs{}, source {})\n",
+        t.node,
+        t.gpus.len(),
+        if t.nvswitch { ", NVSwitch" } else { "" },
+        t.source
+    );
+    for g in &t.gpus {
+        let pcie = g.pcie.map_or("PCIe n/a".to_string(), |p| {
+            let flag = if p.degraded() { "  DEGRADED" } else { "" };
+            format!(
+                "PCIe gen{}/{} x{}/{}{flag}",
+                p.generation, p.generation_max, p.width, p.width_max
+            )
+        });
+        let clock = match (g.clocks.sm_mhz, g.clocks.sm_max_mhz) {
+            (Some(c), Some(m)) => format!("SM {c}/{m} MHz"),
+            _ => "SM clock n/a".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "  GPU{} {} {:.0} GiB sm_{}{} {} {} NVLinks {} {}",
+            g.index,
+            g.name,
+            g.memory_bytes as f64 / f64::from(1u32 << 30),
+            g.compute_capability[0],
+            g.compute_capability[1],
+            g.pci_bus_id,
+            pcie,
+            g.nvlinks,
+            clock
+        );
+    }
+    for n in &t.nics {
+        let rate = n.rate_bytes_per_s.map_or("rate n/a".to_string(), |r| {
+            format!("{:.0} Gb/s", r * 8.0 / 1e9)
+        });
+        let _ = writeln!(
+            out,
+            "  {} {} {} {}",
+            n.name,
+            n.state,
+            rate,
+            n.pci_address.as_deref().unwrap_or("-")
+        );
+    }
+    out
+}

@@ -1,0 +1,494 @@
+//! The sim backend: the same records as the real GPUs, from a physical model of a node.
+//!
+//! A [`SimBackend`] is a [`Profile`] (datasheet figures of a server), optional [`Fault`]s, a
+//! noise seed and a set of busy GPUs. Its records carry `backend = "sim"` and
+//! `clock = "model"`, so they are never taken for measurements of hardware.
+
+mod fault;
+mod model;
+mod noise;
+mod profile;
+
+use crate::discovery::matrix::Matrix;
+use crate::discovery::{Activity, Clocks, Gpu, Link, Nic, Topology};
+use crate::error::{Error, Result};
+use crate::kernels::{check_iters, summarize, Backend, CopyPath, Point};
+use noise::Noise;
+use record::{Clock, Dtype, Group, Kind, Record, Scope};
+use std::collections::BTreeSet;
+
+pub use fault::Fault;
+pub use model::Protocol;
+pub use profile::{profile, profiles, Fabric, Peaks, Profile};
+
+/// Share of the NVLink rate a ring collective reaches (NCCL's Simple protocol on H100: about
+/// 380 of 450 GB/s all-reduce busbw; DGX-1 V100 all-gather: 129 of 150, nccl-tests issue 37).
+const RING_SHARE: f64 = 0.85;
+/// Share of the NVLink rate a single copy engine reaches between two GPUs.
+const P2P_SHARE: f64 = 0.9;
+/// Share of the PCIe rate pinned host copies reach.
+const HOST_COPY_SHARE: f64 = 0.85;
+/// Share of the memory bandwidth a device-to-device copy reaches (H200: 4.3 of 4.8 TB/s).
+const HBM_COPY_SHARE: f64 = 0.9;
+/// A busy GPU shares its time with the job already on it.
+const BUSY_SPEED: f64 = 0.5;
+
+/// The sim backend.
+#[derive(Debug, Clone)]
+pub struct SimBackend {
+    profile: Profile,
+    faults: Vec<Fault>,
+    noise: Noise,
+    busy: BTreeSet<u32>,
+    topology: Topology,
+}
+
+impl SimBackend {
+    /// A node of `profile` with `faults` injected; `seed` fixes the noise.
+    pub fn new(profile: Profile, faults: Vec<Fault>, seed: u64) -> Result<SimBackend> {
+        for f in &faults {
+            f.check(profile.gpus, profile.nics)?;
+        }
+        let topology = build_topology(&profile, &faults)?;
+        Ok(SimBackend {
+            profile,
+            faults,
+            noise: Noise::new(seed),
+            busy: BTreeSet::new(),
+            topology,
+        })
+    }
+
+    /// Marks `gpus` as running someone else's job: [`Backend::activity`] reports them busy and
+    /// points on them run at half speed. Replaces any earlier set.
+    pub fn set_busy(&mut self, gpus: &[u32]) -> Result<()> {
+        let count = self.topology.gpus.len();
+        if let Some(&gpu) = gpus.iter().find(|&&g| g as usize >= count) {
+            return Err(Error::NoSuchGpu {
+                field: "--busy",
+                gpu,
+                count,
+            });
+        }
+        self.busy = gpus.iter().copied().collect();
+        Ok(())
+    }
+
+    /// The profile simulated.
+    pub fn profile(&self) -> &Profile {
+        &self.profile
+    }
+
+    fn speed(&self, gpu: u32) -> f64 {
+        if self.busy.contains(&gpu) {
+            BUSY_SPEED
+        } else {
+            1.0
+        }
+    }
+
+    /// The slowest member's speed: a collective waits for its slowest rank.
+    fn group_speed(&self, gpus: &[u32]) -> f64 {
+        gpus.iter().map(|&g| self.speed(g)).fold(1.0, f64::min)
+    }
+
+    fn compute_factor(&self, gpu: u32) -> f64 {
+        self.faults
+            .iter()
+            .map(|f| match *f {
+                Fault::SlowGpu { gpu: g, factor } if g == gpu => factor,
+                _ => 1.0,
+            })
+            .product()
+    }
+
+    fn host_bytes_per_s(&self, gpu: u32) -> f64 {
+        self.topology.gpus[gpu as usize]
+            .pcie
+            .map_or(0.0, |p| p.bytes_per_s())
+    }
+
+    /// One-way bandwidth between two GPUs: their NVLinks, or PCIe scaled by the path class.
+    fn pair_bytes_per_s(&self, a: u32, b: u32) -> f64 {
+        match self.topology.link(a, b) {
+            Link::NvLink(n) => f64::from(n) * self.profile.nvlink_bytes_per_s * P2P_SHARE,
+            Link::Itself => self.profile.hbm_bytes_per_s * HBM_COPY_SHARE / 2.0,
+            class => {
+                // P2P through one switch runs near the PCIe rate; through the CPU it is
+                // staged and slower, and across sockets slower still.
+                let share = match class {
+                    Link::Pix => 0.85,
+                    Link::Pxb => 0.8,
+                    Link::Phb => 0.75,
+                    Link::Node => 0.7,
+                    _ => 0.45,
+                };
+                self.host_bytes_per_s(a).min(self.host_bytes_per_s(b)) * share
+            }
+        }
+    }
+
+    /// Bus bandwidth a ring over `gpus` sustains, and the per-step latency scale of its path.
+    fn ring_bytes_per_s(&self, gpus: &[u32]) -> (f64, f64) {
+        let t = &self.topology;
+        let nv = self.profile.nvlink_bytes_per_s;
+        if gpus.len() < 2 {
+            return (self.profile.hbm_bytes_per_s * HBM_COPY_SHARE / 2.0, 1.0);
+        }
+        if t.nvswitch {
+            let links = gpus
+                .iter()
+                .map(|&g| t.gpus[g as usize].nvlinks)
+                .min()
+                .unwrap_or(0);
+            return (f64::from(links) * nv * RING_SHARE, 1.0);
+        }
+        // Direct NVLinks: NCCL lays several rings over them, so each GPU's links to the
+        // group's other members count, if every member has enough neighbours for a ring.
+        let neighbours_needed = (gpus.len() - 1).min(2);
+        let nv_links = |g: u32| {
+            gpus.iter()
+                .map(|&h| if h == g { 0 } else { t.nvlinks(g, h) })
+                .collect::<Vec<_>>()
+        };
+        if gpus
+            .iter()
+            .all(|&g| nv_links(g).iter().filter(|&&n| n > 0).count() >= neighbours_needed)
+        {
+            let links = gpus
+                .iter()
+                .map(|&g| nv_links(g).iter().sum::<u32>())
+                .min()
+                .unwrap_or(0);
+            return (f64::from(links) * nv * RING_SHARE, 1.0);
+        }
+        let ring = gpus.iter().zip(gpus.iter().cycle().skip(1));
+        (
+            ring.map(|(&a, &b)| self.pair_bytes_per_s(a, b))
+                .fold(f64::INFINITY, f64::min),
+            2.0,
+        )
+    }
+
+    fn collective_bytes_per_s(&self, kind: Kind, gpus: &[u32]) -> (f64, f64) {
+        let (ring, scale) = self.ring_bytes_per_s(gpus);
+        let bw = match kind {
+            Kind::SendRecv if gpus.len() > 1 => {
+                let ring = gpus.iter().zip(gpus.iter().cycle().skip(1));
+                ring.map(|(&a, &b)| self.pair_bytes_per_s(a, b))
+                    .fold(f64::INFINITY, f64::min)
+            }
+            Kind::AllToAll if !self.topology.nvswitch && gpus.len() > 1 => {
+                // Every pair talks: the slowest pair, n-1 of them at once, bounds it.
+                let slowest = gpus
+                    .iter()
+                    .flat_map(|&a| gpus.iter().filter(move |&&b| b != a).map(move |&b| (a, b)))
+                    .map(|(a, b)| self.pair_bytes_per_s(a, b))
+                    .fold(f64::INFINITY, f64::min);
+                ring.min(slowest * (gpus.len() - 1) as f64)
+            }
+            _ => ring,
+        };
+        (bw * self.group_speed(gpus), scale)
+    }
+
+    /// The modelled time of a point, before noise.
+    fn model_time(&self, point: &Point) -> Result<f64> {
+        Ok(match point {
+            Point::Collective {
+                kind, gpus, bytes, ..
+            } => {
+                if !kind.is_collective() {
+                    return Err(Error::BadValue {
+                        field: "collective",
+                        value: kind.to_string(),
+                        expected: "all_reduce, all_gather, reduce_scatter, all_to_all or send_recv"
+                            .into(),
+                    });
+                }
+                let (bw, scale) = self.collective_bytes_per_s(*kind, gpus);
+                model::collective_time(*kind, gpus.len() as u32, *bytes, bw, scale).0
+            }
+            Point::Gemm { gpu, shape, dtype } => {
+                let peak = self
+                    .profile
+                    .peaks
+                    .of(*dtype)
+                    .ok_or_else(|| Error::Unsupported {
+                        what: format!("{dtype} GEMM"),
+                        gpu: *gpu,
+                        reason: format!("{} has no {dtype} tensor cores", self.profile.gpu_name),
+                    })?;
+                let speed = self.speed(*gpu) * self.compute_factor(*gpu);
+                model::gemm_time(
+                    *shape,
+                    dtype.size_bytes(),
+                    peak * speed,
+                    self.profile.sms,
+                    self.profile.hbm_bytes_per_s,
+                )
+            }
+            Point::Copy { path, bytes } => {
+                let bw = match *path {
+                    CopyPath::P2p { src, dst, .. } => self.pair_bytes_per_s(src, dst),
+                    CopyPath::H2d { gpu } | CopyPath::D2h { gpu } => {
+                        self.host_bytes_per_s(gpu) * HOST_COPY_SHARE
+                    }
+                    CopyPath::Hbm { gpu } => self.pair_bytes_per_s(gpu, gpu),
+                };
+                let speed = path
+                    .gpus()
+                    .iter()
+                    .map(|&g| self.speed(g))
+                    .fold(1.0, f64::min);
+                model::copy_time(*bytes, bw * speed)
+            }
+        })
+    }
+
+    fn group(&self, gpus: Vec<u32>, ranks: u32) -> Group {
+        Group {
+            node: Some(self.topology.node.clone()),
+            gpus,
+            scope: Scope::IntraNode,
+            ranks,
+        }
+    }
+}
+
+impl Backend for SimBackend {
+    fn topology(&self) -> Result<Topology> {
+        Ok(self.topology.clone())
+    }
+
+    fn activity(&self) -> Result<Vec<Activity>> {
+        Ok((0..self.profile.gpus)
+            .map(|gpu| {
+                let busy = self.busy.contains(&gpu);
+                Activity {
+                    gpu,
+                    utilization_percent: if busy { 100 } else { 0 },
+                    processes: u32::from(busy),
+                }
+            })
+            .collect())
+    }
+
+    fn measure(&self, point: &Point, iters: u32, _warmup: u32) -> Result<Vec<Record>> {
+        check_iters(iters)?;
+        let count = self.topology.gpus.len();
+        let gpus = point.gpus();
+        if let Some(&gpu) = gpus.iter().find(|&&g| g as usize >= count) {
+            return Err(Error::NoSuchGpu {
+                field: "gpu",
+                gpu,
+                count,
+            });
+        }
+        if gpus.iter().collect::<BTreeSet<_>>().len() != gpus.len() {
+            return Err(Error::BadValue {
+                field: "gpus",
+                value: format!("{gpus:?}"),
+                expected: "distinct GPU indices".into(),
+            });
+        }
+        let model_s = self.model_time(point)?;
+        let timing = |tag: &str| {
+            summarize(
+                &mut self
+                    .noise
+                    .samples(&format!("{point} {tag}"), model_s, iters),
+                Clock::Model,
+            )
+        };
+        Ok(match point {
+            Point::Collective {
+                kind,
+                gpus,
+                bytes,
+                dtype,
+            } => [false, true]
+                .into_iter()
+                .map(|in_place| {
+                    let group = self.group(gpus.clone(), gpus.len() as u32);
+                    let mut r = Record::transfer(
+                        *kind,
+                        record::Backend::Sim,
+                        group,
+                        *bytes,
+                        *dtype,
+                        timing(if in_place { "in-place" } else { "out-of-place" }),
+                    );
+                    r.in_place = in_place;
+                    r
+                })
+                .collect(),
+            Point::Gemm { gpu, shape, dtype } => {
+                vec![Record::gemm(
+                    record::Backend::Sim,
+                    self.group(vec![*gpu], 1),
+                    *shape,
+                    *dtype,
+                    timing(""),
+                )]
+            }
+            Point::Copy { path, bytes } => {
+                let group = self.group(path.gpus(), path.senders());
+                vec![Record::transfer(
+                    path.kind(),
+                    record::Backend::Sim,
+                    group,
+                    *bytes,
+                    Dtype::Uint8,
+                    timing(""),
+                )]
+            }
+        })
+    }
+}
+
+/// The node a profile describes, with the faults applied.
+fn build_topology(p: &Profile, faults: &[Fault]) -> Result<Topology> {
+    let n = p.gpus;
+    let numa = |g: u32| g * p.numa_nodes / n.max(1);
+    let degraded = |g: u32| {
+        faults.iter().find_map(|f| match *f {
+            Fault::NvlinkDegraded { gpu, divisor } if gpu == g => Some(divisor),
+            _ => None,
+        })
+    };
+    let pcie_fallback = |a: u32, b: u32| {
+        if numa(a) == numa(b) {
+            Link::Node
+        } else {
+            Link::Sys
+        }
+    };
+    let mut links = vec![vec![Link::Itself; n as usize]; n as usize];
+    let mesh = match p.fabric {
+        Fabric::Mesh(text) => Some(Matrix::parse(text).map_err(|e| Error::BadValue {
+            field: "profile",
+            value: p.name.into(),
+            expected: format!("a readable topo -m table ({e})"),
+        })?),
+        _ => None,
+    };
+    for a in 0..n {
+        for b in (0..n).filter(|&b| b != a) {
+            let nvlinks = match (p.fabric, &mesh) {
+                (Fabric::NvSwitch { links }, _) => links,
+                (_, Some(m)) => match m.gpu_links[a as usize][b as usize] {
+                    Link::NvLink(k) => k,
+                    _ => 0,
+                },
+                _ => 0,
+            };
+            let nvlinks = [a, b]
+                .iter()
+                .fold(nvlinks, |k, &g| degraded(g).map_or(k, |d| k / d));
+            links[a as usize][b as usize] = match p.fabric {
+                _ if nvlinks > 0 => Link::NvLink(nvlinks),
+                Fabric::Pcie { per_switch } if a / per_switch.max(1) == b / per_switch.max(1) => {
+                    Link::Pix
+                }
+                _ => pcie_fallback(a, b),
+            };
+        }
+    }
+    let nvswitch = matches!(p.fabric, Fabric::NvSwitch { .. });
+    let cores = p.cores_per_numa;
+    let gpus = (0..n)
+        .map(|g| {
+            let lo = numa(g) * cores;
+            let threads = p.numa_nodes * cores;
+            let slow: f64 = faults
+                .iter()
+                .map(|f| match *f {
+                    Fault::SlowGpu { gpu, factor } if gpu == g => factor,
+                    _ => 1.0,
+                })
+                .product();
+            let mut pcie = p.pcie;
+            for f in faults {
+                if let Fault::PcieDowntrained { gpu, width } = *f {
+                    if gpu == g {
+                        pcie.width = width.unwrap_or(pcie.width_max / 2).min(pcie.width_max);
+                    }
+                }
+            }
+            let nvlinks = match p.fabric {
+                Fabric::NvSwitch { links } => degraded(g).map_or(links, |d| links / d),
+                _ => links[g as usize]
+                    .iter()
+                    .map(|l| if let Link::NvLink(k) = l { *k } else { 0 })
+                    .sum(),
+            };
+            Gpu {
+                index: g,
+                uuid: format!("GPU-sim-{}-{g}", p.name),
+                name: p.gpu_name.to_string(),
+                memory_bytes: p.memory_bytes,
+                pci_bus_id: format!("00000000:{:02X}:00.0", 0x18 + 0x10 * g),
+                numa_node: Some(numa(g)),
+                cpu_affinity: format!(
+                    "{lo}-{},{}-{}",
+                    lo + cores - 1,
+                    lo + threads,
+                    lo + threads + cores - 1
+                ),
+                compute_capability: p.compute_capability,
+                clocks: Clocks {
+                    sm_mhz: Some((f64::from(p.clocks_mhz[0]) * slow).round() as u32),
+                    sm_max_mhz: Some(p.clocks_mhz[0]),
+                    memory_mhz: Some(p.clocks_mhz[1]),
+                    memory_max_mhz: Some(p.clocks_mhz[1]),
+                },
+                pcie: Some(pcie),
+                nvlinks,
+            }
+        })
+        .collect();
+    // NIC k sits under the PCIe switch of GPU k x gpus / nics, as in DGX systems.
+    let nic_gpu = |k: u32| k * n / p.nics.max(1);
+    let gpus_per_nic = (n / p.nics.max(1)).max(1);
+    let nics = (0..p.nics)
+        .map(|k| {
+            let home = nic_gpu(k);
+            let down = faults.contains(&Fault::NicDown { nic: k });
+            Nic {
+                name: format!("mlx5_{k}"),
+                state: if down { "DOWN" } else { "ACTIVE" }.to_string(),
+                rate_bytes_per_s: Some(p.nic_bytes_per_s),
+                pci_address: Some(format!("0000:{:02x}:00.0", 0x19 + 0x10 * home)),
+                numa_node: Some(numa(home)),
+                gpu_links: (0..n)
+                    .map(|g| {
+                        if g / gpus_per_nic == home / gpus_per_nic {
+                            Link::Pix
+                        } else {
+                            pcie_fallback(g, home)
+                        }
+                    })
+                    .collect(),
+                nic_links: (0..p.nics)
+                    .map(|j| {
+                        if j == k {
+                            Link::Itself
+                        } else {
+                            pcie_fallback(nic_gpu(j), home)
+                        }
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    Ok(Topology {
+        node: format!("sim-{}", p.name),
+        source: record::Backend::Sim,
+        versions: record::Versions::default(),
+        gpus,
+        links,
+        nvswitch,
+        nics,
+    })
+}

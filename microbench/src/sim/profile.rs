@@ -1,0 +1,261 @@
+//! Node profiles for the sim: datasheet figures of common 8-GPU servers.
+//!
+//! Peak FLOP/s are dense tensor-core figures (no sparsity). NVLink bandwidth is per link and
+//! direction. Sources: NVIDIA H100 datasheet (SXM5: 989 TFLOP/s bf16, 3.35 TB/s, 18 NVLink4
+//! links of 25 GB/s), H200 datasheet (4.8 TB/s, 141 GB), A100 datasheet (312 TFLOP/s bf16,
+//! 2.04 TB/s, 12 NVLink3 links), L40S datasheet (362 TFLOP/s bf16 dense, 864 GB/s, PCIe 4.0
+//! x16, no NVLink), V100 SXM2 datasheet (125 TFLOP/s fp16, 900 GB/s, 6 NVLink2 links), DGX
+//! H100/A100/DGX-1 user guides for NICs and NUMA layout.
+
+use crate::discovery::Pcie;
+use crate::error::{Error, Result};
+use record::Dtype;
+
+/// How the GPUs reach each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fabric {
+    /// Every GPU's `links` NVLinks go to NVSwitches.
+    NvSwitch {
+        /// NVLinks per GPU.
+        links: u32,
+    },
+    /// Direct NVLinks as printed in a `topo -m` table (DGX-1's hybrid cube-mesh).
+    Mesh(&'static str),
+    /// PCIe only, `per_switch` GPUs under each PCIe switch.
+    Pcie {
+        /// GPUs sharing a switch (PIX to each other).
+        per_switch: u32,
+    },
+}
+
+/// Dense tensor-core peaks in FLOP/s; `None` where the GPU has no such path.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Peaks {
+    /// bfloat16.
+    pub bf16: Option<f64>,
+    /// fp16.
+    pub fp16: Option<f64>,
+    /// TF32.
+    pub tf32: Option<f64>,
+    /// fp8 (e4m3 and e5m2).
+    pub fp8: Option<f64>,
+}
+
+impl Peaks {
+    /// The peak for `dtype`, if the GPU's tensor cores take it.
+    pub fn of(&self, dtype: Dtype) -> Option<f64> {
+        match dtype {
+            Dtype::Bf16 => self.bf16,
+            Dtype::Fp16 => self.fp16,
+            Dtype::Tf32 => self.tf32,
+            Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => self.fp8,
+            _ => None,
+        }
+    }
+}
+
+/// One server model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Profile {
+    /// Name given to `--profile`.
+    pub name: &'static str,
+    /// GPU model name as NVML reports it.
+    pub gpu_name: &'static str,
+    /// GPUs in the node.
+    pub gpus: u32,
+    /// Memory per GPU in bytes.
+    pub memory_bytes: u64,
+    /// CUDA compute capability.
+    pub compute_capability: [u32; 2],
+    /// Streaming multiprocessors (for GEMM wave quantisation).
+    pub sms: u32,
+    /// Maximum SM and memory clocks in MHz.
+    pub clocks_mhz: [u32; 2],
+    /// Tensor-core peaks.
+    pub peaks: Peaks,
+    /// Memory bandwidth in bytes per second (read plus write).
+    pub hbm_bytes_per_s: f64,
+    /// Host link of each GPU.
+    pub pcie: Pcie,
+    /// GPU-to-GPU fabric.
+    pub fabric: Fabric,
+    /// NVLink bandwidth per link and direction, bytes per second.
+    pub nvlink_bytes_per_s: f64,
+    /// NUMA nodes (GPUs split evenly, in index order).
+    pub numa_nodes: u32,
+    /// CPU cores per NUMA node (affinity lists count hyperthreads after all cores).
+    pub cores_per_numa: u32,
+    /// RDMA NICs, spread evenly over the GPUs.
+    pub nics: u32,
+    /// NIC rate in bytes per second.
+    pub nic_bytes_per_s: f64,
+}
+
+const GB: f64 = 1e9;
+const TFLOPS: f64 = 1e12;
+const GIB: u64 = 1 << 30;
+const PCIE4: Pcie = Pcie {
+    generation: 4,
+    generation_max: 4,
+    width: 16,
+    width_max: 16,
+};
+const PCIE5: Pcie = Pcie {
+    generation: 5,
+    generation_max: 5,
+    width: 16,
+    width_max: 16,
+};
+
+/// nvidia-smi topo -m of a DGX-1 with V100s, from nccl-tests issue 37.
+const DGX1_MESH: &str = "\tGPU0\tGPU1\tGPU2\tGPU3\tGPU4\tGPU5\tGPU6\tGPU7\tCPU Affinity
+GPU0\t X \tNV1\tNV1\tNV2\tSYS\tSYS\tNV2\tSYS\t0-95
+GPU1\tNV1\t X \tNV2\tNV1\tSYS\tSYS\tSYS\tNV2\t0-95
+GPU2\tNV1\tNV2\t X \tNV2\tNV1\tSYS\tSYS\tSYS\t0-95
+GPU3\tNV2\tNV1\tNV2\t X \tSYS\tNV1\tSYS\tSYS\t0-95
+GPU4\tSYS\tSYS\tNV1\tSYS\t X \tNV2\tNV1\tNV2\t0-95
+GPU5\tSYS\tSYS\tSYS\tNV1\tNV2\t X \tNV2\tNV1\t0-95
+GPU6\tNV2\tSYS\tSYS\tSYS\tNV1\tNV2\t X \tNV1\t0-95
+GPU7\tSYS\tNV2\tSYS\tSYS\tNV2\tNV1\tNV1\t X \t0-95
+";
+
+/// Every profile.
+pub fn profiles() -> Vec<Profile> {
+    let h100 = Profile {
+        name: "dgx-h100",
+        gpu_name: "NVIDIA H100 80GB HBM3",
+        gpus: 8,
+        memory_bytes: 80 * GIB,
+        compute_capability: [9, 0],
+        sms: 132,
+        clocks_mhz: [1980, 2619],
+        peaks: Peaks {
+            bf16: Some(989.4 * TFLOPS),
+            fp16: Some(989.4 * TFLOPS),
+            tf32: Some(494.7 * TFLOPS),
+            fp8: Some(1978.9 * TFLOPS),
+        },
+        hbm_bytes_per_s: 3350.0 * GB,
+        pcie: PCIE5,
+        fabric: Fabric::NvSwitch { links: 18 },
+        nvlink_bytes_per_s: 25.0 * GB,
+        numa_nodes: 2,
+        cores_per_numa: 56,
+        nics: 8,
+        nic_bytes_per_s: 50.0 * GB,
+    };
+    vec![
+        h100.clone(),
+        Profile {
+            name: "hgx-h200",
+            gpu_name: "NVIDIA H200",
+            memory_bytes: 141 * GIB,
+            hbm_bytes_per_s: 4800.0 * GB,
+            cores_per_numa: 48,
+            ..h100
+        },
+        Profile {
+            name: "dgx-a100",
+            gpu_name: "NVIDIA A100-SXM4-80GB",
+            gpus: 8,
+            memory_bytes: 80 * GIB,
+            compute_capability: [8, 0],
+            sms: 108,
+            clocks_mhz: [1410, 1593],
+            peaks: Peaks {
+                bf16: Some(312.0 * TFLOPS),
+                fp16: Some(312.0 * TFLOPS),
+                tf32: Some(156.0 * TFLOPS),
+                fp8: None,
+            },
+            hbm_bytes_per_s: 2039.0 * GB,
+            pcie: PCIE4,
+            fabric: Fabric::NvSwitch { links: 12 },
+            nvlink_bytes_per_s: 25.0 * GB,
+            numa_nodes: 2,
+            cores_per_numa: 64,
+            nics: 8,
+            nic_bytes_per_s: 25.0 * GB,
+        },
+        Profile {
+            name: "l40s-pcie",
+            gpu_name: "NVIDIA L40S",
+            gpus: 8,
+            memory_bytes: 48 * GIB,
+            compute_capability: [8, 9],
+            sms: 142,
+            clocks_mhz: [2520, 9001],
+            peaks: Peaks {
+                bf16: Some(362.05 * TFLOPS),
+                fp16: Some(362.05 * TFLOPS),
+                tf32: Some(183.0 * TFLOPS),
+                fp8: Some(733.0 * TFLOPS),
+            },
+            hbm_bytes_per_s: 864.0 * GB,
+            pcie: PCIE4,
+            fabric: Fabric::Pcie { per_switch: 2 },
+            nvlink_bytes_per_s: 0.0,
+            numa_nodes: 2,
+            cores_per_numa: 32,
+            nics: 2,
+            nic_bytes_per_s: 25.0 * GB,
+        },
+        Profile {
+            name: "dgx1-v100",
+            gpu_name: "Tesla V100-SXM2-32GB",
+            gpus: 8,
+            memory_bytes: 32 * GIB,
+            compute_capability: [7, 0],
+            sms: 80,
+            clocks_mhz: [1530, 877],
+            peaks: Peaks {
+                bf16: None,
+                fp16: Some(125.0 * TFLOPS),
+                tf32: None,
+                fp8: None,
+            },
+            hbm_bytes_per_s: 900.0 * GB,
+            pcie: Pcie {
+                generation: 3,
+                generation_max: 3,
+                width: 16,
+                width_max: 16,
+            },
+            fabric: Fabric::Mesh(DGX1_MESH),
+            nvlink_bytes_per_s: 25.0 * GB,
+            numa_nodes: 2,
+            cores_per_numa: 20,
+            nics: 4,
+            nic_bytes_per_s: 12.5 * GB,
+        },
+    ]
+}
+
+/// The profile called `name`.
+pub fn profile(name: &str) -> Result<Profile> {
+    let all = profiles();
+    let names: Vec<&str> = all.iter().map(|p| p.name).collect();
+    all.iter()
+        .find(|p| p.name == name)
+        .cloned()
+        .ok_or_else(|| Error::BadValue {
+            field: "--profile",
+            value: name.to_string(),
+            expected: format!("one of {}", names.join(", ")),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profiles_are_found_by_name_and_unknown_ones_listed() {
+        assert_eq!(profile("dgx-a100").unwrap().peaks.fp8, None);
+        let err = profile("dgx-h300").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "--profile `dgx-h300`: one of dgx-h100, hgx-h200, dgx-a100, l40s-pcie, dgx1-v100"
+        );
+    }
+}

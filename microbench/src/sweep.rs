@@ -1,0 +1,378 @@
+//! What to measure: message sizes as nccl-tests sweeps them, the GPU groups a TP or EP group
+//! can form, GEMM shapes, and the [`Plan`] that lists every point.
+
+use crate::discovery::Topology;
+use crate::error::{Error, Result};
+use crate::kernels::{CopyPath, Point};
+use record::{Dtype, Gemm, Kind};
+
+/// A plan: points to time, and how many iterations each.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Points, in the order they are timed.
+    pub points: Vec<Point>,
+    /// Timed iterations per point (nccl-tests `-n`).
+    pub iters: u32,
+    /// Untimed iterations first (nccl-tests `-w`).
+    pub warmup: u32,
+}
+
+/// Sizes from `min_bytes` to `max_bytes`, multiplied by `factor` (`-f`) or, when `factor` is
+/// 1, increased by `increment` (`-i`), as nccl-tests steps them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sweep {
+    /// Smallest size (`-b`).
+    pub min_bytes: u64,
+    /// Largest size (`-e`).
+    pub max_bytes: u64,
+    /// Multiplier between sizes (`-f`); 1 to step by `increment`.
+    pub factor: u64,
+    /// Increment between sizes when `factor` is 1 (`-i`).
+    pub increment: u64,
+}
+
+impl Sweep {
+    /// nccl-tests' defaults for a calibration sweep: `-b 8 -e 8G -f 2`.
+    pub const DEFAULT: Sweep = Sweep {
+        min_bytes: 8,
+        max_bytes: 8 << 30,
+        factor: 2,
+        increment: 0,
+    };
+
+    /// The sizes, each rounded down to whole elements on every rank (as nccl-tests does);
+    /// sizes that round to zero are dropped.
+    pub fn sizes(&self, dtype: Dtype, kind: Kind, ranks: usize) -> Result<Vec<u64>> {
+        if self.min_bytes == 0 || self.min_bytes > self.max_bytes {
+            return Err(Error::BadValue {
+                field: "-b/-e",
+                value: format!("{}..{}", self.min_bytes, self.max_bytes),
+                expected: "0 < minBytes <= maxBytes".into(),
+            });
+        }
+        if self.factor == 0 || (self.factor == 1 && self.increment == 0) {
+            return Err(Error::BadValue {
+                field: "-f/-i",
+                value: format!("{}/{}", self.factor, self.increment),
+                expected: "a factor of 2 or more, or factor 1 with an increment of at least 1"
+                    .into(),
+            });
+        }
+        let per_rank = matches!(kind, Kind::AllGather | Kind::ReduceScatter | Kind::AllToAll);
+        let unit = dtype.size_bytes() * if per_rank { ranks.max(1) as u64 } else { 1 };
+        let mut sizes = Vec::new();
+        let mut size = self.min_bytes;
+        while size <= self.max_bytes {
+            let rounded = size / unit * unit;
+            if rounded > 0 && sizes.last() != Some(&rounded) {
+                sizes.push(rounded);
+            }
+            size = if self.factor > 1 {
+                size.saturating_mul(self.factor)
+            } else {
+                size + self.increment
+            };
+            if size == u64::MAX {
+                break;
+            }
+        }
+        Ok(sizes)
+    }
+}
+
+/// Reads an nccl-tests size: a number with an optional K, M or G (powers of 1024).
+pub fn parse_size(text: &str) -> std::result::Result<u64, String> {
+    let t = text.trim();
+    let (digits, shift) = match t.chars().last() {
+        Some('K' | 'k') => (&t[..t.len() - 1], 10),
+        Some('M' | 'm') => (&t[..t.len() - 1], 20),
+        Some('G' | 'g') => (&t[..t.len() - 1], 30),
+        _ => (t, 0),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .ok_or_else(|| {
+            format!("size `{text}`: expected bytes with an optional K, M or G, like 8, 256K or 8G")
+        })
+}
+
+/// Group sizes a TP or EP group can take on `gpus` GPUs: 2, 4, 8, ... and all of them.
+pub fn group_sizes(gpus: usize) -> Vec<usize> {
+    let mut sizes: Vec<usize> = std::iter::successors(Some(2usize), |s| Some(s * 2))
+        .take_while(|&s| s <= gpus)
+        .collect();
+    if gpus >= 2 && sizes.last() != Some(&gpus) {
+        sizes.push(gpus);
+    }
+    if gpus == 1 {
+        sizes.push(1);
+    }
+    sizes
+}
+
+/// The groups of `size` GPUs the tuner's rank order forms (TP innermost: consecutive
+/// indices). Where all of them see the same links, as behind an NVSwitch, one stands for all;
+/// on a hybrid cube-mesh each group is measured, since their links differ.
+pub fn groups(topology: &Topology, size: usize) -> Vec<Vec<u32>> {
+    let all: Vec<u32> = (0..topology.gpus.len() as u32).collect();
+    let chunks: Vec<Vec<u32>> = all
+        .chunks(size.max(1))
+        .filter(|c| c.len() == size)
+        .map(<[u32]>::to_vec)
+        .collect();
+    let signature = |g: &Vec<u32>| {
+        let mut links: Vec<_> = g
+            .iter()
+            .flat_map(|&a| g.iter().map(move |&b| (a, b)))
+            .map(|(a, b)| topology.link(a, b))
+            .collect();
+        links.sort();
+        links
+    };
+    match chunks.first() {
+        Some(first) if chunks.iter().all(|c| signature(c) == signature(first)) => {
+            vec![first.clone()]
+        }
+        _ => chunks,
+    }
+}
+
+/// Square GEMMs from 256 to 16384, doubling.
+pub fn square_shapes() -> Vec<Gemm> {
+    std::iter::successors(Some(256u64), |s| Some(s * 2))
+        .take_while(|&s| s <= 16384)
+        .map(|s| Gemm { m: s, n: s, k: s })
+        .collect()
+}
+
+/// The four GEMMs of a transformer layer after a tensor-parallel split by `tp`, for `tokens`
+/// tokens of width `hidden` and an MLP of 4 x hidden (Megatron-LM's column then row split):
+/// QKV (k = h, n = 3h/tp), attention out (k = h/tp, n = h), MLP up (k = h, n = 4h/tp),
+/// MLP down (k = 4h/tp, n = h); m is the token count throughout.
+pub fn transformer_shapes(tokens: u64, hidden: u64, tp: u64) -> Vec<Gemm> {
+    let (t, h) = (tokens, hidden);
+    vec![
+        Gemm {
+            m: t,
+            n: 3 * h / tp,
+            k: h,
+        },
+        Gemm {
+            m: t,
+            n: h,
+            k: h / tp,
+        },
+        Gemm {
+            m: t,
+            n: 4 * h / tp,
+            k: h,
+        },
+        Gemm {
+            m: t,
+            n: h,
+            k: 4 * h / tp,
+        },
+    ]
+}
+
+/// Squares plus the layer shapes of hidden 4096 and 8192 for 8192 tokens at TP 1, 2, 4, 8.
+pub fn default_gemm_shapes() -> Vec<Gemm> {
+    let mut shapes = square_shapes();
+    for hidden in [4096, 8192] {
+        for tp in [1, 2, 4, 8] {
+            shapes.extend(transformer_shapes(8192, hidden, tp));
+        }
+    }
+    shapes.dedup();
+    shapes
+}
+
+impl Plan {
+    /// A collective over each group of each size, each size of the sweep.
+    pub fn collectives(
+        kind: Kind,
+        groups: &[Vec<u32>],
+        sweep: &Sweep,
+        dtype: Dtype,
+        iters: u32,
+        warmup: u32,
+    ) -> Result<Plan> {
+        let mut points = Vec::new();
+        for group in groups {
+            for bytes in sweep.sizes(dtype, kind, group.len())? {
+                points.push(Point::Collective {
+                    kind,
+                    gpus: group.clone(),
+                    bytes,
+                    dtype,
+                });
+            }
+        }
+        Ok(Plan {
+            points,
+            iters,
+            warmup,
+        })
+    }
+
+    /// Every shape in every dtype on every listed GPU.
+    pub fn gemms(gpus: &[u32], shapes: &[Gemm], dtypes: &[Dtype], iters: u32, warmup: u32) -> Plan {
+        let points = gpus
+            .iter()
+            .flat_map(|&gpu| {
+                dtypes.iter().flat_map(move |&dtype| {
+                    shapes
+                        .iter()
+                        .map(move |&shape| Point::Gemm { gpu, shape, dtype })
+                })
+            })
+            .collect();
+        Plan {
+            points,
+            iters,
+            warmup,
+        }
+    }
+
+    /// Copies along each path at each size of the sweep.
+    pub fn copies(paths: &[CopyPath], sweep: &Sweep, iters: u32, warmup: u32) -> Result<Plan> {
+        let mut points = Vec::new();
+        for &path in paths {
+            for bytes in sweep.sizes(Dtype::Uint8, path.kind(), 1)? {
+                points.push(Point::Copy { path, bytes });
+            }
+        }
+        Ok(Plan {
+            points,
+            iters,
+            warmup,
+        })
+    }
+
+    /// The points of `other` after these.
+    pub fn extend(&mut self, other: Plan) {
+        self.points.extend(other.points);
+    }
+}
+
+/// Every ordered pair of distinct GPUs, one way and both ways: the p2p bandwidth matrix.
+pub fn p2p_paths(gpus: u32, bidirectional: bool) -> Vec<CopyPath> {
+    (0..gpus)
+        .flat_map(|src| {
+            (0..gpus)
+                .filter(move |&dst| dst != src)
+                .map(move |dst| CopyPath::P2p {
+                    src,
+                    dst,
+                    bidirectional,
+                })
+        })
+        .filter(|p| !bidirectional || matches!(p, CopyPath::P2p { src, dst, .. } if src < dst))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_step_like_nccl_tests() {
+        let s = Sweep {
+            min_bytes: 8,
+            max_bytes: 64,
+            factor: 2,
+            increment: 0,
+        };
+        assert_eq!(
+            s.sizes(Dtype::Fp32, Kind::AllReduce, 8).unwrap(),
+            vec![8, 16, 32, 64]
+        );
+        // all-gather needs whole elements on each of 8 ranks: 32 bytes is the smallest.
+        assert_eq!(
+            s.sizes(Dtype::Fp32, Kind::AllGather, 8).unwrap(),
+            vec![32, 64]
+        );
+        let linear = Sweep {
+            min_bytes: 100,
+            max_bytes: 300,
+            factor: 1,
+            increment: 100,
+        };
+        assert_eq!(
+            linear.sizes(Dtype::Uint8, Kind::H2d, 1).unwrap(),
+            vec![100, 200, 300]
+        );
+        assert_eq!(
+            Sweep::DEFAULT
+                .sizes(Dtype::Fp32, Kind::AllReduce, 8)
+                .unwrap()
+                .len(),
+            31
+        );
+    }
+
+    #[test]
+    fn bad_sweeps_name_the_flags() {
+        let err = Sweep {
+            min_bytes: 64,
+            max_bytes: 8,
+            factor: 2,
+            increment: 0,
+        }
+        .sizes(Dtype::Fp32, Kind::AllReduce, 2)
+        .unwrap_err();
+        assert_eq!(err.to_string(), "-b/-e `64..8`: 0 < minBytes <= maxBytes");
+        assert!(Sweep {
+            factor: 1,
+            ..Sweep::DEFAULT
+        }
+        .sizes(Dtype::Fp32, Kind::AllReduce, 2)
+        .is_err());
+    }
+
+    #[test]
+    fn sizes_parse_with_binary_suffixes() {
+        assert_eq!(parse_size("8"), Ok(8));
+        assert_eq!(parse_size("256K"), Ok(256 << 10));
+        assert_eq!(parse_size("8G"), Ok(8 << 30));
+        assert!(parse_size("8T").unwrap_err().contains("expected bytes"));
+    }
+
+    #[test]
+    fn group_sizes_cover_tp_and_ep() {
+        assert_eq!(group_sizes(8), vec![2, 4, 8]);
+        assert_eq!(group_sizes(6), vec![2, 4, 6]);
+        assert_eq!(group_sizes(1), vec![1]);
+    }
+
+    /// Megatron-LM's split of a GPT-3 175B layer (h = 12288) over TP 8: QKV is 12288 x 4608.
+    #[test]
+    fn transformer_shapes_split_by_tp() {
+        let s = transformer_shapes(2048, 12288, 8);
+        assert_eq!(
+            s[0],
+            Gemm {
+                m: 2048,
+                n: 4608,
+                k: 12288
+            }
+        );
+        assert_eq!(
+            s[3],
+            Gemm {
+                m: 2048,
+                n: 12288,
+                k: 6144
+            }
+        );
+        assert_eq!(square_shapes().len(), 7);
+    }
+
+    #[test]
+    fn p2p_matrix_pairs() {
+        assert_eq!(p2p_paths(3, false).len(), 6);
+        assert_eq!(p2p_paths(3, true).len(), 3);
+    }
+}
