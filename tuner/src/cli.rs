@@ -1,16 +1,24 @@
-//! Command line.
+//! Command line: flags, defaults, and one place that writes output.
 
+use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::Context;
-use clap::{Parser, Subcommand};
+use anyhow::{bail, Context};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use tuner::catalog::NOMINAL;
+use tuner::catalog::{self, Cluster, NOMINAL};
+use tuner::cost::{Evaluation, Scenario};
+use tuner::error::bad_input;
+use tuner::mesh::{Precision, Recompute, Training};
+use tuner::report::doc::{Document, MeshDoc};
+use tuner::report::{explain, launch, table};
+use tuner::search::{self, Constraints};
 use tuner::validate;
 
-/// Ranks hybrid-parallel training layouts for a model on a cluster.
+/// Ranks hybrid-parallel training layouts (DP x TP x PP x CP x EP, ZeRO, microbatches,
+/// recomputation) for a model on a GPU cluster.
 #[derive(Debug, Parser)]
-#[command(name = "tuner", version)]
+#[command(name = "tuner", version, max_term_width = 100)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -18,35 +26,562 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Rank every valid layout for a model and GPU count.
+    Recommend {
+        #[command(flatten)]
+        job: JobArgs,
+        #[command(flatten)]
+        mesh: MeshArgs,
+        /// How many layouts to print.
+        #[arg(long, default_value_t = 10)]
+        top: usize,
+        /// Print the launch configuration of the best layout instead of the ranking.
+        #[arg(long, value_enum)]
+        emit: Option<Emit>,
+    },
+    /// Price one layout term by term; say why it is impossible if it is.
+    Explain {
+        #[command(flatten)]
+        job: JobArgs,
+        #[command(flatten)]
+        mesh: MeshArgs,
+        /// Print the launch configuration of the layout instead of the breakdown.
+        #[arg(long, value_enum)]
+        emit: Option<Emit>,
+    },
+    /// Set two layouts side by side, term by term.
+    Compare {
+        #[command(flatten)]
+        job: JobArgs,
+        /// First layout, e.g. `tp=8,pp=8,dp=8,mb=1,v=1,zero=1,recompute=selective,sp=true`.
+        #[arg(long)]
+        a: String,
+        /// Second layout, same syntax.
+        #[arg(long)]
+        b: String,
+    },
     /// Predict published runs and score the predictions.
     Validate {
-        /// Runs file (format 1).
+        /// Runs file (format 1), such as shared/data/published-runs.yaml.
         #[arg(long)]
         runs: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
     },
+    /// List the catalog models and aliases.
+    Models,
+    /// List the cluster presets.
+    Clusters,
 }
 
-/// Runs one command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    Table,
+    Json,
+    Yaml,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Emit {
+    Megatron,
+    Deepspeed,
+    Torchtitan,
+}
+
+/// What the job is: model, scale, cluster, training inputs.
+#[derive(Debug, Args)]
+struct JobArgs {
+    /// Catalog model, alias (`70b`) or YAML file.
+    #[arg(long)]
+    model: String,
+    /// GPUs for the job.
+    #[arg(long, allow_negative_numbers = true)]
+    gpus: i64,
+    /// Cluster preset (see `tuner clusters`).
+    #[arg(long, default_value = "dgx-h100")]
+    cluster: String,
+    /// Override the preset's GPUs per node.
+    #[arg(long)]
+    gpus_per_node: Option<u32>,
+    /// Override the preset's NICs per node.
+    #[arg(long)]
+    nics_per_node: Option<u32>,
+    /// Override the preset's NIC line rate, Gbit/s.
+    #[arg(long)]
+    nic_gbps: Option<f64>,
+    /// Sequence length (default: the model's).
+    #[arg(long)]
+    seq_len: Option<u32>,
+    /// Global batch in tokens: 4194304, 4M (10^6) or 4Mi (2^20); default 4Mi.
+    #[arg(long, conflicts_with = "global_batch")]
+    global_batch_tokens: Option<String>,
+    /// Global batch in sequences.
+    #[arg(long)]
+    global_batch: Option<u32>,
+    /// GEMM precision.
+    #[arg(long, value_enum, default_value_t = Precision::Bf16)]
+    precision: Precision,
+    /// Price unfused attention that stores the s x s scores.
+    #[arg(long)]
+    no_flash_attention: bool,
+    /// Price gradient reduction that waits for backward to finish.
+    #[arg(long)]
+    no_overlap_grad_reduce: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+}
+
+/// Knobs to pin; the rest are searched.
+#[derive(Debug, Args)]
+struct MeshArgs {
+    /// Tensor parallel size.
+    #[arg(long)]
+    tp: Option<u32>,
+    /// Pipeline stages.
+    #[arg(long)]
+    pp: Option<u32>,
+    /// Data parallel size.
+    #[arg(long)]
+    dp: Option<u32>,
+    /// Context parallel size.
+    #[arg(long)]
+    cp: Option<u32>,
+    /// Expert parallel size.
+    #[arg(long)]
+    ep: Option<u32>,
+    /// Sequences per microbatch.
+    #[arg(long)]
+    microbatch_size: Option<u32>,
+    /// Microbatches per step.
+    #[arg(long)]
+    microbatches: Option<u32>,
+    /// Virtual pipeline stages per rank.
+    #[arg(long)]
+    virtual_stages: Option<u32>,
+    /// ZeRO stage, 0-3.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
+    zero: Option<u8>,
+    /// Activation recomputation.
+    #[arg(long, value_enum)]
+    recompute: Option<Recompute>,
+    /// Sequence parallelism.
+    #[arg(long)]
+    sequence_parallel: Option<bool>,
+}
+
+impl MeshArgs {
+    fn constraints(&self) -> Constraints {
+        Constraints {
+            tp: self.tp,
+            pp: self.pp,
+            dp: self.dp,
+            cp: self.cp,
+            ep: self.ep,
+            microbatch_size: self.microbatch_size,
+            microbatches: self.microbatches,
+            virtual_stages: self.virtual_stages,
+            zero_stage: self.zero,
+            recompute: self.recompute,
+            sequence_parallel: self.sequence_parallel,
+        }
+    }
+}
+
+const DEFAULT_BATCH_TOKENS: u64 = 4 << 20;
+
+/// Parses 4194304, 4M, 4.5M, 16Mi, 512K.
+fn parse_tokens(s: &str) -> anyhow::Result<u64> {
+    let t = s.trim();
+    let (num, mult) = [
+        ("Ki", 1u64 << 10),
+        ("Mi", 1 << 20),
+        ("Gi", 1 << 30),
+        ("K", 1_000),
+        ("M", 1_000_000),
+        ("G", 1_000_000_000),
+    ]
+    .iter()
+    .find_map(|(suffix, m)| t.strip_suffix(suffix).map(|n| (n, *m)))
+    .unwrap_or((t, 1));
+    match num.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok((v * mult as f64).round() as u64),
+        _ => Err(bad_input(
+            "--global-batch-tokens",
+            s,
+            "a positive token count such as 4194304, 4M or 4Mi",
+        )
+        .into()),
+    }
+}
+
+impl JobArgs {
+    /// Resolves the job into a scenario, with notes on every default and alias used.
+    fn scenario(&self) -> anyhow::Result<(Scenario, Vec<String>)> {
+        let mut notes = Vec::new();
+        if self.gpus <= 0 {
+            bail!(bad_input("--gpus", self.gpus, "a positive GPU count"));
+        }
+        let gpus = u32::try_from(self.gpus)
+            .map_err(|_| bad_input("--gpus", self.gpus, "at most 4294967295"))?;
+        let resolved = catalog::model(&self.model)?;
+        notes.extend(resolved.note);
+        let model = resolved.shape;
+        let mut cluster: Cluster = catalog::cluster(&self.cluster)?;
+        if let Some(n) = self.gpus_per_node {
+            if n == 0 {
+                bail!(bad_input("--gpus-per-node", n, "a positive count"));
+            }
+            cluster.gpus_per_node = n;
+            cluster.nvlink_domain =
+                cluster
+                    .nvlink_domain
+                    .min(n)
+                    .max(if cluster.gpu.nvlink_bytes_per_s > 0.0 {
+                        n
+                    } else {
+                        1
+                    });
+        }
+        if let Some(n) = self.nics_per_node {
+            cluster.nics_per_node = n;
+        }
+        if let Some(g) = self.nic_gbps {
+            if g <= 0.0 || !g.is_finite() {
+                bail!(bad_input("--nic-gbps", g, "a positive rate in Gbit/s"));
+            }
+            cluster.nic_bits_per_s = g * 1e9;
+        }
+        let seq_len = match self.seq_len {
+            Some(0) => bail!(bad_input("--seq-len", 0, "a positive length")),
+            Some(s) => s,
+            None => {
+                notes.push(format!(
+                    "seq_len {} from {} (set --seq-len to change)",
+                    model.seq_len, model.name
+                ));
+                model.seq_len
+            }
+        };
+        let global_batch = match (self.global_batch, &self.global_batch_tokens) {
+            (Some(0), _) => bail!(bad_input(
+                "--global-batch",
+                0,
+                "a positive number of sequences"
+            )),
+            (Some(b), _) => b,
+            (None, tokens) => {
+                let (tokens, default) = match tokens {
+                    Some(t) => (parse_tokens(t)?, false),
+                    None => (DEFAULT_BATCH_TOKENS, true),
+                };
+                let seqs = ((tokens as f64 / f64::from(seq_len)).round() as u32).max(1);
+                if default {
+                    notes.push(format!("global batch {seqs} sequences = {:.2}M tokens (default 4Mi tokens; set --global-batch-tokens)", f64::from(seqs) * f64::from(seq_len) / 1e6));
+                } else if u64::from(seqs) * u64::from(seq_len) != tokens {
+                    notes.push(format!(
+                        "global batch rounded to {seqs} whole sequences of {seq_len} tokens"
+                    ));
+                }
+                seqs
+            }
+        };
+        if self.precision == Precision::Fp8 && cluster.gpu.fp8_flops.is_none() {
+            notes.push(format!(
+                "{} has no fp8 tensor cores: priced at its bf16 peak",
+                cluster.gpu.id
+            ));
+        }
+        notes.push("optimizer: mixed-precision Adam, 16 bytes of model state per parameter".into());
+        notes.push(
+            "figures: catalog (nominal) datasheet numbers and efficiencies, not measurements"
+                .into(),
+        );
+        let training = Training {
+            seq_len,
+            global_batch,
+            precision: self.precision,
+            optimizer: "adam",
+            flash_attention: !self.no_flash_attention,
+            overlap_grad_reduce: !self.no_overlap_grad_reduce,
+        };
+        Ok((
+            Scenario::nominal(model, training, cluster, gpus, NOMINAL),
+            notes,
+        ))
+    }
+}
+
+/// Runs one command and writes its output.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
-    match cli.command {
-        Command::Validate { runs } => {
+    let out = match cli.command {
+        Command::Recommend {
+            job,
+            mesh,
+            top,
+            emit,
+        } => recommend(&job, &mesh, top, emit)?,
+        Command::Explain { job, mesh, emit } => explain_one(&job, &mesh, emit)?,
+        Command::Compare { job, a, b } => compare(&job, &a, &b)?,
+        Command::Validate { runs, format } => {
             let text = std::fs::read_to_string(&runs)
                 .with_context(|| format!("reading {}", runs.display()))?;
             let file = validate::parse_runs(&text, &runs.display().to_string())?;
             let v = validate::validate(&file, &NOMINAL)?;
-            for r in &v.runs {
-                println!(
-                    "{:50} {:9.3} {:9.3} {:+6.1}% {:?} {:?}",
-                    r.id,
-                    r.predicted_iteration_time_s,
-                    r.observed_iteration_time_s,
-                    r.error * 100.0,
-                    r.choices,
-                    r.notes
-                );
-            }
-            println!("{:#?}", v.summary);
-            Ok(())
+            render(format, &v, || table::validation(&v))?
         }
+        Command::Models => table::models(),
+        Command::Clusters => table::clusters(),
+    };
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("writing to stdout"),
+    }
+}
+
+fn render<T: serde::Serialize>(
+    format: Format,
+    value: &T,
+    table: impl FnOnce() -> String,
+) -> anyhow::Result<String> {
+    Ok(match format {
+        Format::Table => table(),
+        Format::Json => serde_json::to_string_pretty(value)? + "\n",
+        Format::Yaml => serde_saphyr::to_string(value).context("rendering YAML")?,
+    })
+}
+
+fn emit(kind: Emit, scenario: &Scenario, e: &Evaluation) -> String {
+    let (m, t) = (&e.mesh, &scenario.training);
+    match kind {
+        Emit::Megatron => launch::megatron(&scenario.model, t, m),
+        Emit::Deepspeed => launch::deepspeed(t, m),
+        Emit::Torchtitan => launch::torchtitan(t, m),
+    }
+}
+
+fn recommend(
+    job: &JobArgs,
+    mesh: &MeshArgs,
+    top: usize,
+    emit_as: Option<Emit>,
+) -> anyhow::Result<String> {
+    let (mut scenario, notes) = job.scenario()?;
+    let result = search::search(&scenario, &mesh.constraints(), top.max(1));
+    if result.ranked.is_empty() {
+        bail!(no_mesh(&mut scenario, &result, &mesh.constraints()));
+    }
+    if let Some(kind) = emit_as {
+        return Ok(emit(kind, &scenario, &result.ranked[0]));
+    }
+    let meshes = result
+        .ranked
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            MeshDoc::new(
+                i + 1,
+                e,
+                &scenario,
+                (i > 0).then(|| explain::why_below(&result.ranked[i - 1], e)),
+            )
+        })
+        .collect();
+    let doc = Document::new(&scenario, notes, result.evaluated, result.fitting, meshes);
+    render(job.format, &doc, || table::recommend(&doc))
+}
+
+/// Why nothing was ranked: no valid mesh at all, or none that fits memory.
+fn no_mesh(
+    scenario: &mut Scenario,
+    result: &search::SearchResult,
+    c: &Constraints,
+) -> anyhow::Error {
+    let name = scenario.model.name.clone();
+    let gpus = scenario.gpus;
+    let reason = match &result.leanest {
+        Some(lean) => format!(
+            "the leanest layout ({}) needs {:.1} GiB per GPU, has {:.0} GiB",
+            lean.mesh,
+            lean.memory.total / GIB,
+            lean.capacity_bytes / GIB
+        ),
+        None if *c != Constraints::default() => "no layout satisfies the pinned knobs (tp must divide heads and KV heads, pp the layers, dp x microbatch the global batch)".to_string(),
+        None => "no layout divides the model and the global batch".to_string(),
+    };
+    let hint = match search::smallest_working_count(scenario, gpus) {
+        Some(n) => format!("; the smallest GPU count that works is {n}"),
+        None => String::new(),
+    };
+    tuner::TunerError::NoMesh {
+        model: name,
+        gpus,
+        reason: reason + &hint,
+    }
+    .into()
+}
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+fn explain_one(job: &JobArgs, mesh: &MeshArgs, emit_as: Option<Emit>) -> anyhow::Result<String> {
+    let (mut scenario, mut notes) = job.scenario()?;
+    let c = mesh.constraints();
+    let (best, count) = search::best_mesh(&scenario, &c);
+    let Some(e) = best else {
+        let empty = search::SearchResult {
+            evaluated: 0,
+            fitting: 0,
+            ranked: vec![],
+            leanest: None,
+        };
+        bail!(no_mesh(&mut scenario, &empty, &c));
+    };
+    if count > 1 {
+        notes.push(format!("knobs not given were chosen as the fastest that fits (or the leanest) of {count} layouts: {}", e.mesh));
+    }
+    if !e.fits() {
+        notes.push(format!(
+            "impossible: needs {:.1} GiB per GPU, has {:.0} GiB",
+            e.memory.total / GIB,
+            e.capacity_bytes / GIB
+        ));
+    }
+    if let Some(kind) = emit_as {
+        return Ok(emit(kind, &scenario, &e));
+    }
+    let fits = usize::from(e.fits());
+    let doc = Document::new(
+        &scenario,
+        notes,
+        1,
+        fits,
+        vec![MeshDoc::new(1, &e, &scenario, None)],
+    );
+    render(job.format, &doc, || table::explain(&doc))
+}
+
+/// Parses `tp=8,pp=8,dp=8,mb=1,v=1,zero=1,recompute=full,sp=true` into pinned knobs.
+fn parse_mesh(spec: &str, flag: &str) -> anyhow::Result<Constraints> {
+    let mut c = Constraints::default();
+    for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (k, v) = part
+            .split_once('=')
+            .ok_or_else(|| bad_input(flag, part, "key=value pairs such as tp=8"))?;
+        let num = || {
+            v.parse::<u32>()
+                .map_err(|_| bad_input(&format!("{flag} {k}"), v, "a positive integer"))
+        };
+        match k {
+            "tp" => c.tp = Some(num()?),
+            "pp" => c.pp = Some(num()?),
+            "dp" => c.dp = Some(num()?),
+            "cp" => c.cp = Some(num()?),
+            "ep" => c.ep = Some(num()?),
+            "mb" | "microbatch_size" => c.microbatch_size = Some(num()?),
+            "m" | "microbatches" => c.microbatches = Some(num()?),
+            "v" | "virtual_stages" => c.virtual_stages = Some(num()?),
+            "zero" => {
+                c.zero_stage = Some(
+                    v.parse::<u8>()
+                        .ok()
+                        .filter(|z| *z <= 3)
+                        .ok_or_else(|| bad_input(&format!("{flag} zero"), v, "0, 1, 2 or 3"))?,
+                )
+            }
+            "recompute" => {
+                c.recompute = Some(Recompute::from_str(v, true).map_err(|_| {
+                    bad_input(&format!("{flag} recompute"), v, "none, selective or full")
+                })?)
+            }
+            "sp" | "sequence_parallel" => {
+                c.sequence_parallel = Some(
+                    v.parse::<bool>()
+                        .map_err(|_| bad_input(&format!("{flag} sp"), v, "true or false"))?,
+                )
+            }
+            _ => bail!(bad_input(
+                flag,
+                k,
+                "keys tp, pp, dp, cp, ep, mb, m, v, zero, recompute, sp"
+            )),
+        }
+    }
+    Ok(c)
+}
+
+fn compare(job: &JobArgs, a: &str, b: &str) -> anyhow::Result<String> {
+    let (mut scenario, notes) = job.scenario()?;
+    let mut picked = Vec::new();
+    for (flag, spec) in [("--a", a), ("--b", b)] {
+        let c = parse_mesh(spec, flag)?;
+        let (best, _) = search::best_mesh(&scenario, &c);
+        match best {
+            Some(e) => picked.push(e),
+            None => {
+                let empty = search::SearchResult {
+                    evaluated: 0,
+                    fitting: 0,
+                    ranked: vec![],
+                    leanest: None,
+                };
+                return Err(no_mesh(&mut scenario, &empty, &c).context(format!("{flag} {spec}")));
+            }
+        }
+    }
+    let meshes: Vec<MeshDoc> = picked
+        .iter()
+        .enumerate()
+        .map(|(i, e)| MeshDoc::new(i + 1, e, &scenario, None))
+        .collect();
+    let doc = Document::new(
+        &scenario,
+        notes,
+        2,
+        picked.iter().filter(|e| e.fits()).count(),
+        meshes,
+    );
+    render(job.format, &doc, || table::compare(&doc))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn verify_cli() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn token_counts() {
+        assert_eq!(parse_tokens("4194304").unwrap(), 4194304);
+        assert_eq!(parse_tokens("4M").unwrap(), 4_000_000);
+        assert_eq!(parse_tokens("16Mi").unwrap(), 16 << 20);
+        assert!(parse_tokens("-3M").is_err());
+        assert!(parse_tokens("lots")
+            .unwrap_err()
+            .to_string()
+            .contains("--global-batch-tokens"));
+    }
+
+    #[test]
+    fn mesh_specs() {
+        let c = parse_mesh("tp=8,pp=4,dp=16,mb=2,zero=1,recompute=full,sp=true", "--a").unwrap();
+        assert_eq!(
+            (c.tp, c.pp, c.dp, c.microbatch_size, c.zero_stage),
+            (Some(8), Some(4), Some(16), Some(2), Some(1))
+        );
+        assert_eq!(
+            (c.recompute, c.sequence_parallel),
+            (Some(Recompute::Full), Some(true))
+        );
+        let err = parse_mesh("tp=8,zero=5", "--b").unwrap_err().to_string();
+        assert!(err.contains("--b zero") && err.contains('5'), "{err}");
     }
 }

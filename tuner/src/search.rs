@@ -238,6 +238,36 @@ pub fn search(scenario: &Scenario, c: &Constraints, top: usize) -> SearchResult 
     }
 }
 
+/// The fastest mesh that fits among those `c` allows, or the one needing the least memory when
+/// none fits (to say why), with the number of meshes looked at.
+pub fn best_mesh(scenario: &Scenario, c: &Constraints) -> (Option<Evaluation>, usize) {
+    let mut best: Option<Evaluation> = None;
+    let mut count = 0;
+    let t = &scenario.training;
+    for_each_mesh(
+        &scenario.model,
+        t.seq_len,
+        t.global_batch,
+        scenario.gpus,
+        c,
+        |mesh| {
+            count += 1;
+            let e = scenario.evaluate(&mesh);
+            let key = |x: &Evaluation| {
+                if x.fits() {
+                    (0, x.step_time_s)
+                } else {
+                    (1, x.memory.total)
+                }
+            };
+            if best.as_ref().is_none_or(|b| key(&e) < key(b)) {
+                best = Some(e);
+            }
+        },
+    );
+    (best, count)
+}
+
 /// The smallest GPU count above `gpus` with a mesh that fits, trying multiples of the node
 /// size and powers of two up to 64x the request.
 pub fn smallest_working_count(scenario: &mut Scenario, gpus: u32) -> Option<u32> {

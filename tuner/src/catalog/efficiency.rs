@@ -24,6 +24,8 @@ pub struct Efficiency {
     pub elementwise_bytes_per_ffn: f64,
     /// Host and launch overhead per transformer layer per pass (forward, backward, recompute).
     pub layer_overhead_s: f64,
+    /// Cost of the recomputation forward pass against a plain forward pass.
+    pub recompute_pass: f64,
     /// Bytes of optimizer traffic per parameter in a fused Adam step.
     pub optimizer_bytes_per_param: f64,
     /// All-reduce bus bandwidth over NVLink against the NVLink line rate.
@@ -63,6 +65,7 @@ pub const NOMINAL: Efficiency = Efficiency {
     // PyTorch eager launches 30-60 kernels per layer and pass at 10-20 us of host time each
     // (PyTorch performance tuning guide, "CUDA graphs"); FSDP and DDP hooks add more.
     layer_overhead_s: 0.7e-3,
+    recompute_pass: 1.0,
     // Fused Adam (apex / torch foreach): read fp32 param, grad, m, v; write param, m, v and
     // the bf16 copy: 4+4+4+4 read, 4+4+4+2 write, ~32 bytes.
     optimizer_bytes_per_param: 32.0,

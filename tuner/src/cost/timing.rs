@@ -144,7 +144,7 @@ pub fn step_time(x: &Inputs) -> Breakdown {
     let (recompute_compute, recompute_passes) = match mesh.recompute {
         Recompute::None => (0.0, 0.0),
         Recompute::Selective => (attention, 0.0),
-        Recompute::Full => (fwd, 1.0),
+        Recompute::Full => (fwd * x.efficiency.recompute_pass, 1.0),
     };
     let passes = 2.0 + recompute_passes;
     let overhead = x.compute.layer_overhead_s() * passes;

@@ -1,1 +1,7 @@
-//! Rendering results: each format renders to a String without I/O.
+//! Rendering results. Each format is a function from a result to a String, without I/O;
+//! the binary writes them in one place.
+
+pub mod doc;
+pub mod explain;
+pub mod launch;
+pub mod table;

@@ -1,0 +1,217 @@
+//! The document `recommend`, `explain` and `compare` print as JSON or YAML.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::cost::memory::MemoryBreakdown;
+use crate::cost::timing::Term;
+use crate::cost::{Evaluation, Scenario};
+use crate::mesh::Recompute;
+
+/// The whole output document.
+#[derive(Debug, Clone, Serialize)]
+pub struct Document {
+    /// Model summary.
+    pub model: ModelDoc,
+    /// Cluster summary.
+    pub cluster: ClusterDoc,
+    /// Training inputs, after defaults.
+    pub training: TrainingDoc,
+    /// Lines about defaults, aliases and fallbacks; also printed above tables.
+    pub notes: Vec<String>,
+    /// Meshes priced.
+    pub evaluated: usize,
+    /// Meshes that fit memory.
+    pub fitting: usize,
+    /// The ranked meshes, best first.
+    pub meshes: Vec<MeshDoc>,
+}
+
+/// Model summary.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelDoc {
+    /// Name.
+    pub name: String,
+    /// Parameters.
+    pub params: f64,
+    /// Parameters per token (MoE: active).
+    pub active_params: f64,
+    /// Model FLOPs per token, forward and backward.
+    pub flops_per_token: f64,
+}
+
+/// Cluster summary.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClusterDoc {
+    /// Preset or origin.
+    pub name: String,
+    /// GPU catalog id.
+    pub gpu: String,
+    /// GPUs in the job.
+    pub gpus: u32,
+    /// GPUs per node.
+    pub gpus_per_node: u32,
+    /// NVLink domain.
+    pub nvlink_domain: u32,
+    /// NICs per node.
+    pub nics_per_node: u32,
+    /// NIC line rate, bits/s.
+    pub nic_bits_per_s: f64,
+    /// Where the link and compute figures come from: `nominal` for catalog figures.
+    pub figures: String,
+}
+
+/// Training inputs.
+#[derive(Debug, Clone, Serialize)]
+pub struct TrainingDoc {
+    /// Sequence length.
+    pub seq_len: u32,
+    /// Global batch, sequences.
+    pub global_batch_sequences: u32,
+    /// Global batch, tokens.
+    pub global_batch_tokens: f64,
+    /// GEMM precision.
+    pub precision: String,
+    /// Optimizer.
+    pub optimizer: String,
+    /// Fused attention.
+    pub flash_attention: bool,
+    /// Gradient reduction overlapped with backward.
+    pub overlap_grad_reduce: bool,
+}
+
+/// One mesh in the document.
+#[derive(Debug, Clone, Serialize)]
+pub struct MeshDoc {
+    /// 1 = best.
+    pub rank: usize,
+    /// Tensor parallel.
+    pub tp: u32,
+    /// Pipeline parallel.
+    pub pp: u32,
+    /// Data parallel.
+    pub dp: u32,
+    /// Context parallel.
+    pub cp: u32,
+    /// Expert parallel.
+    pub ep: u32,
+    /// Sequences per microbatch.
+    pub microbatch_size: u32,
+    /// Microbatches per step.
+    pub microbatches: u32,
+    /// Virtual stages.
+    pub virtual_stages: u32,
+    /// ZeRO stage.
+    pub zero_stage: u8,
+    /// Recomputation.
+    pub recompute: Recompute,
+    /// Sequence parallelism.
+    pub sequence_parallel: bool,
+    /// Memory per GPU, bytes.
+    pub memory_per_gpu_bytes: MemoryBreakdown,
+    /// GPU capacity, bytes.
+    pub memory_capacity_bytes: f64,
+    /// Whether it fits.
+    pub fits: bool,
+    /// Predicted step time, seconds.
+    pub step_time_s: f64,
+    /// Tokens per second, whole job.
+    pub tokens_per_s: f64,
+    /// Model FLOPs utilisation.
+    pub mfu: f64,
+    /// Pipeline bubble share.
+    pub bubble_fraction: f64,
+    /// Every step-time term.
+    pub time_s: BTreeMap<&'static str, Term>,
+    /// Pitfalls.
+    pub warnings: Vec<String>,
+    /// Why it stands below the mesh above it; `None` for the first.
+    pub why_below: Option<String>,
+}
+
+impl MeshDoc {
+    /// Builds the entry of one evaluation.
+    pub fn new(
+        rank: usize,
+        e: &Evaluation,
+        scenario: &Scenario,
+        why_below: Option<String>,
+    ) -> MeshDoc {
+        let m = &e.mesh;
+        MeshDoc {
+            rank,
+            tp: m.tp,
+            pp: m.pp,
+            dp: m.dp,
+            cp: m.cp,
+            ep: m.ep,
+            microbatch_size: m.microbatch_size,
+            microbatches: e.microbatches,
+            virtual_stages: m.virtual_stages,
+            zero_stage: m.zero_stage,
+            recompute: m.recompute,
+            sequence_parallel: m.sequence_parallel,
+            memory_per_gpu_bytes: e.memory,
+            memory_capacity_bytes: e.capacity_bytes,
+            fits: e.fits(),
+            step_time_s: e.step_time_s,
+            tokens_per_s: e.tokens_per_s,
+            mfu: e.mfu,
+            bubble_fraction: e.bubble_fraction,
+            time_s: e.breakdown.terms().into_iter().collect(),
+            warnings: scenario
+                .warnings(e)
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+            why_below,
+        }
+    }
+}
+
+impl Document {
+    /// The document head for a scenario; meshes are added by the caller.
+    pub fn new(
+        scenario: &Scenario,
+        notes: Vec<String>,
+        evaluated: usize,
+        fitting: usize,
+        meshes: Vec<MeshDoc>,
+    ) -> Document {
+        let m = &scenario.model;
+        let c = &scenario.cluster;
+        let t = &scenario.training;
+        Document {
+            model: ModelDoc {
+                name: m.name.clone(),
+                params: m.params().total(),
+                active_params: m.active_params(),
+                flops_per_token: m.model_flops_per_token(),
+            },
+            cluster: ClusterDoc {
+                name: c.name.clone(),
+                gpu: c.gpu.id.to_string(),
+                gpus: scenario.gpus,
+                gpus_per_node: c.gpus_per_node,
+                nvlink_domain: c.nvlink_domain,
+                nics_per_node: c.nics_per_node,
+                nic_bits_per_s: c.nic_bits_per_s,
+                figures: "nominal".to_string(),
+            },
+            training: TrainingDoc {
+                seq_len: t.seq_len,
+                global_batch_sequences: t.global_batch,
+                global_batch_tokens: t.tokens_per_step(),
+                precision: t.precision.to_string(),
+                optimizer: t.optimizer.to_string(),
+                flash_attention: t.flash_attention,
+                overlap_grad_reduce: t.overlap_grad_reduce,
+            },
+            notes,
+            evaluated,
+            fitting,
+            meshes,
+        }
+    }
+}

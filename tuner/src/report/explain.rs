@@ -1,0 +1,120 @@
+//! Why one mesh beats another, in one line, naming the term that differs most.
+
+use crate::cost::Evaluation;
+use crate::placement::{GroupSpan, LinkClass};
+
+/// Human name of a step-time term.
+pub fn term_label(term: &str) -> &'static str {
+    match term {
+        "compute" => "compute",
+        "tp_comm" => "TP all-reduce",
+        "cp_comm" => "CP ring exchange",
+        "ep_all_to_all" => "EP all-to-all",
+        "pp_p2p" => "PP send/recv",
+        "pipeline_bubble" => "pipeline bubble",
+        "dp_grad_sync" => "DP gradient reduction",
+        "zero_gather" => "ZeRO parameter gather",
+        "optimizer" => "optimizer step",
+        _ => "other",
+    }
+}
+
+fn link(span: &GroupSpan) -> String {
+    match span.link {
+        LinkClass::Nvlink => "NVLink".to_string(),
+        LinkClass::Pcie => "PCIe".to_string(),
+        LinkClass::Network if span.nodes > 1 => format!("{} nodes", span.nodes),
+        LinkClass::Network => "the network".to_string(),
+    }
+}
+
+/// What about mesh `e` drives a term, for example "DP=64 across 8 nodes".
+pub fn term_cause(term: &str, e: &Evaluation) -> String {
+    let m = &e.mesh;
+    let p = &e.placement;
+    match term {
+        "compute" => match m.recompute {
+            crate::mesh::Recompute::Full => format!(
+                "recompute=full reruns the forward; TP={} mb={}",
+                m.tp, m.microbatch_size
+            ),
+            _ => format!(
+                "GEMMs after the TP={} split, mb={}",
+                m.tp, m.microbatch_size
+            ),
+        },
+        "tp_comm" => format!("TP={} over {}", m.tp, link(&p.tp)),
+        "cp_comm" => format!("CP={} over {}", m.cp, link(&p.cp)),
+        "ep_all_to_all" => format!("EP={} over {}", m.ep, link(&p.ep)),
+        "pp_p2p" => format!("PP={} v={} over {}", m.pp, m.virtual_stages, link(&p.pp)),
+        "pipeline_bubble" => format!(
+            "{:.0}% bubble at PP={} with {} microbatches, v={}",
+            e.bubble_fraction * 100.0,
+            m.pp,
+            e.microbatches,
+            m.virtual_stages
+        ),
+        "dp_grad_sync" => format!("DP={} across {}", m.dp, link(&p.dp)),
+        "zero_gather" => format!(
+            "ZeRO-{} over DP={} across {}",
+            m.zero_stage,
+            m.dp,
+            link(&p.dp)
+        ),
+        "optimizer" => format!(
+            "ZeRO-{} shards the optimizer over {}",
+            m.zero_stage,
+            if m.zero_stage >= 1 { m.dp } else { 1 }
+        ),
+        _ => String::new(),
+    }
+}
+
+/// The exposed term that differs most between `upper` (faster) and `lower`, as
+/// "+1.9 s exposed DP gradient reduction: DP=64 across 8 nodes".
+pub fn why_below(upper: &Evaluation, lower: &Evaluation) -> String {
+    let ups = upper.breakdown.terms();
+    let lows = lower.breakdown.terms();
+    let (name, delta) = ups
+        .iter()
+        .zip(lows.iter())
+        .map(|((name, a), (_, b))| (*name, b.exposed_s - a.exposed_s))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap_or(("compute", 0.0));
+    format!(
+        "{} exposed {}: {}",
+        signed_seconds(delta),
+        term_label(name),
+        term_cause(name, lower)
+    )
+}
+
+/// A signed duration with a unit that keeps three significant digits.
+pub fn signed_seconds(s: f64) -> String {
+    let sign = if s < 0.0 { "-" } else { "+" };
+    format!("{sign}{}", seconds(s.abs()))
+}
+
+/// A duration with a unit that keeps it readable: s, ms or us.
+pub fn seconds(s: f64) -> String {
+    if s >= 1.0 {
+        format!("{s:.2} s")
+    } else if s >= 1e-3 {
+        format!("{:.1} ms", s * 1e3)
+    } else {
+        format!("{:.0} us", s * 1e6)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_keep_their_unit() {
+        assert_eq!(seconds(1.94), "1.94 s");
+        assert_eq!(seconds(0.0123), "12.3 ms");
+        assert_eq!(seconds(0.000045), "45 us");
+        assert_eq!(signed_seconds(-0.5), "-500.0 ms");
+    }
+}

@@ -1,0 +1,169 @@
+//! Launch configurations for a chosen mesh: Megatron-LM arguments, a DeepSpeed JSON config and
+//! a torchtitan TOML section. Each maps what the framework can express and says what it cannot.
+
+use crate::mesh::{Mesh, Precision, Recompute, Training};
+use crate::model::{FfnAct, ModelShape};
+
+/// Megatron-LM `pretrain_gpt.py` arguments.
+pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> String {
+    let mut a = vec![
+        format!("--tensor-model-parallel-size {}", m.tp),
+        format!("--pipeline-model-parallel-size {}", m.pp),
+        format!("--context-parallel-size {}", m.cp),
+        format!("--micro-batch-size {}", m.microbatch_size),
+        format!("--global-batch-size {}", t.global_batch),
+        format!("--seq-length {}", t.seq_len),
+        format!("--max-position-embeddings {}", t.seq_len),
+        format!("--num-layers {}", model.layers),
+        format!("--hidden-size {}", model.hidden),
+        format!("--num-attention-heads {}", model.heads),
+        format!("--ffn-hidden-size {}", model.ffn_hidden),
+    ];
+    if model.kv_heads != model.heads {
+        a.push(format!(
+            "--group-query-attention --num-query-groups {}",
+            model.kv_heads
+        ));
+    }
+    if model.ffn_act == FfnAct::Swiglu {
+        a.push("--swiglu".into());
+    }
+    if !model.tied_embeddings {
+        a.push("--untie-embeddings-and-output-weights".into());
+    }
+    if let Some(moe) = &model.moe {
+        a.push(format!(
+            "--num-experts {} --moe-router-topk {} --expert-model-parallel-size {}",
+            moe.experts, moe.top_k, m.ep
+        ));
+        a.push(format!("--moe-ffn-hidden-size {}", moe.expert_ffn_hidden));
+        if moe.shared_experts > 0 {
+            a.push(format!(
+                "--moe-shared-expert-intermediate-size {}",
+                moe.shared_experts * moe.expert_ffn_hidden
+            ));
+        }
+    }
+    if m.virtual_stages > 1 {
+        a.push(format!(
+            "--num-layers-per-virtual-pipeline-stage {}",
+            model.layers / (m.pp * m.virtual_stages)
+        ));
+    }
+    if m.sequence_parallel {
+        a.push("--sequence-parallel".into());
+    }
+    match m.recompute {
+        Recompute::None => {}
+        Recompute::Selective => a.push("--recompute-granularity selective".into()),
+        Recompute::Full => a.push(
+            "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
+                .into(),
+        ),
+    }
+    if m.zero_stage >= 1 {
+        a.push("--use-distributed-optimizer".into());
+    }
+    if t.overlap_grad_reduce {
+        a.push("--overlap-grad-reduce".into());
+    }
+    if t.flash_attention {
+        a.push("--use-flash-attn".into());
+    }
+    a.push("--bf16".into());
+    if t.precision == Precision::Fp8 {
+        a.push("--fp8-format hybrid".into());
+    }
+    let mut out = String::new();
+    if m.zero_stage >= 2 {
+        out.push_str(&format!(
+            "# Megatron-LM shards optimizer states only (ZeRO-1, --use-distributed-optimizer); ZeRO-{} needs --emit deepspeed or --emit torchtitan\n",
+            m.zero_stage
+        ));
+    }
+    if model.layers % (m.pp * m.virtual_stages) != 0 {
+        out.push_str(&format!(
+            "# {} layers do not split evenly over {} stages: first and last stage take one layer fewer\n",
+            model.layers,
+            m.pp * m.virtual_stages
+        ));
+        a.push(format!(
+            "--decoder-first-pipeline-num-layers {0} --decoder-last-pipeline-num-layers {0}",
+            (model.layers + 2) / m.pp - 1
+        ));
+    }
+    out.push_str(&a.join(" \\\n  "));
+    out.push('\n');
+    out
+}
+
+/// A DeepSpeed config. TP and PP are set in the model code (Megatron-DeepSpeed), so they appear
+/// under a `meshfit` key DeepSpeed ignores.
+pub fn deepspeed(t: &Training, m: &Mesh) -> String {
+    let doc = serde_json::json!({
+        "train_batch_size": t.global_batch,
+        "train_micro_batch_size_per_gpu": m.microbatch_size,
+        "gradient_accumulation_steps": m.microbatches(t.global_batch),
+        "bf16": { "enabled": true },
+        "zero_optimization": {
+            "stage": m.zero_stage,
+            "overlap_comm": t.overlap_grad_reduce,
+            "contiguous_gradients": true,
+            "reduce_bucket_size": 500_000_000u64,
+        },
+        "activation_checkpointing": {
+            "partition_activations": m.sequence_parallel,
+            "contiguous_memory_optimization": m.recompute == Recompute::Full,
+            "number_checkpoints": serde_json::Value::Null,
+        },
+        "gradient_clipping": 1.0,
+        "meshfit": {
+            "tensor_parallel": m.tp, "pipeline_parallel": m.pp, "data_parallel": m.dp,
+            "context_parallel": m.cp, "expert_parallel": m.ep,
+            "virtual_stages": m.virtual_stages, "recompute": m.recompute.to_string(),
+        },
+    });
+    serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
+}
+
+/// A torchtitan job-config TOML section. torchtitan shards with FSDP2: ZeRO-3 maps to
+/// `data_parallel_shard_degree`, ZeRO-0 to replicate, ZeRO-1/2 to FSDP that keeps parameters
+/// gathered after forward (`fsdp_reshard_after_forward = "never"`).
+pub fn torchtitan(t: &Training, m: &Mesh) -> String {
+    let (replicate, shard) = if m.zero_stage == 0 {
+        (m.dp, 1)
+    } else {
+        (1, m.dp)
+    };
+    let schedule = if m.virtual_stages > 1 {
+        "Interleaved1F1B"
+    } else {
+        "1F1B"
+    };
+    let ac = match m.recompute {
+        Recompute::None => "none",
+        Recompute::Selective => "selective",
+        Recompute::Full => "full",
+    };
+    let mut s = format!(
+        "[parallelism]\ndata_parallel_replicate_degree = {replicate}\ndata_parallel_shard_degree = {shard}\n\
+         fsdp_reshard_after_forward = \"{}\"\ntensor_parallel_degree = {}\ncontext_parallel_degree = {}\n\
+         pipeline_parallel_degree = {}\npipeline_parallel_schedule = \"{schedule}\"\n\
+         pipeline_parallel_microbatch_size = {}\nexpert_parallel_degree = {}\n\n\
+         [training]\nglobal_batch_size = {}\nlocal_batch_size = {}\nseq_len = {}\nmixed_precision_param = \"bfloat16\"\n\n\
+         [activation_checkpoint]\nmode = \"{ac}\"\n",
+        if m.zero_stage == 3 { "default" } else { "never" },
+        m.tp,
+        m.cp,
+        m.pp,
+        m.microbatch_size,
+        m.ep,
+        t.global_batch,
+        t.global_batch / m.dp,
+        t.seq_len,
+    );
+    if t.precision == Precision::Fp8 {
+        s.push_str("\n[float8]\nenable_fsdp_float8_all_gather = true\n");
+    }
+    s
+}

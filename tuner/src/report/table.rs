@@ -1,0 +1,373 @@
+//! Plain-text tables (comfy-table). Memory in GiB (2^30 bytes), time in seconds.
+
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, ContentArrangement, Table};
+
+use super::doc::{Document, MeshDoc};
+use super::explain::{seconds, term_label};
+use crate::catalog::{self, models::MODELS, CLUSTERS};
+use crate::validate::Validation;
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+fn table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Disabled)
+        .set_header(header.to_vec());
+    t
+}
+
+fn right(t: &mut Table, from: usize) {
+    let n = t.column_count();
+    for i in from..n {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+}
+
+fn head(doc: &Document) -> String {
+    let mut s = String::new();
+    for n in &doc.notes {
+        s.push_str(&format!("note: {n}\n"));
+    }
+    let c = &doc.cluster;
+    let t = &doc.training;
+    s.push_str(&format!(
+        "{}: {:.1}B params on {} x {} ({}, {} per node, NVLink domain {}, {} x {:.0} Gb/s NICs per node; {} figures)\n",
+        doc.model.name,
+        doc.model.params / 1e9,
+        c.gpus,
+        c.gpu,
+        c.name,
+        c.gpus_per_node,
+        c.nvlink_domain,
+        c.nics_per_node,
+        c.nic_bits_per_s / 1e9,
+        c.figures
+    ));
+    s.push_str(&format!(
+        "training: seq_len {}, global batch {} sequences = {:.2}M tokens, {}, {}, flash attention {}, overlapped grad reduce {}\n",
+        t.seq_len,
+        t.global_batch_sequences,
+        t.global_batch_tokens / 1e6,
+        t.precision,
+        t.optimizer,
+        t.flash_attention,
+        t.overlap_grad_reduce
+    ));
+    s
+}
+
+fn layout(m: &MeshDoc) -> String {
+    let mut s = format!("TP{} PP{} DP{}", m.tp, m.pp, m.dp);
+    if m.cp > 1 {
+        s.push_str(&format!(" CP{}", m.cp));
+    }
+    if m.ep > 1 {
+        s.push_str(&format!(" EP{}", m.ep));
+    }
+    s
+}
+
+/// The ranked table of `recommend`.
+pub fn recommend(doc: &Document) -> String {
+    let mut t = table(&[
+        "#",
+        "layout",
+        "mb x m",
+        "v",
+        "ZeRO",
+        "recompute",
+        "SP",
+        "mem GiB",
+        "step s",
+        "tokens/s",
+        "MFU",
+        "bubble",
+    ]);
+    for m in &doc.meshes {
+        t.add_row(vec![
+            Cell::new(m.rank),
+            Cell::new(layout(m)),
+            Cell::new(format!("{} x {}", m.microbatch_size, m.microbatches)),
+            Cell::new(m.virtual_stages),
+            Cell::new(m.zero_stage),
+            Cell::new(m.recompute),
+            Cell::new(if m.sequence_parallel { "yes" } else { "no" }),
+            Cell::new(format!("{:.1}", m.memory_per_gpu_bytes.total / GIB)),
+            Cell::new(format!("{:.3}", m.step_time_s)),
+            Cell::new(format!("{:.0}", m.tokens_per_s)),
+            Cell::new(format!("{:.1}%", m.mfu * 100.0)),
+            Cell::new(format!("{:.1}%", m.bubble_fraction * 100.0)),
+        ]);
+    }
+    right(&mut t, 7);
+    let mut s = head(doc);
+    s.push_str(&format!(
+        "{} configurations evaluated, {} fit in memory\n",
+        doc.evaluated, doc.fitting
+    ));
+    s.push_str(&t.to_string());
+    s.push('\n');
+    for m in &doc.meshes {
+        if let Some(why) = &m.why_below {
+            s.push_str(&format!("#{} below #{}: {why}\n", m.rank, m.rank - 1));
+        }
+        for w in &m.warnings {
+            s.push_str(&format!("#{} warning: {w}\n", m.rank));
+        }
+    }
+    s
+}
+
+/// The full breakdown of one mesh (`explain`).
+pub fn explain(doc: &Document) -> String {
+    let mut s = head(doc);
+    for m in &doc.meshes {
+        s.push_str(&format!(
+            "{} mb={} x {} microbatches v={} ZeRO-{} recompute={} SP={}\n",
+            layout(m),
+            m.microbatch_size,
+            m.microbatches,
+            m.virtual_stages,
+            m.zero_stage,
+            m.recompute,
+            m.sequence_parallel
+        ));
+        let mut mem = table(&["memory per GPU", "GiB"]);
+        let b = &m.memory_per_gpu_bytes;
+        for (k, v) in [
+            ("weights", b.weights),
+            ("gradients", b.gradients),
+            ("optimizer states", b.optimizer),
+            ("activations", b.activations),
+            ("other (buffers, context, fragmentation)", b.other),
+            ("total", b.total),
+            ("capacity", m.memory_capacity_bytes),
+        ] {
+            mem.add_row(vec![Cell::new(k), Cell::new(format!("{:.2}", v / GIB))]);
+        }
+        right(&mut mem, 1);
+        s.push_str(&mem.to_string());
+        s.push('\n');
+        let mut t = table(&["step-time term", "time", "exposed", "share"]);
+        for (name, term) in &m.time_s {
+            if term.time_s == 0.0 {
+                continue;
+            }
+            t.add_row(vec![
+                Cell::new(term_label(name)),
+                Cell::new(seconds(term.time_s)),
+                Cell::new(seconds(term.exposed_s)),
+                Cell::new(format!("{:.1}%", 100.0 * term.exposed_s / m.step_time_s)),
+            ]);
+        }
+        t.add_row(vec![
+            Cell::new("step"),
+            Cell::new(""),
+            Cell::new(seconds(m.step_time_s)),
+            Cell::new("100%"),
+        ]);
+        right(&mut t, 1);
+        s.push_str(&t.to_string());
+        s.push('\n');
+        s.push_str(&format!(
+            "{:.0} tokens/s, MFU {:.1}%, bubble {:.1}%\n",
+            m.tokens_per_s,
+            m.mfu * 100.0,
+            m.bubble_fraction * 100.0
+        ));
+        for w in &m.warnings {
+            s.push_str(&format!("warning: {w}\n"));
+        }
+    }
+    s
+}
+
+/// Two meshes side by side, term by term (`compare`).
+pub fn compare(doc: &Document) -> String {
+    let mut s = head(doc);
+    let [a, b] = &doc.meshes[..] else { return s };
+    let mut t = table(&[
+        "",
+        &format!("A: {}", layout(a)),
+        &format!("B: {}", layout(b)),
+        "B - A",
+    ]);
+    let row = |t: &mut Table, name: &str, x: f64, y: f64, fmt: &dyn Fn(f64) -> String| {
+        t.add_row(vec![
+            Cell::new(name),
+            Cell::new(fmt(x)),
+            Cell::new(fmt(y)),
+            Cell::new(fmt(y - x)),
+        ]);
+    };
+    let sec = |v: f64| {
+        if v < 0.0 {
+            format!("-{}", seconds(-v))
+        } else {
+            seconds(v)
+        }
+    };
+    for (name, term) in &a.time_s {
+        let other = b.time_s[name];
+        if term.exposed_s == 0.0 && other.exposed_s == 0.0 {
+            continue;
+        }
+        row(
+            &mut t,
+            &format!("{} (exposed)", term_label(name)),
+            term.exposed_s,
+            other.exposed_s,
+            &sec,
+        );
+    }
+    row(&mut t, "step", a.step_time_s, b.step_time_s, &sec);
+    let gib = |v: f64| format!("{:.1} GiB", v / GIB);
+    row(
+        &mut t,
+        "memory per GPU",
+        a.memory_per_gpu_bytes.total,
+        b.memory_per_gpu_bytes.total,
+        &gib,
+    );
+    let pct = |v: f64| format!("{:.1}%", v * 100.0);
+    row(&mut t, "MFU", a.mfu, b.mfu, &pct);
+    right(&mut t, 1);
+    s.push_str(&format!(
+        "A: mb={} v={} ZeRO-{} recompute={} SP={}\nB: mb={} v={} ZeRO-{} recompute={} SP={}\n",
+        a.microbatch_size,
+        a.virtual_stages,
+        a.zero_stage,
+        a.recompute,
+        a.sequence_parallel,
+        b.microbatch_size,
+        b.virtual_stages,
+        b.zero_stage,
+        b.recompute,
+        b.sequence_parallel
+    ));
+    s.push_str(&t.to_string());
+    s.push('\n');
+    for (tag, m) in [("A", a), ("B", b)] {
+        for w in &m.warnings {
+            s.push_str(&format!("{tag} warning: {w}\n"));
+        }
+    }
+    s
+}
+
+/// `tuner models`.
+pub fn models() -> String {
+    let mut t = table(&[
+        "model", "params", "layers", "hidden", "heads/kv", "ffn", "vocab", "seq", "MoE", "source",
+    ]);
+    for (id, m) in MODELS {
+        let shape = (m.shape)();
+        let moe = shape.moe.as_ref().map_or("-".to_string(), |e| {
+            format!("{}e top{} +{} shared", e.experts, e.top_k, e.shared_experts)
+        });
+        t.add_row(vec![
+            Cell::new(id),
+            Cell::new(format!("{:.1}B", shape.params().total() / 1e9)),
+            Cell::new(shape.layers),
+            Cell::new(shape.hidden),
+            Cell::new(format!("{}/{}", shape.heads, shape.kv_heads)),
+            Cell::new(format!("{} {:?}", shape.ffn_hidden, shape.ffn_act).to_lowercase()),
+            Cell::new(shape.vocab),
+            Cell::new(shape.seq_len),
+            Cell::new(moe),
+            Cell::new(m.source),
+        ]);
+    }
+    let aliases: Vec<String> = catalog::models::ALIASES
+        .iter()
+        .map(|(a, id)| format!("{a} -> {id}"))
+        .collect();
+    format!("{t}\naliases: {}\n", aliases.join(", "))
+}
+
+/// `tuner clusters`.
+pub fn clusters() -> String {
+    let mut t = table(&[
+        "cluster",
+        "gpu",
+        "GPUs/node",
+        "NVLink domain",
+        "NICs x Gb/s",
+        "bf16 TFLOP/s",
+        "HBM GiB",
+        "NVLink GB/s/dir",
+        "source",
+    ]);
+    for c in CLUSTERS {
+        let Ok(g) = catalog::gpu(c.gpu) else { continue };
+        t.add_row(vec![
+            Cell::new(c.id),
+            Cell::new(c.gpu),
+            Cell::new(c.gpus_per_node),
+            Cell::new(c.nvlink_domain),
+            Cell::new(format!(
+                "{} x {:.0}",
+                c.nics_per_node,
+                c.nic_bits_per_s / 1e9
+            )),
+            Cell::new(format!("{:.0}", g.bf16_flops / 1e12)),
+            Cell::new(format!("{:.1}", g.hbm_bytes / GIB)),
+            Cell::new(format!("{:.0}", g.nvlink_bytes_per_s / 1e9)),
+            Cell::new(c.source),
+        ]);
+    }
+    t.to_string() + "\n"
+}
+
+/// `tuner validate`.
+pub fn validation(v: &Validation) -> String {
+    let mut t = table(&[
+        "run",
+        "predicted s",
+        "observed s",
+        "error",
+        "chosen for unpublished knobs",
+    ]);
+    for r in &v.runs {
+        let choices: Vec<String> = r
+            .choices
+            .iter()
+            .filter(|(k, _)| *k != "attention")
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        t.add_row(vec![
+            Cell::new(&r.id),
+            Cell::new(format!("{:.3}", r.predicted_iteration_time_s)),
+            Cell::new(format!("{:.3}", r.observed_iteration_time_s)),
+            Cell::new(format!("{:+.1}%", r.error * 100.0)),
+            Cell::new(choices.join(" ")),
+        ]);
+    }
+    right(&mut t, 1);
+    let s = &v.summary;
+    let mut g = table(&["group", "runs", "median |error|", "Spearman"]);
+    for grp in &s.groups {
+        g.add_row(vec![
+            Cell::new(&grp.group),
+            Cell::new(grp.runs),
+            Cell::new(format!("{:.1}%", grp.median_abs_error * 100.0)),
+            Cell::new(grp.spearman.map_or("-".to_string(), |r| format!("{r:.2}"))),
+        ]);
+    }
+    right(&mut g, 1);
+    let b = &s.constant_mfu_baseline;
+    format!(
+        "{t}\n{g}\n{} runs: median |error| {:.1}%, max |error| {:.1}%, {} within 10%\n\
+         baseline, one MFU for every run ({:.3}): median |error| {:.1}%, max {:.1}%\n",
+        s.runs,
+        s.median_abs_error * 100.0,
+        s.max_abs_error * 100.0,
+        s.within_10pct,
+        b.mfu,
+        b.median_abs_error * 100.0,
+        b.max_abs_error * 100.0
+    )
+}
