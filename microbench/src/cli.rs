@@ -1,0 +1,301 @@
+//! Command-line flags: nccl-tests' for sweeps (`-b -e -f -i -n -w -g -d`), plus the backend,
+//! sim profile and faults, and `--json`.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use microbench::sim::Fault;
+use microbench::sweep::parse_size;
+use record::{Dtype, Kind, Scope};
+
+/// Node discovery and kernel timing: NVML topology, GEMM, NCCL collectives and copies, with
+/// nccl-tests compatible text in and out.
+#[derive(Debug, Parser)]
+#[command(name = "microbench", version, about)]
+pub struct Cli {
+    /// What to run.
+    #[command(subcommand)]
+    pub command: Command,
+    /// Where numbers come from.
+    #[command(flatten)]
+    pub source: Source,
+    /// Print JSON (measurement records as JSON lines, topology as one document) instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// The backend and, for the sim, its node.
+#[derive(Debug, Args)]
+pub struct Source {
+    /// `nccl`: this node's GPUs (NVML, CUDA, cuBLAS, NCCL); `sim`: a model of --profile.
+    #[arg(long, global = true, value_enum, default_value_t = BackendChoice::Nccl, env = "MICROBENCH_BACKEND")]
+    pub backend: BackendChoice,
+    /// Sim node profile: dgx-h100, hgx-h200, dgx-a100, l40s-pcie, dgx1-v100.
+    #[arg(long, global = true)]
+    pub profile: Option<String>,
+    /// Sim fault, repeatable: nvlink-degraded:gpu=N, slow-gpu:gpu=N,factor=F,
+    /// pcie-downtrained:gpu=N, nic-down:nic=N.
+    #[arg(long, global = true, value_parser = parse_fault)]
+    pub fault: Vec<Fault>,
+    /// Sim noise seed; the same seed gives the same numbers.
+    #[arg(long, global = true, default_value_t = 0)]
+    pub seed: u64,
+    /// Sim GPUs busy with another job (comma-separated indices).
+    #[arg(long, global = true, value_delimiter = ',')]
+    pub busy: Vec<u32>,
+}
+
+/// `--backend` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendChoice {
+    /// This node's GPUs.
+    Nccl,
+    /// The physical model.
+    Sim,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the GPU link matrix like `nvidia-smi topo -m`, GPU and NIC details.
+    Topo,
+    /// NCCL all-reduce sweep (nccl-tests all_reduce_perf).
+    AllReduce(CollectiveArgs),
+    /// NCCL all-gather sweep (all_gather_perf).
+    AllGather(CollectiveArgs),
+    /// NCCL reduce-scatter sweep (reduce_scatter_perf).
+    ReduceScatter(CollectiveArgs),
+    /// All-to-all as grouped send/recv (alltoall_perf).
+    AllToAll(CollectiveArgs),
+    /// Send/recv in a ring (sendrecv_perf).
+    SendRecv(CollectiveArgs),
+    /// GEMM throughput.
+    Gemm(GemmArgs),
+    /// Copy bandwidth: peer-to-peer matrix, host to device, device to host, within HBM.
+    Copy(CopyArgs),
+    /// Everything: every collective over every TP/EP group size, GEMMs and copies.
+    Calibrate(CalibrateArgs),
+    /// Read nccl-tests logs into measurement records.
+    Import(ImportArgs),
+}
+
+impl Command {
+    /// The collective a sweep subcommand measures.
+    pub fn collective(&self) -> Option<(Kind, &CollectiveArgs)> {
+        match self {
+            Command::AllReduce(a) => Some((Kind::AllReduce, a)),
+            Command::AllGather(a) => Some((Kind::AllGather, a)),
+            Command::ReduceScatter(a) => Some((Kind::ReduceScatter, a)),
+            Command::AllToAll(a) => Some((Kind::AllToAll, a)),
+            Command::SendRecv(a) => Some((Kind::SendRecv, a)),
+            _ => None,
+        }
+    }
+}
+
+/// nccl-tests' sweep flags.
+#[derive(Debug, Clone, Args)]
+pub struct SweepArgs {
+    /// Smallest size in bytes (K, M, G = 2^10, 2^20, 2^30).
+    #[arg(short = 'b', long = "minbytes", value_parser = parse_size, default_value = "8")]
+    pub min_bytes: u64,
+    /// Largest size in bytes.
+    #[arg(short = 'e', long = "maxbytes", value_parser = parse_size, default_value = "8G")]
+    pub max_bytes: u64,
+    /// Multiply the size by this between points.
+    #[arg(short = 'f', long = "stepfactor", default_value_t = 2)]
+    pub factor: u64,
+    /// Add this to the size between points (with -f 1).
+    #[arg(short = 'i', long = "stepbytes", value_parser = parse_size, default_value = "0")]
+    pub increment: u64,
+    /// Timed iterations per point.
+    #[arg(short = 'n', long = "iters", default_value_t = 20)]
+    pub iters: u32,
+    /// Untimed warm-up iterations per point.
+    #[arg(short = 'w', long = "warmup_iters", default_value_t = 5)]
+    pub warmup: u32,
+}
+
+/// Flags of a collective sweep.
+#[derive(Debug, Clone, Args)]
+pub struct CollectiveArgs {
+    /// Sizes and iterations.
+    #[command(flatten)]
+    pub sweep: SweepArgs,
+    /// GPUs taking part (default: all). On a mesh, every group of this size the tuner's rank
+    /// order forms is measured.
+    #[arg(short = 'g', long = "ngpus")]
+    pub gpus: Option<usize>,
+    /// Sweep every TP/EP group size (2, 4, 8, ... all) instead of one.
+    #[arg(long, conflicts_with = "gpus")]
+    pub all_groups: bool,
+    /// Element type, in nccl-tests' or meshfit's spelling (float, half, bfloat16, fp32, bf16, ...).
+    #[arg(short = 'd', long = "datatype", value_parser = parse_dtype, default_value = "float")]
+    pub dtype: Dtype,
+}
+
+/// GEMM flags.
+#[derive(Debug, Clone, Args)]
+pub struct GemmArgs {
+    /// Operand types, comma-separated: bf16, fp16, tf32, fp8_e4m3.
+    #[arg(long = "dtype", value_delimiter = ',', value_parser = parse_dtype, default_value = "bf16")]
+    pub dtypes: Vec<Dtype>,
+    /// Shapes MxNxK, comma-separated (default: squares 256..16384 and transformer TP shapes).
+    #[arg(long = "shape", value_delimiter = ',', value_parser = parse_shape)]
+    pub shapes: Vec<record::Gemm>,
+    /// GPUs to run on, comma-separated (default: all).
+    #[arg(long = "gpu", value_delimiter = ',')]
+    pub gpus: Vec<u32>,
+    /// Timed iterations.
+    #[arg(short = 'n', long = "iters", default_value_t = 20)]
+    pub iters: u32,
+    /// Untimed warm-up iterations.
+    #[arg(short = 'w', long = "warmup_iters", default_value_t = 5)]
+    pub warmup: u32,
+}
+
+/// Copy flags.
+#[derive(Debug, Clone, Args)]
+pub struct CopyArgs {
+    /// Paths, comma-separated: p2p, p2p-bidir, h2d, d2h, hbm.
+    #[arg(long = "path", value_delimiter = ',', value_enum, default_values_t = [CopyKind::P2p, CopyKind::P2pBidir, CopyKind::H2d, CopyKind::D2h, CopyKind::Hbm])]
+    pub paths: Vec<CopyKind>,
+    /// GPUs (default: all).
+    #[arg(long = "gpu", value_delimiter = ',')]
+    pub gpus: Vec<u32>,
+    /// Sizes and iterations.
+    #[command(flatten)]
+    pub sweep: SweepArgs,
+}
+
+/// `--path` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CopyKind {
+    /// Every GPU to every other, one way.
+    P2p,
+    /// Every pair, both ways at once.
+    P2pBidir,
+    /// Pinned host to device.
+    H2d,
+    /// Device to pinned host.
+    D2h,
+    /// Within device memory.
+    Hbm,
+}
+
+/// Calibration flags.
+#[derive(Debug, Clone, Args)]
+pub struct CalibrateArgs {
+    /// Sizes and iterations of the collective and copy sweeps.
+    #[command(flatten)]
+    pub sweep: SweepArgs,
+    /// GEMM operand types.
+    #[arg(long = "gemm-dtype", value_delimiter = ',', value_parser = parse_dtype, default_value = "bf16,fp16,tf32,fp8_e4m3")]
+    pub gemm_dtypes: Vec<Dtype>,
+    /// Collective element type.
+    #[arg(short = 'd', long = "datatype", value_parser = parse_dtype, default_value = "bf16")]
+    pub dtype: Dtype,
+}
+
+/// Import flags.
+#[derive(Debug, Clone, Args)]
+pub struct ImportArgs {
+    /// nccl-tests output files.
+    #[arg(required = true)]
+    pub files: Vec<std::path::PathBuf>,
+    /// The collective, when the log does not name its *_perf binary.
+    #[arg(long, value_parser = parse_kind)]
+    pub collective: Option<Kind>,
+    /// The rank count, when the log does not fix it.
+    #[arg(long)]
+    pub ranks: Option<u32>,
+    /// intra_node or inter_node, when the log does not show it.
+    #[arg(long, value_parser = parse_scope)]
+    pub scope: Option<Scope>,
+    /// The node's host name, when the log has no device list.
+    #[arg(long)]
+    pub node: Option<String>,
+}
+
+fn parse_fault(s: &str) -> Result<Fault, String> {
+    s.parse::<Fault>().map_err(|e| e.to_string())
+}
+
+fn parse_kind(s: &str) -> Result<Kind, String> {
+    s.parse::<Kind>().map_err(|e| e.to_string())
+}
+
+fn parse_scope(s: &str) -> Result<Scope, String> {
+    s.parse::<Scope>().map_err(|e| e.to_string())
+}
+
+/// meshfit names, plus nccl-tests' (`float`, `half`, `bfloat16`, `double`, `fp8` for e4m3).
+fn parse_dtype(s: &str) -> Result<Dtype, String> {
+    let alias = match s {
+        "float" => "fp32",
+        "half" => "fp16",
+        "bfloat16" => "bf16",
+        "double" => "fp64",
+        "fp8" | "f8e4m3" => "fp8_e4m3",
+        "f8e5m2" => "fp8_e5m2",
+        other => other,
+    };
+    alias.parse::<Dtype>().map_err(|e| e.to_string())
+}
+
+/// `MxNxK`, e.g. `8192x8192x8192`.
+fn parse_shape(s: &str) -> Result<record::Gemm, String> {
+    let dims: Vec<u64> = s
+        .split('x')
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .map_err(|_| {
+            format!("shape `{s}`: expected MxNxK with whole numbers, like 8192x8192x8192")
+        })?;
+    match dims[..] {
+        [m, n, k] if m > 0 && n > 0 && k > 0 => Ok(record::Gemm { m, n, k }),
+        _ => Err(format!(
+            "shape `{s}`: expected MxNxK with three positive numbers"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn nccl_tests_flags_parse() {
+        let cli = Cli::try_parse_from([
+            "microbench",
+            "all-reduce",
+            "-b",
+            "8",
+            "-e",
+            "8G",
+            "-f",
+            "2",
+            "-n",
+            "20",
+            "-w",
+            "5",
+            "-g",
+            "4",
+            "-d",
+            "bfloat16",
+        ])
+        .unwrap();
+        let (kind, args) = cli.command.collective().unwrap();
+        assert_eq!(kind, Kind::AllReduce);
+        assert_eq!(
+            (args.sweep.max_bytes, args.gpus, args.dtype),
+            (8 << 30, Some(4), Dtype::Bf16)
+        );
+        assert_eq!(parse_shape("1x2x3"), Ok(record::Gemm { m: 1, n: 2, k: 3 }));
+        assert!(parse_shape("1x2").unwrap_err().contains("MxNxK"));
+    }
+}

@@ -1,0 +1,327 @@
+//! Runs a parsed command line: builds the backend and the plan, shows progress, prints tables
+//! or JSON lines. Exit codes: 0 all measured, 1 nothing could run, 2 some points or files failed.
+
+use crate::cli::{BackendChoice, Cli, Command, CopyKind, ImportArgs, Source, SweepArgs};
+use anyhow::{anyhow, bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use microbench::discovery::{self, matrix::Matrix, Topology};
+use microbench::kernels::CopyPath;
+use microbench::sweep::{self, Plan, Sweep};
+use microbench::{report, sim, Backend, GpuBackend, SimBackend};
+use record::nccl_tests::{self, ImportOptions};
+use record::{Kind, Record};
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+/// Runs `cli`.
+pub fn run(cli: Cli) -> Result<ExitCode> {
+    match &cli.command {
+        Command::Import(args) => import(args, cli.json),
+        Command::Topo => topo(&cli),
+        _ => measure(&cli),
+    }
+}
+
+fn backend(src: &Source) -> Result<Box<dyn Backend>> {
+    match src.backend {
+        BackendChoice::Nccl => {
+            reject_sim_flags(src)?;
+            Ok(Box::new(GpuBackend::new()?))
+        }
+        BackendChoice::Sim => {
+            let name = src.profile.as_deref().ok_or_else(|| {
+                let names: Vec<&str> = sim::profiles().iter().map(|p| p.name).collect();
+                anyhow!("--backend sim needs --profile: one of {}", names.join(", "))
+            })?;
+            let mut node = SimBackend::new(sim::profile(name)?, src.fault.clone(), src.seed)?;
+            node.set_busy(&src.busy)?;
+            Ok(Box::new(node))
+        }
+    }
+}
+
+fn reject_sim_flags(src: &Source) -> Result<()> {
+    if src.profile.is_some() || !src.fault.is_empty() || !src.busy.is_empty() {
+        bail!("--profile, --fault and --busy apply to --backend sim only");
+    }
+    Ok(())
+}
+
+fn topo(cli: &Cli) -> Result<ExitCode> {
+    let topology = match cli.source.backend {
+        // Discovery needs NVML only, not the CUDA libraries.
+        BackendChoice::Nccl => {
+            reject_sim_flags(&cli.source)?;
+            discovery::discover()?
+        }
+        BackendChoice::Sim => backend(&cli.source)?.topology()?,
+    };
+    if cli.json {
+        emit(&(serde_json::to_string_pretty(&topology)? + "\n"))?;
+    } else {
+        emit(&(Matrix::from(&topology).render() + &report::gpu_details(&topology)))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn sweep_of(args: &SweepArgs) -> Sweep {
+    Sweep {
+        min_bytes: args.min_bytes,
+        max_bytes: args.max_bytes,
+        factor: args.factor,
+        increment: args.increment,
+    }
+}
+
+fn check_group(size: usize, found: usize, what: &str) -> Result<()> {
+    if size == 0 {
+        bail!("-g 0: expected 1 to {found} GPUs");
+    }
+    if size > found {
+        return Err(microbench::Error::TooFewGpus {
+            what: format!("{what} -g {size}"),
+            needed: size,
+            found,
+        }
+        .into());
+    }
+    Ok(())
+}
+
+fn all_gpus(t: &Topology, chosen: &[u32]) -> Vec<u32> {
+    if chosen.is_empty() {
+        (0..t.gpus.len() as u32).collect()
+    } else {
+        chosen.to_vec()
+    }
+}
+
+/// Copy paths of `kinds` among `gpus`.
+fn copy_paths(kinds: &[CopyKind], gpus: &[u32]) -> Vec<CopyPath> {
+    let pairs = |bidirectional: bool| {
+        gpus.iter()
+            .flat_map(move |&src| gpus.iter().map(move |&dst| (src, dst)))
+            .filter(move |(s, d)| if bidirectional { s < d } else { s != d })
+            .map(move |(src, dst)| CopyPath::P2p {
+                src,
+                dst,
+                bidirectional,
+            })
+            .collect::<Vec<_>>()
+    };
+    kinds
+        .iter()
+        .flat_map(|k| match k {
+            CopyKind::P2p => pairs(false),
+            CopyKind::P2pBidir => pairs(true),
+            CopyKind::H2d => gpus.iter().map(|&gpu| CopyPath::H2d { gpu }).collect(),
+            CopyKind::D2h => gpus.iter().map(|&gpu| CopyPath::D2h { gpu }).collect(),
+            CopyKind::Hbm => gpus.iter().map(|&gpu| CopyPath::Hbm { gpu }).collect(),
+        })
+        .collect()
+}
+
+fn plan(command: &Command, t: &Topology) -> Result<Plan> {
+    let n = t.gpus.len();
+    if let Some((kind, args)) = command.collective() {
+        let sizes = if args.all_groups {
+            sweep::group_sizes(n)
+        } else {
+            vec![args.gpus.unwrap_or(n)]
+        };
+        for &size in &sizes {
+            check_group(size, n, kind.as_str())?;
+        }
+        let groups: Vec<Vec<u32>> = sizes.iter().flat_map(|&s| sweep::groups(t, s)).collect();
+        return Ok(Plan::collectives(
+            kind,
+            &groups,
+            &sweep_of(&args.sweep),
+            args.dtype,
+            args.sweep.iters,
+            args.sweep.warmup,
+        )?);
+    }
+    Ok(match command {
+        Command::Gemm(args) => {
+            let shapes = if args.shapes.is_empty() {
+                sweep::default_gemm_shapes()
+            } else {
+                args.shapes.clone()
+            };
+            Plan::gemms(
+                &all_gpus(t, &args.gpus),
+                &shapes,
+                &args.dtypes,
+                args.iters,
+                args.warmup,
+            )
+        }
+        Command::Copy(args) => Plan::copies(
+            &copy_paths(&args.paths, &all_gpus(t, &args.gpus)),
+            &sweep_of(&args.sweep),
+            args.sweep.iters,
+            args.sweep.warmup,
+        )?,
+        Command::Calibrate(args) => {
+            let (iters, warmup) = (args.sweep.iters, args.sweep.warmup);
+            let sweep = sweep_of(&args.sweep);
+            let groups: Vec<Vec<u32>> = sweep::group_sizes(n)
+                .iter()
+                .flat_map(|&s| sweep::groups(t, s))
+                .collect();
+            let mut plan = Plan {
+                points: Vec::new(),
+                iters,
+                warmup,
+            };
+            for kind in [
+                Kind::AllReduce,
+                Kind::AllGather,
+                Kind::ReduceScatter,
+                Kind::AllToAll,
+                Kind::SendRecv,
+            ] {
+                plan.extend(Plan::collectives(
+                    kind, &groups, &sweep, args.dtype, iters, warmup,
+                )?);
+            }
+            plan.extend(Plan::gemms(
+                &all_gpus(t, &[]),
+                &sweep::default_gemm_shapes(),
+                &args.gemm_dtypes,
+                iters,
+                warmup,
+            ));
+            let all = [
+                CopyKind::P2p,
+                CopyKind::P2pBidir,
+                CopyKind::H2d,
+                CopyKind::D2h,
+                CopyKind::Hbm,
+            ];
+            plan.extend(Plan::copies(
+                &copy_paths(&all, &all_gpus(t, &[])),
+                &sweep,
+                iters,
+                warmup,
+            )?);
+            plan
+        }
+        // Collectives returned above; topo and import do not measure.
+        _ => bail!("not a measurement command"),
+    })
+}
+
+fn measure(cli: &Cli) -> Result<ExitCode> {
+    let node = backend(&cli.source)?;
+    let topology = node.topology()?;
+    let plan = plan(&cli.command, &topology)?;
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = ProgressBar::new(plan.points.len() as u64);
+        if let Ok(style) = ProgressStyle::with_template("{bar:40} {pos}/{len} points {elapsed}") {
+            bar.set_style(style);
+        }
+        bar
+    });
+    let outcome = node.run(&plan, &mut |p| {
+        if let Some(bar) = &bar {
+            bar.set_position(p.done as u64);
+        }
+    })?;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    print_records(&outcome.records, cli.json)?;
+    for f in &outcome.failures {
+        eprintln!("microbench: skipped {}: {}", f.point, f.error);
+    }
+    Ok(if outcome.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
+}
+
+fn import(args: &ImportArgs, json: bool) -> Result<ExitCode> {
+    let opts = ImportOptions {
+        collective: args.collective,
+        ranks: args.ranks,
+        scope: args.scope,
+        node: args.node.clone(),
+    };
+    if opts.ranks == Some(0) {
+        bail!("--ranks 0: expected at least 1");
+    }
+    let mut records = Vec::new();
+    let mut failed = 0;
+    for file in &args.files {
+        let name = file.display();
+        let parsed = std::fs::read_to_string(file)
+            .with_context(|| format!("reading {name}"))
+            .and_then(|text| {
+                nccl_tests::parse_with(&text, &opts).with_context(|| name.to_string())
+            });
+        match parsed {
+            Ok(parsed) => {
+                for w in &parsed.warnings {
+                    eprintln!("microbench: {name}: {w}");
+                }
+                records.extend(parsed.records);
+            }
+            Err(err) => {
+                eprintln!("microbench: {err:#}");
+                failed += 1;
+            }
+        }
+    }
+    if failed == args.files.len() {
+        return Ok(ExitCode::from(1));
+    }
+    print_records(&records, json)?;
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
+}
+
+fn print_records(records: &[Record], json: bool) -> Result<()> {
+    let mut out = String::new();
+    if json {
+        for r in records {
+            out.push_str(&serde_json::to_string(r)?);
+            out.push('\n');
+        }
+        return emit(&out);
+    }
+    let collectives: Vec<Record> = records
+        .iter()
+        .filter(|r| r.kind.is_collective())
+        .cloned()
+        .collect();
+    if !collectives.is_empty() {
+        out.push_str(&nccl_tests::write(&collectives)?);
+    }
+    let gemms: Vec<&Record> = records.iter().filter(|r| r.kind == Kind::Gemm).collect();
+    if !gemms.is_empty() {
+        out.push_str(&report::gemm_table(&gemms));
+    }
+    let copies: Vec<&Record> = records
+        .iter()
+        .filter(|r| !r.kind.is_collective() && r.kind != Kind::Gemm)
+        .collect();
+    if !copies.is_empty() {
+        out.push_str(&report::copy_table(&copies));
+    }
+    out.push_str(&report::summary(records));
+    emit(&out)
+}
+
+/// Writes to stdout; a closed pipe (`| head`) ends output quietly instead of panicking.
+fn emit(text: &str) -> Result<()> {
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other.context("writing to stdout")?),
+    }
+}
