@@ -93,6 +93,12 @@ pub struct RunLayout {
 pub struct Observed {
     /// Seconds per iteration.
     pub iteration_time_s: f64,
+    /// The source's own TFLOP/s per GPU.
+    #[serde(default)]
+    pub tflops_per_gpu: Option<f64>,
+    /// Which FLOP count the source used for it.
+    #[serde(default)]
+    pub tflops_kind: Option<String>,
 }
 
 /// The prediction of one run.

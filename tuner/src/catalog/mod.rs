@@ -70,6 +70,7 @@ pub fn cluster(id: &str) -> Result<Cluster, TunerError> {
 }
 
 /// What a `--model` argument resolved to.
+#[derive(Debug)]
 pub struct ResolvedModel {
     /// The shape.
     pub shape: ModelShape,

@@ -93,12 +93,13 @@ mod tests {
 
     #[test]
     fn narrow_gemm_is_less_efficient() {
+        // 16384 x 768 x 768 (a 125M model's projection): 0.79 / ((1 + 100/768)(1 + 100/16384)).
         let gpu = catalog::gpu("a100-sxm-80gb").unwrap();
         let c = NominalCompute::new(gpu, Precision::Bf16, &NOMINAL);
-        assert!(
-            c.gemm_efficiency(16384.0, 768.0, 768.0)
-                < 0.8 * c.gemm_efficiency(16384.0, 8192.0, 8192.0)
-        );
+        let narrow = c.gemm_efficiency(16384.0, 768.0, 768.0);
+        assert!((narrow - 0.79 / ((1.0 + 100.0 / 768.0) * (1.0 + 100.0 / 16384.0))).abs() < 1e-12);
+        assert!(narrow < c.gemm_efficiency(16384.0, 8192.0, 8192.0));
+        assert!(c.gemm_efficiency(256.0, 8192.0, 8192.0) < c.gemm_efficiency(4096.0, 8192.0, 8192.0));
     }
 
     #[test]

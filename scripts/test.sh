@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The test command: installs what the tests need when it is missing, then runs every check CI
+# runs: rustfmt, clippy with -D warnings, and the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf '== %s\n' "$*" >&2; }
+
+# Toolchain components.
+for component in rustfmt clippy; do
+  if ! cargo "${component/rustfmt/fmt}" --version >/dev/null 2>&1; then
+    say "installing $component"
+    rustup component add "$component"
+  fi
+done
+
+# The tests read real data from ../shared/data beside the checkout.
+if [ ! -d ../shared/data ]; then
+  echo "scripts/test.sh: ../shared/data is missing: the tests read the published runs and nccl-tests logs there" >&2
+  exit 1
+fi
+
+say "rustfmt"
+cargo fmt --all -- --check
+say "clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+say "tests"
+cargo test --workspace --locked
