@@ -139,7 +139,6 @@ impl Backend for GpuBackend {
                 ]
             }
             Point::Gemm { gpu, shape, dtype } => {
-                check_libraries(&[Library::Cublas])?;
                 let cc = self.topology.gpus[*gpu as usize].compute_capability;
                 let timing = gemm::measure(
                     &self.context(*gpu)?,

@@ -11,6 +11,8 @@ pub enum Library {
     Cuda,
     /// cuBLAS.
     Cublas,
+    /// cuBLASLt (fp8 GEMM).
+    CublasLt,
     /// NCCL.
     Nccl,
 }
@@ -23,6 +25,7 @@ impl Library {
             match self {
                 Library::Cuda => cudarc::driver::sys::is_culib_present(),
                 Library::Cublas => cudarc::cublas::sys::is_culib_present(),
+                Library::CublasLt => cudarc::cublaslt::sys::is_culib_present(),
                 Library::Nccl => cudarc::nccl::sys::is_culib_present(),
             }
         }
@@ -33,6 +36,10 @@ impl Library {
             Library::Cuda => Error::NoDriver("libcuda.so.1 cannot be loaded (is the NVIDIA driver installed?)".into()),
             Library::Cublas => Error::MissingLibrary {
                 library: "libcublas.so",
+                hint: "install the CUDA toolkit or the nvidia-cublas-cu12 wheel and add its lib/ to LD_LIBRARY_PATH",
+            },
+            Library::CublasLt => Error::MissingLibrary {
+                library: "libcublasLt.so",
                 hint: "install the CUDA toolkit or the nvidia-cublas-cu12 wheel and add its lib/ to LD_LIBRARY_PATH",
             },
             Library::Nccl => Error::MissingLibrary {
