@@ -9,7 +9,8 @@ use microbench::kernels::CopyPath;
 use microbench::sweep::{self, Plan, Sweep};
 use microbench::{report, sim, Backend, GpuBackend, SimBackend};
 use record::nccl_tests::{self, ImportOptions};
-use record::{Kind, Record};
+use record::{Dtype, Kind, Record};
+
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
@@ -186,10 +187,19 @@ fn plan(command: &Command, t: &Topology) -> Result<Plan> {
                     kind, &groups, &sweep, args.dtype, iters, warmup,
                 )?);
             }
+            // Calibration covers the types this GPU model has tensor cores for.
+            let (dtypes, lacking): (Vec<Dtype>, Vec<Dtype>) =
+                args.gemm_dtypes.iter().partition(|&&d| {
+                    sweep::tensor_core_capability(d)
+                        .is_some_and(|min| t.gpus.iter().all(|g| g.compute_capability >= min))
+                });
+            for d in lacking {
+                eprintln!("microbench: calibrate: no {d} tensor cores on these GPUs; {d} GEMMs not measured");
+            }
             plan.extend(Plan::gemms(
                 &all_gpus(t, &[]),
                 &sweep::default_gemm_shapes(),
-                &args.gemm_dtypes,
+                &dtypes,
                 iters,
                 warmup,
             ));
@@ -250,9 +260,7 @@ fn import(args: &ImportArgs, json: bool) -> Result<ExitCode> {
         scope: args.scope,
         node: args.node.clone(),
     };
-    if opts.ranks == Some(0) {
-        bail!("--ranks 0: expected at least 1");
-    }
+
     let mut records = Vec::new();
     let mut failed = 0;
     for file in &args.files {

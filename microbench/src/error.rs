@@ -47,6 +47,10 @@ pub enum Error {
         /// NVML's error.
         source: NvmlError,
     },
+    /// The CUDA driver is loaded but does not start (no device, or a driver too old for the
+    /// CUDA version).
+    #[error("CUDA did not start: {0}")]
+    CudaInit(String),
     /// A CUDA, cuBLAS or NCCL call failed.
     #[error("{call} on GPU {gpu}: {message}")]
     Cuda {

@@ -185,8 +185,24 @@ pub fn default_gemm_shapes() -> Vec<Gemm> {
             shapes.extend(transformer_shapes(8192, hidden, tp));
         }
     }
-    shapes.dedup();
+    let mut seen = Vec::with_capacity(shapes.len());
+    shapes.retain(|s| {
+        let new = !seen.contains(s);
+        seen.push(*s);
+        new
+    });
     shapes
+}
+
+/// The compute capability whose tensor cores first took `dtype` (Volta fp16 7.0, Ampere bf16
+/// and tf32 8.0, Ada and Hopper fp8 8.9); `None` for types without tensor-core GEMMs.
+pub fn tensor_core_capability(dtype: Dtype) -> Option<[u32; 2]> {
+    match dtype {
+        Dtype::Fp16 => Some([7, 0]),
+        Dtype::Bf16 | Dtype::Tf32 => Some([8, 0]),
+        Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => Some([8, 9]),
+        _ => None,
+    }
 }
 
 impl Plan {

@@ -5,6 +5,8 @@ use super::loader::{check_libraries, Library};
 use super::summarize;
 use super::timer::{cuda, time_iterations};
 use crate::error::{Error, Result};
+use crate::sweep::tensor_core_capability;
+
 use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
 use cudarc::cublas::CudaBlas;
 use cudarc::driver::{CudaContext, DevicePtr, DevicePtrMut};
@@ -12,32 +14,22 @@ use record::{Clock, Dtype, Gemm, Timing};
 use std::ffi::c_void;
 use std::sync::Arc;
 
-/// cuBLAS operand and compute types for `dtype`.
-fn types(dtype: Dtype, gpu: u32, cc: [u32; 2]) -> Result<(cudaDataType, cublasComputeType_t)> {
-    let unsupported = |reason: &str| Error::Unsupported {
-        what: format!("{dtype} GEMM"),
-        gpu,
-        reason: reason.into(),
-    };
+/// cuBLAS operand and compute types of the non-fp8 tensor-core types.
+fn types(dtype: Dtype) -> Option<(cudaDataType, cublasComputeType_t)> {
     match dtype {
-        Dtype::Bf16 if cc[0] >= 8 => Ok((
+        Dtype::Bf16 => Some((
             cudaDataType::CUDA_R_16BF,
             cublasComputeType_t::CUBLAS_COMPUTE_32F,
         )),
-        Dtype::Tf32 if cc[0] >= 8 => Ok((
-            cudaDataType::CUDA_R_32F,
-            cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
-        )),
-        Dtype::Bf16 | Dtype::Tf32 => Err(unsupported("needs compute capability 8.0 or later")),
-        Dtype::Fp16 => Ok((
+        Dtype::Fp16 => Some((
             cudaDataType::CUDA_R_16F,
             cublasComputeType_t::CUBLAS_COMPUTE_32F,
         )),
-        // fp8 needs cuBLASLt with per-tensor scales; microbench does not drive it yet.
-        Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => Err(unsupported(
-            "fp8 GEMM timing through cuBLASLt is not implemented yet",
+        Dtype::Tf32 => Some((
+            cudaDataType::CUDA_R_32F,
+            cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
         )),
-        _ => Err(unsupported("expected bf16, fp16 or tf32")),
+        _ => None,
     }
 }
 
@@ -51,23 +43,36 @@ pub(super) fn measure(
     iters: u32,
     warmup: u32,
 ) -> Result<Timing> {
-    if matches!(dtype, Dtype::Fp8E4m3 | Dtype::Fp8E5m2) {
-        if cc < [8, 9] {
-            let reason = format!(
-                "fp8 tensor cores need compute capability 8.9 or later, this GPU has {}.{}",
-                cc[0], cc[1]
-            );
-            return Err(Error::Unsupported {
-                what: format!("{dtype} GEMM"),
-                gpu,
-                reason,
-            });
+    let unsupported = |reason: String| Error::Unsupported {
+        what: format!("{dtype} GEMM"),
+        gpu,
+        reason,
+    };
+    match tensor_core_capability(dtype) {
+        None => {
+            return Err(unsupported(
+                "expected bf16, fp16, tf32, fp8_e4m3 or fp8_e5m2".into(),
+            ))
         }
-        check_libraries(&[Library::CublasLt])?;
-        return lt::measure(ctx, gpu, shape, dtype, iters, warmup);
+        Some(min) if cc < min => {
+            return Err(unsupported(format!(
+                "its tensor cores need compute capability {}.{} or later, this GPU has {}.{}",
+                min[0], min[1], cc[0], cc[1]
+            )))
+        }
+        Some(_) => {}
     }
-    check_libraries(&[Library::Cublas])?;
-    measure_gemm_ex(ctx, gpu, cc, shape, dtype, iters, warmup)
+    match types(dtype) {
+        Some(types) => {
+            check_libraries(&[Library::Cublas])?;
+            measure_gemm_ex(ctx, gpu, shape, types, dtype, iters, warmup)
+        }
+
+        None => {
+            check_libraries(&[Library::CublasLt])?;
+            lt::measure(ctx, gpu, shape, dtype, iters, warmup)
+        }
+    }
 }
 
 /// Converts a GEMM dimension to cuBLAS's int.
@@ -83,13 +88,12 @@ fn dim(v: u64) -> Result<i32> {
 fn measure_gemm_ex(
     ctx: &Arc<CudaContext>,
     gpu: u32,
-    cc: [u32; 2],
     shape: Gemm,
+    (data_type, compute): (cudaDataType, cublasComputeType_t),
     dtype: Dtype,
     iters: u32,
     warmup: u32,
 ) -> Result<Timing> {
-    let (data_type, compute) = types(dtype, gpu, cc)?;
     let dim = |v: u64| {
         i32::try_from(v).map_err(|_| Error::BadValue {
             field: "gemm shape",

@@ -2,7 +2,8 @@
 //! time) for timing.
 
 use super::loader::{check_libraries, Library};
-use super::{check_iters, collective, copy, gemm, Backend, Point};
+use super::timer::cuda;
+use super::{check_iters, check_point, collective, copy, gemm, Backend, Point};
 use crate::discovery::{self, Activity, Topology};
 use crate::error::{Error, Result};
 use cudarc::driver::sys::CUdevice_attribute;
@@ -50,18 +51,16 @@ impl GpuBackend {
 
 /// Matches CUDA ordinals to NVML indices by PCI address.
 fn cuda_contexts(topology: &Topology) -> Result<Vec<Option<Arc<CudaContext>>>> {
-    let cuda_err = |call: &'static str| {
-        move |e: cudarc::driver::DriverError| Error::Cuda {
-            call,
-            gpu: 0,
-            message: e.to_string(),
-        }
-    };
-    let count = CudaContext::device_count().map_err(cuda_err("cuDeviceGetCount"))?;
+    let count = CudaContext::device_count().map_err(|e| Error::CudaInit(e.to_string()))?;
     let mut by_bus = Vec::new();
     for ordinal in 0..usize::try_from(count).unwrap_or(0) {
-        let ctx = CudaContext::new(ordinal).map_err(cuda_err("cuCtxCreate"))?;
-        let attr = |a| ctx.attribute(a).map_err(cuda_err("cuDeviceGetAttribute"));
+        // CUDA ordinals are not NVML indices; errors here name the ordinal.
+        let at = ordinal as u32;
+        let ctx = CudaContext::new(ordinal).map_err(cuda("cuCtxCreate (CUDA ordinal)", at))?;
+        let attr = |a| {
+            ctx.attribute(a)
+                .map_err(cuda("cuDeviceGetAttribute (CUDA ordinal)", at))
+        };
         let bus = format!(
             "{:04x}:{:02x}:{:02x}.0",
             attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?,
@@ -94,6 +93,8 @@ impl Backend for GpuBackend {
 
     fn measure(&self, point: &Point, iters: u32, warmup: u32) -> Result<Vec<Record>> {
         check_iters(iters)?;
+        check_point(point, self.topology.gpus.len())?;
+
         let group = |gpus: Vec<u32>, ranks: u32| Group {
             node: Some(self.topology.node.clone()),
             gpus,

@@ -212,23 +212,16 @@ pub trait Backend {
     fn run(&self, plan: &Plan, progress: &mut dyn FnMut(Progress)) -> Result<Outcome> {
         check_iters(plan.iters)?;
         let count = self.topology()?.gpus.len();
-        if let Some(gpu) = plan
-            .points
-            .iter()
-            .flat_map(Point::gpus)
-            .find(|&g| g as usize >= count)
-        {
-            return Err(Error::NoSuchGpu {
-                field: "gpu",
-                gpu,
-                count,
-            });
+        for point in &plan.points {
+            check_point(point, count)?;
         }
         let mut outcome = Outcome::default();
         for (done, point) in plan.points.iter().enumerate() {
             match self.measure(point, plan.iters, plan.warmup) {
                 Ok(records) => outcome.records.extend(records),
-                Err(e @ (Error::NoDriver(_) | Error::MissingLibrary { .. })) => return Err(e),
+                Err(
+                    e @ (Error::NoDriver(_) | Error::CudaInit(_) | Error::MissingLibrary { .. }),
+                ) => return Err(e),
                 Err(error) => outcome.failures.push(Failure {
                     point: point.to_string(),
                     error,
@@ -243,7 +236,31 @@ pub trait Backend {
     }
 }
 
+/// The point's GPUs exist on a node of `count` GPUs and are distinct.
+pub(crate) fn check_point(point: &Point, count: usize) -> Result<()> {
+    let gpus = point.gpus();
+    if let Some(&gpu) = gpus.iter().find(|&&g| g as usize >= count) {
+        return Err(Error::NoSuchGpu {
+            field: "gpu",
+            gpu,
+            count,
+        });
+    }
+    let mut distinct = gpus.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    if distinct.len() != gpus.len() {
+        return Err(Error::BadValue {
+            field: "gpus",
+            value: format!("{gpus:?}"),
+            expected: "distinct GPU indices".into(),
+        });
+    }
+    Ok(())
+}
+
 /// At least one timed iteration, so a median exists.
+
 pub(crate) fn check_iters(iters: u32) -> Result<()> {
     if iters == 0 {
         return Err(Error::BadValue {

@@ -12,7 +12,8 @@ mod profile;
 use crate::discovery::matrix::Matrix;
 use crate::discovery::{Activity, Clocks, Gpu, Link, Nic, Topology};
 use crate::error::{Error, Result};
-use crate::kernels::{check_iters, summarize, Backend, CopyPath, Point};
+use crate::kernels::{check_iters, check_point, summarize, Backend, CopyPath, Point};
+
 use noise::Noise;
 use record::{Clock, Dtype, Group, Kind, Record, Scope};
 use std::collections::BTreeSet;
@@ -276,22 +277,7 @@ impl Backend for SimBackend {
 
     fn measure(&self, point: &Point, iters: u32, _warmup: u32) -> Result<Vec<Record>> {
         check_iters(iters)?;
-        let count = self.topology.gpus.len();
-        let gpus = point.gpus();
-        if let Some(&gpu) = gpus.iter().find(|&&g| g as usize >= count) {
-            return Err(Error::NoSuchGpu {
-                field: "gpu",
-                gpu,
-                count,
-            });
-        }
-        if gpus.iter().collect::<BTreeSet<_>>().len() != gpus.len() {
-            return Err(Error::BadValue {
-                field: "gpus",
-                value: format!("{gpus:?}"),
-                expected: "distinct GPU indices".into(),
-            });
-        }
+        check_point(point, self.topology.gpus.len())?;
         let model_s = self.model_time(point)?;
         let timing = |tag: &str| {
             summarize(

@@ -152,6 +152,9 @@ pub enum ParseError {
         /// The collective.
         kind: Kind,
     },
+    /// `--ranks 0`.
+    #[error("--ranks 0: expected at least 1")]
+    ZeroRanks,
     /// Nothing says whether the ranks share a node.
     #[error("table at line {line}: cannot tell whether the ranks share a node; pass --scope intra_node or inter_node")]
     UnknownScope {
@@ -249,6 +252,41 @@ mpirun -np 4 ./build/all_gather_perf -b 1M -e 1M
                 kept_out_of_place: true
             }]
         );
+    }
+
+    /// Two runs concatenated: NCCL's version line opens the second, and each table keeps its
+    /// own run's collective, ranks and version.
+    #[test]
+    fn each_run_keeps_its_own_context() {
+        let text = "\\
+host:1:1 [0] NCCL INFO NCCL version 2.18.1+cuda12.1
+all_reduce_perf -g 2
+  1048576  262144  float  sum  -1  100.0  10.49  10.49  0  100.0  10.49  10.49  0
+host:2:2 [0] NCCL INFO NCCL version 2.21.5+cuda12.4
+all_gather_perf -g 4
+  1048576   65536  float  none  -1  100.0  10.49   7.86  0  100.0  10.49   7.86  0
+";
+        let parsed = parse(text).unwrap();
+        assert_eq!(parsed.warnings, vec![]);
+        let runs: Vec<(Kind, u32, Option<&str>)> = parsed
+            .records
+            .iter()
+            .map(|r| (r.kind, r.group.ranks, r.versions.nccl.as_deref()))
+            .collect();
+        assert_eq!(
+            runs,
+            vec![
+                (Kind::AllReduce, 2, Some("2.18.1")),
+                (Kind::AllReduce, 2, Some("2.18.1")),
+                (Kind::AllGather, 4, Some("2.21.5")),
+                (Kind::AllGather, 4, Some("2.21.5")),
+            ]
+        );
+        let zero = ImportOptions {
+            ranks: Some(0),
+            ..Default::default()
+        };
+        assert_eq!(parse_with(text, &zero).unwrap_err(), ParseError::ZeroRanks);
     }
 
     #[test]

@@ -86,6 +86,10 @@ struct State {
 }
 
 pub(super) fn parse(text: &str, opts: &ImportOptions) -> Result<Parsed, ParseError> {
+    if opts.ranks == Some(0) {
+        return Err(ParseError::ZeroRanks);
+    }
+
     let mut st = State::default();
     for (i, raw) in text.lines().enumerate() {
         let line_no = i + 1;
@@ -110,7 +114,7 @@ pub(super) fn parse(text: &str, opts: &ImportOptions) -> Result<Parsed, ParseErr
         } else if !trimmed.starts_with('#') && looks_like_row(&tokens) {
             st.row(line_no, &tokens);
         } else {
-            st.context_line(line, &tokens);
+            st.context_line(line, &tokens, opts)?;
         }
     }
     st.flush(opts)?;
@@ -160,7 +164,12 @@ impl State {
         }
     }
 
-    fn context_line(&mut self, line: &str, tokens: &[&str]) {
+    fn context_line(
+        &mut self,
+        line: &str,
+        tokens: &[&str],
+        opts: &ImportOptions,
+    ) -> Result<(), ParseError> {
         let binaries: Vec<Binary> = line
             .split(|c: char| c.is_whitespace() || "`'\"(),;".contains(c))
             .filter_map(convention::binary)
@@ -172,10 +181,14 @@ impl State {
             .find("NCCL version ")
             .map(|at| &line[at + "NCCL version ".len()..]);
         if binaries.is_empty() && !header && !device && version.is_none() {
-            return;
+            return Ok(());
         }
-        // Context describes the table that follows it, so rows before it are complete.
-        self.flush_pending_context_change();
+        // Context describes the table that follows it: rows before it are a finished table
+        // of the previous run, whose context this line replaces.
+        self.flush(opts)?;
+        if self.ctx.used {
+            self.ctx = Context::default();
+        }
         self.ctx.binaries.extend(binaries);
         if command {
             let single = !tokens.iter().any(|t| {
@@ -217,17 +230,7 @@ impl State {
                 self.ctx.nccl_version = Some(v.to_string());
             }
         }
-    }
-
-    /// Pending rows belong to the context before this line; a used context is replaced.
-    fn flush_pending_context_change(&mut self) {
-        if !self.rows.is_empty() {
-            // Rows without a closing footer: they are complete, the next run begins here.
-            self.ctx.used = true;
-        }
-        if self.ctx.used {
-            self.ctx = Context::default();
-        }
+        Ok(())
     }
 
     fn flush(&mut self, opts: &ImportOptions) -> Result<(), ParseError> {
