@@ -260,7 +260,6 @@ pub(crate) fn check_point(point: &Point, count: usize) -> Result<()> {
 }
 
 /// At least one timed iteration, so a median exists.
-
 pub(crate) fn check_iters(iters: u32) -> Result<()> {
     if iters == 0 {
         return Err(Error::BadValue {
