@@ -31,7 +31,8 @@ fn main() {
         .unwrap_or_else(|| "../shared/data/published-runs.yaml".into());
     let text = std::fs::read_to_string(&path).expect("runs file");
     let file = parse_runs(&text, &path).expect("runs file parses");
-    let fields: [Field; 9] = [
+    let fields: [Field; 10] = [
+        ("overlap_slowdown", |e| &mut e.overlap_slowdown),
         ("recompute_pass", |e| &mut e.recompute_pass),
         ("gemm_peak", |e| &mut e.gemm_peak),
         ("gemm_half_dim", |e| &mut e.gemm_half_dim),
@@ -65,6 +66,7 @@ fn main() {
                 if trial.network_busbw > 0.95
                     || trial.memory > 0.95
                     || trial.gemm_peak > 0.95
+                    || trial.overlap_slowdown > 1.0
                     || trial.recompute_pass > 1.0
                 {
                     continue;

@@ -368,7 +368,7 @@ pub fn predict(run: &Run, efficiency: &Efficiency) -> Result<RunPrediction, Tune
     if l.microbatch_size.is_none() {
         choices.insert("microbatch_size".into(), mesh.microbatch_size.to_string());
     }
-    if l.virtual_stages.is_none() {
+    if l.virtual_stages.is_none() && l.pp > 1 {
         choices.insert("virtual_stages".into(), mesh.virtual_stages.to_string());
     }
     if l.zero_stage.is_none() {

@@ -9,7 +9,11 @@ fn tuner() -> Command {
 
 fn stdout_of(args: &[&str]) -> String {
     let out = tuner().args(args).output().expect("runs");
-    assert!(out.status.success(), "tuner {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "tuner {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).expect("utf-8")
 }
 
@@ -19,38 +23,89 @@ fn stderr_of_failure(args: &[&str]) -> String {
     String::from_utf8(out.stderr).expect("utf-8")
 }
 
-const RUNS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/published-runs.yaml");
+const RUNS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../shared/data/published-runs.yaml"
+);
 
 #[test]
 fn recommend_json_document_has_every_field() {
-    let doc: Value = serde_json::from_str(&stdout_of(&["recommend", "--model", "70b", "--gpus", "512", "--format", "json"])).unwrap();
+    let doc: Value = serde_json::from_str(&stdout_of(&[
+        "recommend",
+        "--model",
+        "70b",
+        "--gpus",
+        "512",
+        "--format",
+        "json",
+    ]))
+    .unwrap();
     let evaluated = doc["evaluated"].as_u64().unwrap();
     let fitting = doc["fitting"].as_u64().unwrap();
     assert!(evaluated >= fitting && fitting > 0, "{evaluated} {fitting}");
-    assert!(doc["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains("resolves to llama3-70b")));
+    assert!(doc["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n.as_str().unwrap().contains("resolves to llama3-70b")));
     let meshes = doc["meshes"].as_array().unwrap();
     assert_eq!(meshes.len(), 10);
     let tokens = doc["training"]["global_batch_tokens"].as_f64().unwrap();
     let mut last = 0.0;
     for m in meshes {
         for key in [
-            "tp", "pp", "dp", "cp", "ep", "microbatch_size", "microbatches", "virtual_stages", "zero_stage", "recompute",
-            "sequence_parallel", "step_time_s", "tokens_per_s", "mfu", "bubble_fraction", "warnings",
+            "tp",
+            "pp",
+            "dp",
+            "cp",
+            "ep",
+            "microbatch_size",
+            "microbatches",
+            "virtual_stages",
+            "zero_stage",
+            "recompute",
+            "sequence_parallel",
+            "step_time_s",
+            "tokens_per_s",
+            "mfu",
+            "bubble_fraction",
+            "warnings",
         ] {
             assert!(!m[key].is_null(), "mesh lacks {key}: {m}");
         }
-        for key in ["total", "weights", "gradients", "optimizer", "activations", "other"] {
+        for key in [
+            "total",
+            "weights",
+            "gradients",
+            "optimizer",
+            "activations",
+            "other",
+        ] {
             assert!(m["memory_per_gpu_bytes"][key].as_f64().unwrap() >= 0.0);
         }
-        let gpus = m["tp"].as_u64().unwrap() * m["pp"].as_u64().unwrap() * m["dp"].as_u64().unwrap() * m["cp"].as_u64().unwrap();
+        let gpus = m["tp"].as_u64().unwrap()
+            * m["pp"].as_u64().unwrap()
+            * m["dp"].as_u64().unwrap()
+            * m["cp"].as_u64().unwrap();
         assert_eq!(gpus, 512);
         let step = m["step_time_s"].as_f64().unwrap();
         assert!(step >= last, "ranked by step time");
         last = step;
         assert!((m["tokens_per_s"].as_f64().unwrap() * step / tokens - 1.0).abs() < 1e-9);
-        let terms: f64 = m["time_s"].as_object().unwrap().values().map(|t| t["exposed_s"].as_f64().unwrap()).sum();
-        assert!((terms / step - 1.0).abs() < 1e-9, "terms add up to the step");
-        assert!(m["memory_per_gpu_bytes"]["total"].as_f64().unwrap() <= m["memory_capacity_bytes"].as_f64().unwrap());
+        let terms: f64 = m["time_s"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|t| t["exposed_s"].as_f64().unwrap())
+            .sum();
+        assert!(
+            (terms / step - 1.0).abs() < 1e-9,
+            "terms add up to the step"
+        );
+        assert!(
+            m["memory_per_gpu_bytes"]["total"].as_f64().unwrap()
+                <= m["memory_capacity_bytes"].as_f64().unwrap()
+        );
     }
     assert!(meshes[0]["why_below"].is_null());
     assert!(meshes[1]["why_below"].as_str().unwrap().contains("exposed"));
@@ -58,7 +113,17 @@ fn recommend_json_document_has_every_field() {
 
 #[test]
 fn recommend_yaml_is_the_same_document() {
-    let yaml = stdout_of(&["recommend", "--model", "llama3-8b", "--gpus", "64", "--format", "yaml", "--top", "3"]);
+    let yaml = stdout_of(&[
+        "recommend",
+        "--model",
+        "llama3-8b",
+        "--gpus",
+        "64",
+        "--format",
+        "yaml",
+        "--top",
+        "3",
+    ]);
     let doc: Value = serde_saphyr::from_str(&yaml).unwrap();
     assert_eq!(doc["meshes"].as_array().unwrap().len(), 3);
     assert_eq!(doc["model"]["name"], "llama3-8b");
@@ -67,7 +132,10 @@ fn recommend_yaml_is_the_same_document() {
 #[test]
 fn recommend_table_prints_defaults_and_reasons() {
     let out = stdout_of(&["recommend", "--model", "70b", "--gpus", "512", "--top", "3"]);
-    assert!(out.contains("note: model `70b` resolves to llama3-70b"), "{out}");
+    assert!(
+        out.contains("note: model `70b` resolves to llama3-70b"),
+        "{out}"
+    );
     assert!(out.contains("seq_len 8192 from llama3-70b"), "{out}");
     assert!(out.contains("global batch 512 sequences"), "{out}");
     assert!(out.contains("configurations evaluated"), "{out}");
@@ -76,23 +144,72 @@ fn recommend_table_prints_defaults_and_reasons() {
 
 #[test]
 fn explain_says_why_a_mesh_is_impossible() {
-    let out = stdout_of(&["explain", "--model", "405b", "--gpus", "64", "--tp", "8", "--pp", "1", "--dp", "8", "--zero", "0"]);
+    let out = stdout_of(&[
+        "explain", "--model", "405b", "--gpus", "64", "--tp", "8", "--pp", "1", "--dp", "8",
+        "--zero", "0",
+    ]);
     let line = out.lines().find(|l| l.contains("impossible")).expect(&out);
-    assert!(line.contains("needs") && line.contains("GiB per GPU, has 80 GiB"), "{line}");
+    assert!(
+        line.contains("needs") && line.contains("GiB per GPU, has 80 GiB"),
+        "{line}"
+    );
 }
 
 #[test]
 fn explain_breaks_a_fixed_mesh_into_terms() {
-    let out = stdout_of(&["explain", "--model", "70b", "--gpus", "512", "--tp", "8", "--pp", "8", "--dp", "8", "--microbatches", "64"]);
-    for term in ["compute", "TP all-reduce", "pipeline bubble", "PP send/recv", "weights", "activations"] {
+    let out = stdout_of(&[
+        "explain",
+        "--model",
+        "70b",
+        "--gpus",
+        "512",
+        "--tp",
+        "8",
+        "--pp",
+        "8",
+        "--dp",
+        "8",
+        "--microbatches",
+        "64",
+    ]);
+    for term in [
+        "compute",
+        "TP all-reduce",
+        "pipeline bubble",
+        "PP send/recv",
+        "weights",
+        "activations",
+    ] {
         assert!(out.contains(term), "{term} missing:\n{out}");
     }
     let json: Value = serde_json::from_str(&stdout_of(&[
-        "explain", "--model", "70b", "--gpus", "512", "--tp", "8", "--pp", "8", "--dp", "8", "--microbatches", "64", "--format", "json",
+        "explain",
+        "--model",
+        "70b",
+        "--gpus",
+        "512",
+        "--tp",
+        "8",
+        "--pp",
+        "8",
+        "--dp",
+        "8",
+        "--microbatches",
+        "64",
+        "--format",
+        "json",
     ]))
     .unwrap();
     let m = &json["meshes"][0];
-    assert_eq!((m["tp"].as_u64(), m["pp"].as_u64(), m["dp"].as_u64(), m["microbatches"].as_u64()), (Some(8), Some(8), Some(8), Some(64)));
+    assert_eq!(
+        (
+            m["tp"].as_u64(),
+            m["pp"].as_u64(),
+            m["dp"].as_u64(),
+            m["microbatches"].as_u64()
+        ),
+        (Some(8), Some(8), Some(8), Some(64))
+    );
     // 1F1B bubble (p-1)/(v m + p - 1) with the chosen v.
     let v = m["virtual_stages"].as_f64().unwrap();
     assert!((m["bubble_fraction"].as_f64().unwrap() - 7.0 / (v * 64.0 + 7.0)).abs() < 1e-12);
@@ -100,52 +217,109 @@ fn explain_breaks_a_fixed_mesh_into_terms() {
 
 #[test]
 fn tp_beyond_nvlink_is_warned() {
-    let out = stdout_of(&["explain", "--model", "gpt3-175b", "--gpus", "256", "--tp", "16", "--pp", "4", "--dp", "4"]);
-    assert!(out.contains("TP=16 is wider than the 8-GPU NVLink domain"), "{out}");
+    let out = stdout_of(&[
+        "explain",
+        "--model",
+        "gpt3-175b",
+        "--gpus",
+        "256",
+        "--tp",
+        "16",
+        "--pp",
+        "4",
+        "--dp",
+        "4",
+    ]);
+    assert!(
+        out.contains("TP=16 is wider than the 8-GPU NVLink domain"),
+        "{out}"
+    );
 }
 
 #[test]
 fn compare_sets_two_meshes_side_by_side() {
-    let out = stdout_of(&["compare", "--model", "70b", "--gpus", "512", "--a", "tp=8,pp=8,dp=8", "--b", "tp=4,pp=8,dp=16"]);
-    assert!(out.contains("A: TP8 PP8 DP8") && out.contains("B: TP4 PP8 DP16") && out.contains("B - A"), "{out}");
+    let out = stdout_of(&[
+        "compare",
+        "--model",
+        "70b",
+        "--gpus",
+        "512",
+        "--a",
+        "tp=8,pp=8,dp=8",
+        "--b",
+        "tp=4,pp=8,dp=16",
+    ]);
+    assert!(
+        out.contains("A: TP8 PP8 DP8") && out.contains("B: TP4 PP8 DP16") && out.contains("B - A"),
+        "{out}"
+    );
     assert!(out.contains("TP all-reduce (exposed)"), "{out}");
 }
 
 #[test]
 fn launch_configs() {
-    let args = ["explain", "--model", "70b", "--gpus", "512", "--tp", "8", "--pp", "8", "--dp", "8", "--zero", "1", "--emit"];
+    let args = [
+        "explain", "--model", "70b", "--gpus", "512", "--tp", "8", "--pp", "8", "--dp", "8",
+        "--zero", "1", "--emit",
+    ];
     let megatron = stdout_of(&[&args[..], &["megatron"]].concat());
-    for flag in ["--tensor-model-parallel-size 8", "--pipeline-model-parallel-size 8", "--num-query-groups 8", "--swiglu", "--use-distributed-optimizer"] {
+    for flag in [
+        "--tensor-model-parallel-size 8",
+        "--pipeline-model-parallel-size 8",
+        "--num-query-groups 8",
+        "--swiglu",
+        "--use-distributed-optimizer",
+    ] {
         assert!(megatron.contains(flag), "{flag}:\n{megatron}");
     }
-    let ds: Value = serde_json::from_str(&stdout_of(&[&args[..], &["deepspeed"]].concat())).unwrap();
+    let ds: Value =
+        serde_json::from_str(&stdout_of(&[&args[..], &["deepspeed"]].concat())).unwrap();
     assert_eq!(ds["zero_optimization"]["stage"], 1);
     assert_eq!(ds["train_batch_size"], 512);
     let titan = stdout_of(&[&args[..], &["torchtitan"]].concat());
-    assert!(titan.contains("tensor_parallel_degree = 8") && titan.contains("pipeline_parallel_degree = 8"), "{titan}");
+    assert!(
+        titan.contains("tensor_parallel_degree = 8")
+            && titan.contains("pipeline_parallel_degree = 8"),
+        "{titan}"
+    );
 }
 
 #[test]
 fn unknown_model_lists_close_names() {
     let err = stderr_of_failure(&["recommend", "--model", "llama3-7b", "--gpus", "8"]);
-    assert!(err.contains("unknown model `llama3-7b`") && err.contains("llama3-8b"), "{err}");
+    assert!(
+        err.contains("unknown model `llama3-7b`") && err.contains("llama3-8b"),
+        "{err}"
+    );
 }
 
 #[test]
 fn zero_and_negative_gpus_are_refused() {
     for n in ["0", "-8"] {
         let err = stderr_of_failure(&["recommend", "--model", "70b", "--gpus", n]);
-        assert!(err.contains(&format!("--gpus = {n}")) && err.contains("positive"), "{err}");
+        assert!(
+            err.contains(&format!("--gpus = {n}")) && err.contains("positive"),
+            "{err}"
+        );
     }
 }
 
 #[test]
 fn gpu_count_without_a_mesh_names_the_smallest_that_works() {
     let err = stderr_of_failure(&["recommend", "--model", "70b", "--gpus", "7"]);
-    assert!(err.contains("no parallel layout of llama3-70b fits 7 GPUs"), "{err}");
-    assert!(err.contains("the smallest GPU count that works is 16"), "{err}");
+    assert!(
+        err.contains("no parallel layout of llama3-70b fits 7 GPUs"),
+        "{err}"
+    );
+    assert!(
+        err.contains("the smallest GPU count that works is 16"),
+        "{err}"
+    );
     let err = stderr_of_failure(&["recommend", "--model", "405b", "--gpus", "8"]);
-    assert!(err.contains("GiB per GPU, has 80 GiB") && err.contains("smallest GPU count that works is"), "{err}");
+    assert!(
+        err.contains("GiB per GPU, has 80 GiB") && err.contains("smallest GPU count that works is"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -153,8 +327,17 @@ fn malformed_model_yaml_names_line_and_field() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.yaml");
     std::fs::write(&path, "name: bad\nlayers: 2\nhidden: 64\nheads: 4\nffn_hidden: 256\nffn_act: relu\nvocab: 100\nseq_len: 128\n").unwrap();
-    let err = stderr_of_failure(&["recommend", "--model", path.to_str().unwrap(), "--gpus", "8"]);
-    assert!(err.contains("bad.yaml") && err.contains("line 6") && err.contains("relu"), "{err}");
+    let err = stderr_of_failure(&[
+        "recommend",
+        "--model",
+        path.to_str().unwrap(),
+        "--gpus",
+        "8",
+    ]);
+    assert!(
+        err.contains("bad.yaml") && err.contains("line 6") && err.contains("relu"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -162,7 +345,16 @@ fn custom_model_from_yaml() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tiny.yaml");
     std::fs::write(&path, "name: tiny-1b\nlayers: 16\nhidden: 2048\nheads: 16\nkv_heads: 4\nffn_hidden: 8192\nffn_act: swiglu\nvocab: 32000\nseq_len: 4096\n").unwrap();
-    let doc: Value = serde_json::from_str(&stdout_of(&["recommend", "--model", path.to_str().unwrap(), "--gpus", "16", "--format", "json"])).unwrap();
+    let doc: Value = serde_json::from_str(&stdout_of(&[
+        "recommend",
+        "--model",
+        path.to_str().unwrap(),
+        "--gpus",
+        "16",
+        "--format",
+        "json",
+    ]))
+    .unwrap();
     assert_eq!(doc["model"]["name"], "tiny-1b");
     assert!(!doc["meshes"].as_array().unwrap().is_empty());
 }
@@ -170,32 +362,67 @@ fn custom_model_from_yaml() {
 #[test]
 fn models_and_clusters_list_the_catalog() {
     let models = stdout_of(&["models"]);
-    for id in ["gpt3-175b", "llama2-7b", "llama3-405b", "mixtral-8x22b", "deepseek-v3", "70b -> llama3-70b"] {
+    for id in [
+        "gpt3-175b",
+        "llama2-7b",
+        "llama3-405b",
+        "mixtral-8x22b",
+        "deepseek-v3",
+        "70b -> llama3-70b",
+    ] {
         assert!(models.contains(id), "{id}");
     }
     let clusters = stdout_of(&["clusters"]);
-    for id in ["dgx-a100", "dgx-h100", "hgx-h200", "dgx-b200", "gb200-nvl72", "l40s-pcie"] {
+    for id in [
+        "dgx-a100",
+        "dgx-h100",
+        "hgx-h200",
+        "dgx-b200",
+        "gb200-nvl72",
+        "l40s-pcie",
+    ] {
         assert!(clusters.contains(id), "{id}");
     }
 }
 
 #[test]
 fn validate_json_has_runs_and_summary() {
-    let doc: Value = serde_json::from_str(&stdout_of(&["validate", "--runs", RUNS, "--format", "json"])).unwrap();
+    let doc: Value = serde_json::from_str(&stdout_of(&[
+        "validate", "--runs", RUNS, "--format", "json",
+    ]))
+    .unwrap();
     let runs = doc["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 80);
     for r in runs {
-        for key in ["id", "group", "predicted_iteration_time_s", "observed_iteration_time_s", "predicted_tokens_per_s", "error", "choices"] {
+        for key in [
+            "id",
+            "group",
+            "predicted_iteration_time_s",
+            "observed_iteration_time_s",
+            "predicted_tokens_per_s",
+            "error",
+            "choices",
+        ] {
             assert!(!r[key].is_null(), "{key}");
         }
-        let e = r["predicted_iteration_time_s"].as_f64().unwrap() / r["observed_iteration_time_s"].as_f64().unwrap() - 1.0;
+        let e = r["predicted_iteration_time_s"].as_f64().unwrap()
+            / r["observed_iteration_time_s"].as_f64().unwrap()
+            - 1.0;
         assert!((e - r["error"].as_f64().unwrap()).abs() < 1e-12);
     }
     // Narayanan Table 1 does not publish microbatch sizes: each is chosen and reported.
-    let first = runs.iter().find(|r| r["id"] == "narayanan2021-t1-1.7B").unwrap();
+    let first = runs
+        .iter()
+        .find(|r| r["id"] == "narayanan2021-t1-1.7B")
+        .unwrap();
     assert!(first["choices"]["microbatch_size"].is_string());
     let s = &doc["summary"];
-    for key in ["median_abs_error", "max_abs_error", "within_10pct", "groups"] {
+    for key in [
+        "median_abs_error",
+        "max_abs_error",
+        "within_10pct",
+        "groups",
+    ] {
         assert!(!s[key].is_null(), "{key}");
     }
 }

@@ -5,8 +5,12 @@ use tuner::model::{korthikanti_eq7_flops, narayanan_eq3_flops};
 use tuner::validate::parse_runs;
 
 fn runs() -> tuner::validate::RunsFile {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/published-runs.yaml");
-    let text = std::fs::read_to_string(path).expect("shared/data/published-runs.yaml beside the checkout");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/data/published-runs.yaml"
+    );
+    let text =
+        std::fs::read_to_string(path).expect("shared/data/published-runs.yaml beside the checkout");
     parse_runs(&text, path).expect("runs file parses")
 }
 
@@ -27,11 +31,20 @@ fn implied(run: &tuner::validate::Run, flops: fn(f64, f64, f64, f64, f64) -> f64
 fn narayanan_eq3_reproduces_table1_tflops() {
     let file = runs();
     let mut checked = 0;
-    for run in file.runs.iter().filter(|r| r.observed.tflops_kind.as_deref().is_some_and(|k| k.starts_with("Eq. 3"))) {
+    for run in file.runs.iter().filter(|r| {
+        r.observed
+            .tflops_kind
+            .as_deref()
+            .is_some_and(|k| k.starts_with("Eq. 3"))
+    }) {
         let published = run.observed.tflops_per_gpu.unwrap();
         let got = implied(run, narayanan_eq3_flops);
         // Table 1 rounds TFLOP/s to integers and times to 2-4 digits: 1.5%.
-        assert!((got / published - 1.0).abs() < 0.015, "{}: Eq. 3 gives {got:.1}, paper {published}", run.id);
+        assert!(
+            (got / published - 1.0).abs() < 0.015,
+            "{}: Eq. 3 gives {got:.1}, paper {published}",
+            run.id
+        );
         checked += 1;
     }
     assert_eq!(checked, 10);
@@ -41,10 +54,19 @@ fn narayanan_eq3_reproduces_table1_tflops() {
 fn korthikanti_eq7_reproduces_table_tflops() {
     let file = runs();
     let mut checked = 0;
-    for run in file.runs.iter().filter(|r| r.observed.tflops_kind.as_deref().is_some_and(|k| k.contains("Eq. 7"))) {
+    for run in file.runs.iter().filter(|r| {
+        r.observed
+            .tflops_kind
+            .as_deref()
+            .is_some_and(|k| k.contains("Eq. 7"))
+    }) {
         let published = run.observed.tflops_per_gpu.unwrap();
         let got = implied(run, korthikanti_eq7_flops);
-        assert!((got / published - 1.0).abs() < 0.015, "{}: Eq. 7 gives {got:.1}, paper {published}", run.id);
+        assert!(
+            (got / published - 1.0).abs() < 0.015,
+            "{}: Eq. 7 gives {got:.1}, paper {published}",
+            run.id
+        );
         checked += 1;
     }
     assert_eq!(checked, 8);

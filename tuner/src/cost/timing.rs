@@ -148,7 +148,9 @@ pub fn step_time(x: &Inputs) -> Breakdown {
     };
     let passes = 2.0 + recompute_passes;
     let overhead = x.compute.layer_overhead_s() * passes;
-    let layer_compute = 3.0 * fwd + recompute_compute + overhead;
+    // Backward costs two forwards: data and weight gradients (Narayanan et al. 2021 §3.2).
+    let backward = 2.0 * fwd;
+    let layer_compute = fwd + backward + recompute_compute + overhead;
     let t = tokens_per_microbatch(x);
     let tp_f = f64::from(mesh.tp);
     let vocab = f64::from(model.vocab);
@@ -182,7 +184,7 @@ pub fn step_time(x: &Inputs) -> Breakdown {
     };
 
     let (dp_grad_sync, zero_gather) =
-        data_parallel(x, m_f, compute_mb, 2.0 * fwd * stage_layers, stage_layers);
+        data_parallel(x, m_f, compute_mb, backward * stage_layers, stage_layers);
     let optimizer = x
         .compute
         .memory_s(owned_params(x) * x.efficiency.optimizer_bytes_per_param);
@@ -377,7 +379,10 @@ fn data_parallel(
             let rs = m * coll(Collective::ReduceScatter);
             let ag = m * 2.0 * coll(Collective::AllGather);
             let total = rs + ag;
-            let exposed = (total - m * compute_mb).max(0.0) + total / m / stage_layers;
+            let hidden = total.min(m * compute_mb);
+            let exposed = (total - hidden)
+                + total / m / stage_layers
+                + x.efficiency.overlap_slowdown * hidden;
             let share = |part: f64| Term {
                 time_s: part,
                 exposed_s: exposed * part / total,
