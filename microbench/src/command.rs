@@ -99,22 +99,11 @@ fn all_gpus(t: &Topology, chosen: &[u32]) -> Vec<u32> {
 
 /// Copy paths of `kinds` among `gpus`.
 fn copy_paths(kinds: &[CopyKind], gpus: &[u32]) -> Vec<CopyPath> {
-    let pairs = |bidirectional: bool| {
-        gpus.iter()
-            .flat_map(move |&src| gpus.iter().map(move |&dst| (src, dst)))
-            .filter(move |(s, d)| if bidirectional { s < d } else { s != d })
-            .map(move |(src, dst)| CopyPath::P2p {
-                src,
-                dst,
-                bidirectional,
-            })
-            .collect::<Vec<_>>()
-    };
     kinds
         .iter()
         .flat_map(|k| match k {
-            CopyKind::P2p => pairs(false),
-            CopyKind::P2pBidir => pairs(true),
+            CopyKind::P2p => sweep::p2p_paths(gpus, false),
+            CopyKind::P2pBidir => sweep::p2p_paths(gpus, true),
             CopyKind::H2d => gpus.iter().map(|&gpu| CopyPath::H2d { gpu }).collect(),
             CopyKind::D2h => gpus.iter().map(|&gpu| CopyPath::D2h { gpu }).collect(),
             CopyKind::Hbm => gpus.iter().map(|&gpu| CopyPath::Hbm { gpu }).collect(),

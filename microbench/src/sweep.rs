@@ -273,19 +273,17 @@ impl Plan {
     }
 }
 
-/// Every ordered pair of distinct GPUs, one way and both ways: the p2p bandwidth matrix.
-pub fn p2p_paths(gpus: u32, bidirectional: bool) -> Vec<CopyPath> {
-    (0..gpus)
-        .flat_map(|src| {
-            (0..gpus)
-                .filter(move |&dst| dst != src)
-                .map(move |dst| CopyPath::P2p {
-                    src,
-                    dst,
-                    bidirectional,
-                })
+/// The p2p bandwidth matrix over `gpus`: every ordered pair one way, or every unordered pair
+/// both ways at once.
+pub fn p2p_paths(gpus: &[u32], bidirectional: bool) -> Vec<CopyPath> {
+    gpus.iter()
+        .flat_map(|&src| gpus.iter().map(move |&dst| (src, dst)))
+        .filter(|(s, d)| if bidirectional { s < d } else { s != d })
+        .map(|(src, dst)| CopyPath::P2p {
+            src,
+            dst,
+            bidirectional,
         })
-        .filter(|p| !bidirectional || matches!(p, CopyPath::P2p { src, dst, .. } if src < dst))
         .collect()
 }
 
@@ -388,7 +386,7 @@ mod tests {
 
     #[test]
     fn p2p_matrix_pairs() {
-        assert_eq!(p2p_paths(3, false).len(), 6);
-        assert_eq!(p2p_paths(3, true).len(), 3);
+        assert_eq!(p2p_paths(&[0, 1, 2], false).len(), 6);
+        assert_eq!(p2p_paths(&[0, 1, 2], true).len(), 3);
     }
 }

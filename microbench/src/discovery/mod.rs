@@ -18,7 +18,8 @@ pub use nvml::{activity, discover};
 pub struct Topology {
     /// Host name.
     pub node: String,
-    /// Where the facts came from: `nvml` or `sim`.
+    /// Where the facts came from: `cuda` for this node's hardware (NVML and sysfs), `sim` for
+    /// a model.
     pub source: record::Backend,
     /// Driver and CUDA versions (NCCL's is known only once it is loaded).
     pub versions: record::Versions,

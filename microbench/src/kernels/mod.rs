@@ -293,6 +293,14 @@ pub(crate) fn summarize(samples: &mut [f64], clock: Clock) -> Timing {
 mod tests {
     use super::*;
 
+    /// The agent shares a backend between its HTTP handlers and its scheduler.
+    #[test]
+    fn backends_can_be_shared_across_threads() {
+        fn shared<T: Send + Sync>() {}
+        shared::<GpuBackend>();
+        shared::<crate::SimBackend>();
+    }
+
     #[test]
     fn summary_is_median_min_max() {
         let t = summarize(&mut [3.0, 1.0, 2.0, 10.0], Clock::Host);
