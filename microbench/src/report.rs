@@ -7,12 +7,12 @@ use std::fmt::Write as _;
 
 /// GEMM records as a table: shape, dtype, time in us and TFLOP/s (1e12 FLOP/s).
 pub fn gemm_table(records: &[&Record]) -> String {
-    let mut out = String::from("#  gpu  dtype          m          n          k      time(us)  min(us)  max(us)   TFLOP/s\n");
+    let mut out = String::from("#  gpu     dtype          m          n          k      time(us)  min(us)  max(us)   TFLOP/s\n");
     for r in records {
         let Some(shape) = r.gemm else { continue };
         let _ = writeln!(
             out,
-            "  {:>4}  {:>5}  {:>9}  {:>9}  {:>9}  {:>12.1}  {:>7.1}  {:>7.1}  {:>8.1}",
+            "  {:>4}  {:>8}  {:>9}  {:>9}  {:>9}  {:>12.1}  {:>7.1}  {:>7.1}  {:>8.1}",
             gpus(r),
             r.dtype,
             shape.m,
@@ -98,7 +98,7 @@ pub fn summary(records: &[Record]) -> String {
         };
         let _ = writeln!(
             out,
-            "#   {:<14} {:<5} GPUs {:<16} {figure}  [{}]",
+            "#   {:<14} {:<8} GPUs {:<16} {figure}  [{}]",
             r.kind,
             r.dtype,
             gpus(r),

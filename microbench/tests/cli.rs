@@ -126,7 +126,7 @@ fn sim_gemm_copy_and_topo() {
     ])
     .success();
     assert!(
-        stdout(&a).contains("bf16       8192       8192       8192"),
+        stdout(&a).contains("    bf16       8192       8192       8192"),
         "{}",
         stdout(&a)
     );
