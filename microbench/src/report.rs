@@ -158,3 +158,48 @@ pub fn gpu_details(t: &Topology) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use record::{Backend, Clock, Dtype, Group, Scope, Timing};
+
+    fn record(bytes: u64, time_s: f64) -> Record {
+        let group = Group {
+            node: None,
+            gpus: vec![0, 1],
+            scope: Scope::IntraNode,
+            ranks: 2,
+        };
+        let timing = Timing {
+            time_s,
+            time_min_s: None,
+            time_max_s: None,
+            iters: Some(1),
+            clock: Clock::Model,
+        };
+        Record::transfer(
+            Kind::AllReduce,
+            Backend::Sim,
+            group,
+            bytes,
+            Dtype::Bf16,
+            timing,
+        )
+    }
+
+    #[test]
+    fn summary_keeps_the_best_busbw_per_group() {
+        let text = summary(&[
+            record(1 << 20, 1e-4),
+            record(1 << 30, 1e-2),
+            record(1 << 25, 1e-3),
+        ]);
+        // 2^30 B in 10 ms is 107.37 GB/s, the best of the three; one line per group.
+        assert!(
+            text.contains("busbw 107.37 GB/s at 1073741824 B  [sim]"),
+            "{text}"
+        );
+        assert_eq!(text.lines().count(), 2);
+    }
+}

@@ -178,6 +178,53 @@ mod tests {
         );
     }
 
+    /// A sysfs tree as the kernel lays it out: a GPU and a NIC under one PCIe switch, a second
+    /// NIC on another root complex of the other socket, its port down.
+    #[test]
+    fn nics_are_read_from_sysfs() {
+        let sys = tempfile::tempdir().unwrap();
+        let root = sys.path();
+        let switch = "devices/pci0000:17/0000:17:01.0/0000:18:00.0";
+        let dev = |rel: &str, numa: i32| {
+            let dir = root.join(rel);
+            fs::create_dir_all(&dir).unwrap();
+            fs::write(dir.join("numa_node"), format!("{numa}\n")).unwrap();
+            dir
+        };
+        let gpu = dev(&format!("{switch}/0000:19:00.0/0000:1a:00.0"), 0);
+        let nic0 = dev(&format!("{switch}/0000:19:01.0/0000:1b:00.0"), 0);
+        let nic1 = dev("devices/pci0000:97/0000:97:01.0/0000:98:00.0", 1);
+        for (name, target, state, rate) in [
+            ("mlx5_0", &nic0, "4: ACTIVE", "400 Gb/sec (4X NDR)"),
+            ("mlx5_1", &nic1, "1: DOWN", "200 Gb/sec (4X HDR)"),
+        ] {
+            let port = root.join("class/infiniband").join(name).join("ports/1");
+            fs::create_dir_all(&port).unwrap();
+            fs::write(port.join("state"), state).unwrap();
+            fs::write(port.join("rate"), rate).unwrap();
+            std::os::unix::fs::symlink(
+                target,
+                root.join("class/infiniband").join(name).join("device"),
+            )
+            .unwrap();
+        }
+        let found = nics(root, &[place(root, &gpu)]);
+        assert_eq!(found.len(), 2);
+        assert_eq!(
+            (
+                found[0].name.as_str(),
+                found[0].state.as_str(),
+                found[0].rate_bytes_per_s
+            ),
+            ("mlx5_0", "ACTIVE", Some(5e10))
+        );
+        assert_eq!(found[0].pci_address.as_deref(), Some("0000:1b:00.0"));
+        assert_eq!(found[0].gpu_links, vec![Link::Pix]);
+        assert_eq!(found[0].nic_links, vec![Link::Itself, Link::Sys]);
+        assert_eq!((found[1].is_active(), found[1].numa_node), (false, Some(1)));
+        assert_eq!(found[1].gpu_links, vec![Link::Sys]);
+    }
+
     #[test]
     fn a_machine_without_rdma_has_no_nics() {
         assert!(nics(Path::new("/nonexistent-sys"), &[]).is_empty());
