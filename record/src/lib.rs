@@ -4,10 +4,12 @@
 //!   as one JSON line. Its fields follow `shared/design.md`: base units (bytes, seconds, bytes
 //!   per second, FLOP per second) and the nccl-tests bus bandwidth convention.
 //! - [`busbw_factor`] gives the nccl-tests factor from algorithm to bus bandwidth per [`Kind`].
+//! - [`read_json_lines`] reads `microbench --json` output back.
 //! - [`nccl_tests::parse`] reads real nccl-tests logs into records, and [`nccl_tests::write`]
 //!   prints records in the nccl-tests column layout.
 //!
-//! The crate depends on serde only, so the tuner can read measurements without CUDA or NVML.
+//! The crate depends on serde (and thiserror) only, so the tuner reads measurements without
+//! CUDA or NVML in its build.
 #![deny(missing_docs)]
 
 #[macro_use]

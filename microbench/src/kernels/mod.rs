@@ -236,9 +236,16 @@ pub trait Backend {
     }
 }
 
-/// The point's GPUs exist on a node of `count` GPUs and are distinct.
+/// The point names at least one GPU, and its GPUs exist on a node of `count` and are distinct.
 pub(crate) fn check_point(point: &Point, count: usize) -> Result<()> {
     let gpus = point.gpus();
+    if gpus.is_empty() {
+        return Err(Error::BadValue {
+            field: "gpus",
+            value: "[]".into(),
+            expected: "at least one GPU".into(),
+        });
+    }
     if let Some(&gpu) = gpus.iter().find(|&&g| g as usize >= count) {
         return Err(Error::NoSuchGpu {
             field: "gpu",

@@ -708,6 +708,25 @@ mod tests {
     }
 
     #[test]
+    fn points_must_name_distinct_gpus_of_the_node() {
+        let sim = node("dgx-h100", &[]);
+        let point = |gpus: Vec<u32>| Point::Collective {
+            kind: Kind::AllReduce,
+            gpus,
+            bytes: 1024,
+            dtype: Dtype::Fp32,
+        };
+        let err = |gpus| sim.measure(&point(gpus), 1, 0).unwrap_err().to_string();
+        assert_eq!(err(vec![]), "gpus `[]`: at least one GPU");
+        assert_eq!(err(vec![1, 1]), "gpus `[1, 1]`: distinct GPU indices");
+        assert_eq!(err(vec![0, 9]), "gpu 9: no such GPU; this node has 8 (0-7)");
+        assert_eq!(
+            sim.measure(&point(vec![0]), 0, 0).unwrap_err().to_string(),
+            "iters (-n) `0`: at least 1"
+        );
+    }
+
+    #[test]
     fn nic_down_marks_only_its_nic() {
         let t = node("dgx-h100", &["nic-down:nic=1"]).topology().unwrap();
         let down: Vec<&str> = t
