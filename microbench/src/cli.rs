@@ -3,7 +3,7 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use microbench::sim::Fault;
-use microbench::sweep::parse_size;
+use microbench::sweep::{parse_size, CopyKind};
 use record::{Dtype, Kind, Scope};
 
 /// Node discovery and kernel timing: NVML topology, GEMM, NCCL collectives and copies, with
@@ -156,7 +156,7 @@ pub struct GemmArgs {
 #[derive(Debug, Clone, Args)]
 pub struct CopyArgs {
     /// Paths, comma-separated: p2p, p2p-bidir, h2d, d2h, hbm.
-    #[arg(long = "path", value_delimiter = ',', value_enum, default_values_t = [CopyKind::P2p, CopyKind::P2pBidir, CopyKind::H2d, CopyKind::D2h, CopyKind::Hbm])]
+    #[arg(long = "path", value_delimiter = ',', value_parser = parse_copy_kind, default_value = "p2p,p2p-bidir,h2d,d2h,hbm")]
     pub paths: Vec<CopyKind>,
     /// GPUs (default: all).
     #[arg(long = "gpu", value_delimiter = ',')]
@@ -164,21 +164,6 @@ pub struct CopyArgs {
     /// Sizes and iterations.
     #[command(flatten)]
     pub sweep: SweepArgs,
-}
-
-/// `--path` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CopyKind {
-    /// Every GPU to every other, one way.
-    P2p,
-    /// Every pair, both ways at once.
-    P2pBidir,
-    /// Pinned host to device.
-    H2d,
-    /// Device to pinned host.
-    D2h,
-    /// Within device memory.
-    Hbm,
 }
 
 /// Calibration flags.
@@ -213,6 +198,10 @@ pub struct ImportArgs {
     /// The node's host name, when the log has no device list.
     #[arg(long)]
     pub node: Option<String>,
+}
+
+fn parse_copy_kind(s: &str) -> Result<CopyKind, String> {
+    s.parse::<CopyKind>().map_err(|e| e.to_string())
 }
 
 fn parse_fault(s: &str) -> Result<Fault, String> {

@@ -1,15 +1,14 @@
 //! Runs a parsed command line: builds the backend and the plan, shows progress, prints tables
 //! or JSON lines. Exit codes: 0 all measured, 1 nothing could run, 2 some points or files failed.
 
-use crate::cli::{BackendChoice, Cli, Command, CopyKind, ImportArgs, Source, SweepArgs};
+use crate::cli::{BackendChoice, Cli, Command, ImportArgs, Source, SweepArgs};
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use microbench::discovery::{self, matrix::Matrix, Topology};
-use microbench::kernels::CopyPath;
-use microbench::sweep::{self, Plan, Sweep};
+use microbench::sweep::{self, Calibration, Plan, Sweep};
 use microbench::{report, sim, Backend, GpuBackend, SimBackend};
 use record::nccl_tests::{self, ImportOptions};
-use record::{Dtype, Kind, Record};
+use record::{Kind, Record};
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -97,20 +96,6 @@ fn all_gpus(t: &Topology, chosen: &[u32]) -> Vec<u32> {
     }
 }
 
-/// Copy paths of `kinds` among `gpus`.
-fn copy_paths(kinds: &[CopyKind], gpus: &[u32]) -> Vec<CopyPath> {
-    kinds
-        .iter()
-        .flat_map(|k| match k {
-            CopyKind::P2p => sweep::p2p_paths(gpus, false),
-            CopyKind::P2pBidir => sweep::p2p_paths(gpus, true),
-            CopyKind::H2d => gpus.iter().map(|&gpu| CopyPath::H2d { gpu }).collect(),
-            CopyKind::D2h => gpus.iter().map(|&gpu| CopyPath::D2h { gpu }).collect(),
-            CopyKind::Hbm => gpus.iter().map(|&gpu| CopyPath::Hbm { gpu }).collect(),
-        })
-        .collect()
-}
-
 fn plan(command: &Command, t: &Topology) -> Result<Plan> {
     let n = t.gpus.len();
     if let Some((kind, args)) = command.collective() {
@@ -148,63 +133,23 @@ fn plan(command: &Command, t: &Topology) -> Result<Plan> {
             )
         }
         Command::Copy(args) => Plan::copies(
-            &copy_paths(&args.paths, &all_gpus(t, &args.gpus)),
+            &sweep::copy_paths(&args.paths, &all_gpus(t, &args.gpus)),
             &sweep_of(&args.sweep),
             args.sweep.iters,
             args.sweep.warmup,
         )?,
         Command::Calibrate(args) => {
-            let (iters, warmup) = (args.sweep.iters, args.sweep.warmup);
-            let sweep = sweep_of(&args.sweep);
-            let groups: Vec<Vec<u32>> = sweep::group_sizes(n)
-                .iter()
-                .flat_map(|&s| sweep::groups(t, s))
-                .collect();
-            let mut plan = Plan {
-                points: Vec::new(),
-                iters,
-                warmup,
+            let calibration = Calibration {
+                sweep: sweep_of(&args.sweep),
+                collective_dtype: args.dtype,
+                gemm_dtypes: args.gemm_dtypes.clone(),
+                iters: args.sweep.iters,
+                warmup: args.sweep.warmup,
             };
-            for kind in [
-                Kind::AllReduce,
-                Kind::AllGather,
-                Kind::ReduceScatter,
-                Kind::AllToAll,
-                Kind::SendRecv,
-            ] {
-                plan.extend(Plan::collectives(
-                    kind, &groups, &sweep, args.dtype, iters, warmup,
-                )?);
-            }
-            // Calibration covers the types this GPU model has tensor cores for.
-            let (dtypes, lacking): (Vec<Dtype>, Vec<Dtype>) =
-                args.gemm_dtypes.iter().partition(|&&d| {
-                    sweep::tensor_core_capability(d)
-                        .is_some_and(|min| t.gpus.iter().all(|g| g.compute_capability >= min))
-                });
+            let (plan, lacking) = calibration.plan(t)?;
             for d in lacking {
                 eprintln!("microbench: calibrate: no {d} tensor cores on these GPUs; {d} GEMMs not measured");
             }
-            plan.extend(Plan::gemms(
-                &all_gpus(t, &[]),
-                &sweep::default_gemm_shapes(),
-                &dtypes,
-                iters,
-                warmup,
-            ));
-            let all = [
-                CopyKind::P2p,
-                CopyKind::P2pBidir,
-                CopyKind::H2d,
-                CopyKind::D2h,
-                CopyKind::Hbm,
-            ];
-            plan.extend(Plan::copies(
-                &copy_paths(&all, &all_gpus(t, &[])),
-                &sweep,
-                iters,
-                warmup,
-            )?);
             plan
         }
         // Collectives returned above; topo and import do not measure.

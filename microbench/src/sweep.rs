@@ -271,6 +271,63 @@ impl Plan {
     pub fn extend(&mut self, other: Plan) {
         self.points.extend(other.points);
     }
+
+    /// A whole-node calibration: every collective over every TP/EP group size, the default
+    /// GEMM shapes on every GPU in each of `gemm_dtypes` that all the GPUs have tensor cores
+    /// for, and every copy path (p2p both ways and bidirectional, host to device, device to
+    /// host, within HBM) over `sweep`. Returns the plan and the GEMM types left out.
+    pub fn calibration(
+        topology: &Topology,
+        sweep: &Sweep,
+        dtype: Dtype,
+        gemm_dtypes: &[Dtype],
+        iters: u32,
+        warmup: u32,
+    ) -> Result<(Plan, Vec<Dtype>)> {
+        let all: Vec<u32> = (0..topology.gpus.len() as u32).collect();
+        let groups: Vec<Vec<u32>> = group_sizes(all.len())
+            .iter()
+            .flat_map(|&s| groups(topology, s))
+            .collect();
+        let mut plan = Plan {
+            points: Vec::new(),
+            iters,
+            warmup,
+        };
+        for kind in [
+            Kind::AllReduce,
+            Kind::AllGather,
+            Kind::ReduceScatter,
+            Kind::AllToAll,
+            Kind::SendRecv,
+        ] {
+            plan.extend(Plan::collectives(
+                kind, &groups, sweep, dtype, iters, warmup,
+            )?);
+        }
+        let (dtypes, lacking): (Vec<Dtype>, Vec<Dtype>) = gemm_dtypes.iter().partition(|&&d| {
+            tensor_core_capability(d)
+                .is_some_and(|min| topology.gpus.iter().all(|g| g.compute_capability >= min))
+        });
+        plan.extend(Plan::gemms(
+            &all,
+            &default_gemm_shapes(),
+            &dtypes,
+            iters,
+            warmup,
+        ));
+        let mut paths = p2p_paths(&all, false);
+        paths.extend(p2p_paths(&all, true));
+        for &gpu in &all {
+            paths.extend([
+                CopyPath::H2d { gpu },
+                CopyPath::D2h { gpu },
+                CopyPath::Hbm { gpu },
+            ]);
+        }
+        plan.extend(Plan::copies(&paths, sweep, iters, warmup)?);
+        Ok((plan, lacking))
+    }
 }
 
 /// The p2p bandwidth matrix over `gpus`: every ordered pair one way, or every unordered pair
@@ -285,6 +342,131 @@ pub fn p2p_paths(gpus: &[u32], bidirectional: bool) -> Vec<CopyPath> {
             bidirectional,
         })
         .collect()
+}
+
+/// Kinds of copy, as `--path` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyKind {
+    /// Every GPU to every other, one way (`p2p`).
+    P2p,
+    /// Every pair, both ways at once (`p2p-bidir`).
+    P2pBidir,
+    /// Pinned host to device (`h2d`).
+    H2d,
+    /// Device to pinned host (`d2h`).
+    D2h,
+    /// Within device memory (`hbm`).
+    Hbm,
+}
+
+impl CopyKind {
+    /// Every kind, with its name.
+    pub const ALL: [(CopyKind, &'static str); 5] = [
+        (CopyKind::P2p, "p2p"),
+        (CopyKind::P2pBidir, "p2p-bidir"),
+        (CopyKind::H2d, "h2d"),
+        (CopyKind::D2h, "d2h"),
+        (CopyKind::Hbm, "hbm"),
+    ];
+}
+
+impl std::str::FromStr for CopyKind {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<CopyKind> {
+        CopyKind::ALL
+            .iter()
+            .find(|(_, name)| *name == s)
+            .map(|(k, _)| *k)
+            .ok_or_else(|| Error::BadValue {
+                field: "--path",
+                value: s.to_string(),
+                expected: format!("one of {}", CopyKind::ALL.map(|(_, n)| n).join(", ")),
+            })
+    }
+}
+
+/// The copy paths of `kinds` among `gpus`.
+pub fn copy_paths(kinds: &[CopyKind], gpus: &[u32]) -> Vec<CopyPath> {
+    kinds
+        .iter()
+        .flat_map(|k| match k {
+            CopyKind::P2p => p2p_paths(gpus, false),
+            CopyKind::P2pBidir => p2p_paths(gpus, true),
+            CopyKind::H2d => gpus.iter().map(|&gpu| CopyPath::H2d { gpu }).collect(),
+            CopyKind::D2h => gpus.iter().map(|&gpu| CopyPath::D2h { gpu }).collect(),
+            CopyKind::Hbm => gpus.iter().map(|&gpu| CopyPath::Hbm { gpu }).collect(),
+        })
+        .collect()
+}
+
+/// What a calibration run covers: every collective over every TP/EP group size, GEMMs of the
+/// default shapes on every GPU, and every copy path, all at the same sweep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Calibration {
+    /// Sizes of the collective and copy sweeps.
+    pub sweep: Sweep,
+    /// Element type of the collectives.
+    pub collective_dtype: Dtype,
+    /// GEMM operand types wanted; those the GPUs lack tensor cores for are left out.
+    pub gemm_dtypes: Vec<Dtype>,
+    /// Timed iterations per point.
+    pub iters: u32,
+    /// Untimed iterations per point.
+    pub warmup: u32,
+}
+
+impl Calibration {
+    /// The plan for `topology`, and the GEMM types left out because its GPUs lack them.
+    pub fn plan(&self, topology: &Topology) -> Result<(Plan, Vec<Dtype>)> {
+        let (iters, warmup) = (self.iters, self.warmup);
+        let all: Vec<u32> = (0..topology.gpus.len() as u32).collect();
+        let groups: Vec<Vec<u32>> = group_sizes(all.len())
+            .iter()
+            .flat_map(|&s| groups(topology, s))
+            .collect();
+        let mut plan = Plan {
+            points: Vec::new(),
+            iters,
+            warmup,
+        };
+        for kind in [
+            Kind::AllReduce,
+            Kind::AllGather,
+            Kind::ReduceScatter,
+            Kind::AllToAll,
+            Kind::SendRecv,
+        ] {
+            plan.extend(Plan::collectives(
+                kind,
+                &groups,
+                &self.sweep,
+                self.collective_dtype,
+                iters,
+                warmup,
+            )?);
+        }
+        let (dtypes, lacking): (Vec<Dtype>, Vec<Dtype>) =
+            self.gemm_dtypes.iter().partition(|&&d| {
+                tensor_core_capability(d)
+                    .is_some_and(|min| topology.gpus.iter().all(|g| g.compute_capability >= min))
+            });
+        plan.extend(Plan::gemms(
+            &all,
+            &default_gemm_shapes(),
+            &dtypes,
+            iters,
+            warmup,
+        ));
+        let kinds = CopyKind::ALL.map(|(k, _)| k);
+        plan.extend(Plan::copies(
+            &copy_paths(&kinds, &all),
+            &self.sweep,
+            iters,
+            warmup,
+        )?);
+        Ok((plan, lacking))
+    }
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! [`Topology`] is filled from NVML and sysfs ([`discover`]) or from a sim profile, and printed
 //! the way `nvidia-smi topo -m` prints it by [`matrix::Matrix`].
 
+mod live;
 pub mod matrix;
 mod nvml;
 pub mod sysfs;
@@ -11,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
+pub use live::{counters, Counters, NvlinkErrors, THROTTLE_REASONS};
 pub use nvml::{activity, discover};
 
 /// One node as discovery sees it.

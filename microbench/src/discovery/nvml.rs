@@ -15,7 +15,7 @@ const MAX_NVLINKS: u32 = 18;
 const CPU_MASK_WORDS: usize = 16;
 
 /// Loads NVML, telling a missing driver apart from other failures.
-fn init() -> Result<Nvml> {
+pub(super) fn init() -> Result<Nvml> {
     Nvml::init().map_err(|e| match e {
         NvmlError::LibloadingError(_) => Error::NoDriver(
             "libnvidia-ml.so.1 cannot be loaded (is the NVIDIA driver installed?)".into(),
@@ -31,7 +31,7 @@ fn init() -> Result<Nvml> {
     })
 }
 
-fn nvml_err(call: &'static str, gpu: Option<u32>) -> impl FnOnce(NvmlError) -> Error {
+pub(super) fn nvml_err(call: &'static str, gpu: Option<u32>) -> impl FnOnce(NvmlError) -> Error {
     move |source| Error::Nvml { call, gpu, source }
 }
 

@@ -727,6 +727,48 @@ mod tests {
     }
 
     #[test]
+    fn calibration_covers_the_mesh_groups_and_only_the_types_the_gpus_have() {
+        let mesh = node("dgx1-v100", &[]);
+        let calibration = crate::sweep::Calibration {
+            sweep: Sweep {
+                min_bytes: 1 << 20,
+                max_bytes: 1 << 20,
+                factor: 2,
+                increment: 0,
+            },
+            collective_dtype: Dtype::Bf16,
+            gemm_dtypes: vec![Dtype::Bf16, Dtype::Fp16, Dtype::Fp8E4m3],
+            iters: 2,
+            warmup: 0,
+        };
+        let (plan, lacking) = calibration.plan(&mesh.topology).unwrap();
+        assert_eq!(lacking, vec![Dtype::Bf16, Dtype::Fp8E4m3]);
+        let all_reduce_groups: Vec<Vec<u32>> = plan
+            .points
+            .iter()
+            .filter_map(|p| match p {
+                Point::Collective {
+                    kind: Kind::AllReduce,
+                    gpus,
+                    ..
+                } => Some(gpus.clone()),
+                _ => None,
+            })
+            .collect();
+        // The pairs differ (NV1 or NV2), so each is measured; the two quads have the same
+        // links, so one stands for both; then all 8.
+        assert_eq!(all_reduce_groups.len(), 4 + 1 + 1);
+        let outcome = mesh.run(&plan, &mut |_| {}).unwrap();
+        assert!(outcome.failures.is_empty());
+        assert!(outcome.records.iter().any(|r| r.kind == Kind::HbmCopy));
+        assert!(outcome
+            .records
+            .iter()
+            .filter(|r| r.kind == Kind::Gemm)
+            .all(|r| r.dtype == Dtype::Fp16));
+    }
+
+    #[test]
     fn nic_down_marks_only_its_nic() {
         let t = node("dgx-h100", &["nic-down:nic=1"]).topology().unwrap();
         let down: Vec<&str> = t
