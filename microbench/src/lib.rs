@@ -7,7 +7,7 @@
 //! - [`sim`]: [`SimBackend`], the same records from a physical model of a node profile, with
 //!   faults, seeded noise and busy GPUs for tests of the tuner and the agent.
 //! - [`sweep`]: [`Plan`]s of points (sizes as nccl-tests sweeps them, TP/EP groups, GEMM
-//!   shapes, copy paths).
+//!   shapes, copy paths), and [`sweep::Calibration`], the full plan the agent runs.
 //! - [`report`]: tables and summaries of [`record::Record`]s for people.
 //!
 //! ```

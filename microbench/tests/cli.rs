@@ -213,7 +213,8 @@ fn bad_values_name_the_field_and_what_is_allowed() {
         (&["--backend", "sim", "--profile", "dgx-h100", "all-reduce", "-b", "1G", "-e", "1M"], "-b/-e `1073741824..1048576`: 0 < minBytes <= maxBytes"),
         (&["--fault", "slow-gpu:gpu=1", "topo"], "slow-gpu needs factor=F"),
         (&["all-reduce", "-d", "complex"], "dtype `complex`: expected one of bf16"),
-        (&["--profile", "dgx-h100", "topo"], "--profile, --fault and --busy apply to --backend sim only"),
+                (&["--profile", "dgx-h100", "topo"], "--profile, --fault and --busy apply to --backend sim only"),
+        (&["--backend", "sim", "--profile", "dgx-h100", "copy", "--path", "nvme"], "--path `nvme`: one of p2p, p2p-bidir, h2d, d2h, hbm"),
     ];
     for (args, want) in cases {
         let err = stderr(&microbench(args).failure());

@@ -3,7 +3,7 @@
 //! [`parse`] reads the output of nccl-tests' `*_perf` binaries as people paste it (old and new
 //! column layouts, MPI prefixes, code fences, cut-off rows, several tables) into [`Record`]s,
 //! one per row and placement, and checks the printed algbw and busbw against the size, time
-//! and the busbw factor. [`write`] prints records in the same column layout.
+//! and the busbw factor. [`write()`] prints records in the same column layout.
 
 mod convention;
 mod parse;
