@@ -42,16 +42,47 @@ fn nccl_type(dtype: Dtype) -> ncclDataType_t {
     }
 }
 
-/// Communicators of one group, destroyed when dropped.
-struct Comms(Vec<ncclComm_t>);
+/// The NCCL communicators of one GPU group, one rank per GPU, kept across points (creating
+/// them takes about a second) and destroyed when dropped.
+pub(super) struct Communicators {
+    gpus: Vec<u32>,
+    contexts: Vec<Arc<CudaContext>>,
+    comms: Vec<ncclComm_t>,
+}
 
-impl Drop for Comms {
+// SAFETY: NCCL communicators may be used from any thread as long as calls on one are not
+// concurrent; the backend keeps them behind a mutex.
+unsafe impl Send for Communicators {}
+
+impl Drop for Communicators {
     fn drop(&mut self) {
-        for &c in &self.0 {
+        for &c in &self.comms {
             // SAFETY: each comm came from ncclCommInitAll and is destroyed once. A failure
-            // here cannot be acted on; the measurement is already taken.
+            // here cannot be acted on.
             let _ = unsafe { nccl::comm_destroy(c) };
         }
+    }
+}
+
+impl Communicators {
+    /// One communicator per GPU of `gpus`, whose CUDA contexts are `contexts`.
+    pub(super) fn new(gpus: &[u32], contexts: Vec<Arc<CudaContext>>) -> Result<Communicators> {
+        let n = contexts.len();
+        let mut comms = vec![std::ptr::null_mut(); n];
+        let ordinals: Vec<i32> = contexts.iter().map(|c| c.ordinal() as i32).collect();
+        // SAFETY: `comms` has room for n communicators and `ordinals` names n CUDA devices.
+        unsafe { nccl::comm_init_all(comms.as_mut_ptr(), n as i32, ordinals.as_ptr()) }
+            .map_err(nccl_err("ncclCommInitAll", gpus[0]))?;
+        Ok(Communicators {
+            gpus: gpus.to_vec(),
+            contexts,
+            comms,
+        })
+    }
+
+    /// The GPUs, in rank order.
+    pub(super) fn gpus(&self) -> &[u32] {
+        &self.gpus
     }
 }
 
@@ -63,17 +94,16 @@ struct Rank {
     recv: u64,
 }
 
-/// Times `kind` over `gpus` (with their CUDA contexts) at `bytes` per rank (nccl-tests' size),
-/// out-of-place and in-place.
+/// Times `kind` over `group` at `bytes` per rank (nccl-tests' size), out-of-place and in-place.
 pub(super) fn measure(
-    contexts: &[Arc<CudaContext>],
-    gpus: &[u32],
+    group: &Communicators,
     kind: Kind,
     bytes: u64,
     dtype: Dtype,
     iters: u32,
     warmup: u32,
 ) -> Result<[Timing; 2]> {
+    let (contexts, gpus) = (&group.contexts, &group.gpus);
     let n = contexts.len();
     let es = dtype.size_bytes();
     let elems = bytes / es;
@@ -110,15 +140,9 @@ pub(super) fn measure(
             recv: r,
         });
     }
-    let mut raw = vec![std::ptr::null_mut(); n];
-    let ordinals: Vec<i32> = contexts.iter().map(|c| c.ordinal() as i32).collect();
-    // SAFETY: `raw` has room for n communicators and `ordinals` names n CUDA devices.
-    unsafe { nccl::comm_init_all(raw.as_mut_ptr(), n as i32, ordinals.as_ptr()) }
-        .map_err(nccl_err("ncclCommInitAll", gpus[0]))?;
-    let comms = Comms(raw);
     let ty = nccl_type(dtype);
     let timed = |in_place: bool| -> Result<Timing> {
-        let step = || issue(&comms, &ranks, kind, elems, es, ty, in_place);
+        let step = || issue(&group.comms, &ranks, kind, elems, es, ty, in_place);
         let mut samples = time_iterations(&streams, iters, warmup, step)?;
         Ok(summarize(&mut samples, Clock::CudaEvent))
     };
@@ -132,7 +156,7 @@ pub(super) fn measure(
 /// Enqueues one collective on every rank inside one NCCL group, as a single thread driving
 /// several GPUs must.
 fn issue(
-    comms: &Comms,
+    comms: &[ncclComm_t],
     ranks: &[Rank],
     kind: Kind,
     elems: u64,
@@ -144,7 +168,7 @@ fn issue(
     let per_rank = (elems / n) as usize;
     let gpu = ranks[0].gpu;
     nccl::group_start().map_err(nccl_err("ncclGroupStart", gpu))?;
-    for (r, (rank, &comm)) in ranks.iter().zip(&comms.0).enumerate() {
+    for (r, (rank, &comm)) in ranks.iter().zip(comms).enumerate() {
         let stream = rank.stream.cu_stream() as _;
         let err = nccl_err("nccl collective", rank.gpu);
         let send = if in_place { rank.recv } else { rank.send };

@@ -1,6 +1,7 @@
 //! The real backend: NVML for discovery, CUDA, cuBLAS and NCCL (through cudarc, loaded at run
 //! time) for timing.
 
+use super::collective::Communicators;
 use super::loader::{check_libraries, Library};
 use super::timer::cuda;
 use super::{check_iters, check_point, collective, copy, gemm, Backend, Point};
@@ -9,7 +10,7 @@ use crate::error::{Error, Result};
 use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::CudaContext;
 use record::{Backend as Source, Dtype, Group, Record, Scope};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The GPUs of this node.
@@ -17,6 +18,8 @@ pub struct GpuBackend {
     topology: Topology,
     /// CUDA context per GPU, by NVML index (CUDA may number devices differently).
     contexts: Vec<Option<Arc<CudaContext>>>,
+    /// NCCL communicators per GPU group, made on first use.
+    communicators: Mutex<Vec<Communicators>>,
 }
 
 impl GpuBackend {
@@ -33,7 +36,37 @@ impl GpuBackend {
             });
         }
         let contexts = cuda_contexts(&topology)?;
-        Ok(GpuBackend { topology, contexts })
+        Ok(GpuBackend {
+            topology,
+            contexts,
+            communicators: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Runs `f` on the communicators of `gpus`, creating them on first use.
+    fn with_communicators<T>(
+        &self,
+        gpus: &[u32],
+        f: impl FnOnce(&Communicators) -> Result<T>,
+    ) -> Result<T> {
+        // A panic while the lock was held cannot leave a communicator half made: entries are
+        // pushed whole. So a poisoned lock is still a usable cache.
+        let mut cache = self
+            .communicators
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let at = match cache.iter().position(|c| c.gpus() == gpus) {
+            Some(at) => at,
+            None => {
+                let contexts = gpus
+                    .iter()
+                    .map(|&g| self.context(g))
+                    .collect::<Result<Vec<_>>>()?;
+                cache.push(Communicators::new(gpus, contexts)?);
+                cache.len() - 1
+            }
+        };
+        f(&cache[at])
     }
 
     fn context(&self, gpu: u32) -> Result<Arc<CudaContext>> {
@@ -111,12 +144,9 @@ impl Backend for GpuBackend {
             } => {
                 check_libraries(&[Library::Nccl])?;
                 versions.nccl = collective::nccl_version();
-                let contexts = gpus
-                    .iter()
-                    .map(|&g| self.context(g))
-                    .collect::<Result<Vec<_>>>()?;
-                let [oop, ip] =
-                    collective::measure(&contexts, gpus, *kind, *bytes, *dtype, iters, warmup)?;
+                let [oop, ip] = self.with_communicators(gpus, |group| {
+                    collective::measure(group, *kind, *bytes, *dtype, iters, warmup)
+                })?;
                 let n = gpus.len() as u32;
                 let mut in_place = Record::transfer(
                     *kind,
