@@ -255,6 +255,7 @@ fn print_records(records: &[Record], json: bool) -> Result<()> {
         .collect();
     if !copies.is_empty() {
         out.push_str(&report::copy_table(&copies));
+        out.push_str(&report::p2p_matrix(&copies));
     }
     out.push_str(&report::summary(records));
     emit(&out)

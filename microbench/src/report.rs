@@ -34,20 +34,11 @@ pub fn copy_table(records: &[&Record]) -> String {
     );
     for r in records {
         let gbs = |v: Option<f64>| v.unwrap_or(f64::NAN) / 1e9;
-        let dir = if r.kind == Kind::P2pCopy && r.group.ranks == 2 {
-            "<->"
-        } else {
-            "->"
-        };
         let _ = writeln!(
             out,
             "  {:>8}  {:>7}  {:>14}  {:>12.2}  {:>12.2}  {:>12.2}",
             r.kind,
-            if r.kind == Kind::P2pCopy {
-                gpus(r).replace(',', dir)
-            } else {
-                gpus(r)
-            },
+            gpus(r),
             r.bytes,
             r.timing.time_s * 1e6,
             gbs(r.algbw),
@@ -57,13 +48,73 @@ pub fn copy_table(records: &[&Record]) -> String {
     out
 }
 
+/// The p2p bandwidth matrices, one way and both ways, from the largest copy of each pair:
+/// row = source GPU, column = destination, in GB/s (both ways: the sum of the directions).
+pub fn p2p_matrix(records: &[&Record]) -> String {
+    let mut out = String::new();
+    for (senders, title) in [(1, "one way"), (2, "both ways (sum of directions)")] {
+        let mut best: Vec<(u32, u32, u64, f64)> = Vec::new();
+        for r in records
+            .iter()
+            .filter(|r| r.kind == Kind::P2pCopy && r.group.ranks == senders)
+        {
+            let (Some(&src), Some(&dst), Some(bw)) =
+                (r.group.gpus.first(), r.group.gpus.get(1), r.busbw)
+            else {
+                continue;
+            };
+            match best.iter_mut().find(|b| (b.0, b.1) == (src, dst)) {
+                Some(b) if b.2 < r.bytes => *b = (src, dst, r.bytes, bw),
+                Some(_) => {}
+                None => best.push((src, dst, r.bytes, bw)),
+            }
+        }
+        let Some(n) = best.iter().map(|b| b.0.max(b.1) + 1).max() else {
+            continue;
+        };
+        let _ = writeln!(
+            out,
+            "# P2P bandwidth {title}, GB/s (1e9 B/s), largest size per pair"
+        );
+        out.push_str("      ");
+        for d in 0..n {
+            let _ = write!(out, "{:>9}", format!("GPU{d}"));
+        }
+        out.push('\n');
+        for s in 0..n {
+            let _ = write!(out, "{:<6}", format!("GPU{s}"));
+            for d in 0..n {
+                let cell = best
+                    .iter()
+                    .find(|b| (b.0, b.1) == (s, d) || (senders == 2 && (b.1, b.0) == (s, d)));
+                match cell {
+                    Some(b) => {
+                        let _ = write!(out, "{:>9.2}", b.3 / 1e9);
+                    }
+                    None => {
+                        let _ = write!(out, "{:>9}", "-");
+                    }
+                }
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The GPUs of a record: `0,1,2,3`, or `0->1` and `0<->1` for p2p copies.
 fn gpus(r: &Record) -> String {
+    let sep = match (r.kind, r.group.ranks) {
+        (Kind::P2pCopy, 2) => "<->",
+        (Kind::P2pCopy, _) => "->",
+        _ => ",",
+    };
     r.group
         .gpus
         .iter()
         .map(u32::to_string)
         .collect::<Vec<_>>()
-        .join(",")
+        .join(sep)
 }
 
 /// The best figure per kind (largest busbw, or FLOP/s for GEMM), per GPU group and dtype.
@@ -186,6 +237,45 @@ mod tests {
             Dtype::Bf16,
             timing,
         )
+    }
+
+    #[test]
+    fn p2p_matrix_has_a_row_per_source() {
+        let copy = |src: u32, dst: u32, senders: u32, time_s: f64| {
+            let group = Group {
+                node: None,
+                gpus: vec![src, dst],
+                scope: Scope::IntraNode,
+                ranks: senders,
+            };
+            let timing = Timing {
+                time_s,
+                time_min_s: None,
+                time_max_s: None,
+                iters: Some(1),
+                clock: Clock::Model,
+            };
+            Record::transfer(
+                Kind::P2pCopy,
+                Backend::Sim,
+                group,
+                1_000_000_000,
+                Dtype::Uint8,
+                timing,
+            )
+        };
+        let records = [
+            copy(0, 1, 1, 0.02),
+            copy(1, 0, 1, 0.04),
+            copy(0, 1, 2, 0.05),
+        ];
+        let text = p2p_matrix(&records.iter().collect::<Vec<_>>());
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[2], "GPU0          -    50.00");
+        assert_eq!(lines[3], "GPU1      25.00        -");
+        // Both ways: 2 x 1 GB in 50 ms, shown for the pair in both cells.
+        assert_eq!(lines[6], "GPU0          -    40.00");
+        assert_eq!(lines[7], "GPU1      40.00        -");
     }
 
     #[test]
