@@ -8,6 +8,7 @@
 //! - [`placement`]: where each parallel group lands (NVLink, PCIe, network).
 //! - [`cost`]: memory per GPU and step time term by term, behind the
 //!   [`cost::collective::CollectiveModel`] and [`cost::compute::ComputeModel`] interfaces.
+//! - [`fit`]: alpha-beta curves, GEMM efficiency and the fleet view, from measurement records.
 //! - [`search`]: enumerate valid meshes, prune by memory, rank by step time.
 //! - [`validate`]: predict published runs and score the predictions.
 //! - [`report`]: tables, JSON/YAML documents, explanations and launch configs.
@@ -17,6 +18,7 @@
 pub mod catalog;
 pub mod cost;
 pub mod error;
+pub mod fit;
 pub mod mesh;
 pub mod model;
 pub mod placement;
