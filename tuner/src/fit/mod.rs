@@ -115,6 +115,11 @@ pub struct Fits {
     pub aggregate: Aggregate,
 }
 
+/// A sweep's key: node, collective, scope, ranks.
+type SweepKey = (String, Kind, Scope, u32);
+/// A GEMM point: m, n, k and efficiency against the datasheet peak.
+type GemmPoint = (f64, f64, f64, f64);
+
 fn node_of(r: &Record) -> String {
     r.group
         .node
@@ -126,8 +131,8 @@ fn node_of(r: &Record) -> String {
 /// `opts.gemm_dtype`, against which GEMM efficiency is expressed.
 pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
     // Out-of-place points only: in-place rows repeat the same sweep.
-    let mut sweeps: BTreeMap<(String, Kind, Scope, u32), Vec<(f64, f64)>> = BTreeMap::new();
-    let mut gemm_pts: BTreeMap<(String, u32), Vec<(f64, f64, f64, f64)>> = BTreeMap::new();
+    let mut sweeps: BTreeMap<SweepKey, Vec<(f64, f64)>> = BTreeMap::new();
+    let mut gemm_pts: BTreeMap<(String, u32), Vec<GemmPoint>> = BTreeMap::new();
     let mut hbm: BTreeMap<String, f64> = BTreeMap::new();
     for r in records {
         let node = node_of(r);
