@@ -271,63 +271,6 @@ impl Plan {
     pub fn extend(&mut self, other: Plan) {
         self.points.extend(other.points);
     }
-
-    /// A whole-node calibration: every collective over every TP/EP group size, the default
-    /// GEMM shapes on every GPU in each of `gemm_dtypes` that all the GPUs have tensor cores
-    /// for, and every copy path (p2p both ways and bidirectional, host to device, device to
-    /// host, within HBM) over `sweep`. Returns the plan and the GEMM types left out.
-    pub fn calibration(
-        topology: &Topology,
-        sweep: &Sweep,
-        dtype: Dtype,
-        gemm_dtypes: &[Dtype],
-        iters: u32,
-        warmup: u32,
-    ) -> Result<(Plan, Vec<Dtype>)> {
-        let all: Vec<u32> = (0..topology.gpus.len() as u32).collect();
-        let groups: Vec<Vec<u32>> = group_sizes(all.len())
-            .iter()
-            .flat_map(|&s| groups(topology, s))
-            .collect();
-        let mut plan = Plan {
-            points: Vec::new(),
-            iters,
-            warmup,
-        };
-        for kind in [
-            Kind::AllReduce,
-            Kind::AllGather,
-            Kind::ReduceScatter,
-            Kind::AllToAll,
-            Kind::SendRecv,
-        ] {
-            plan.extend(Plan::collectives(
-                kind, &groups, sweep, dtype, iters, warmup,
-            )?);
-        }
-        let (dtypes, lacking): (Vec<Dtype>, Vec<Dtype>) = gemm_dtypes.iter().partition(|&&d| {
-            tensor_core_capability(d)
-                .is_some_and(|min| topology.gpus.iter().all(|g| g.compute_capability >= min))
-        });
-        plan.extend(Plan::gemms(
-            &all,
-            &default_gemm_shapes(),
-            &dtypes,
-            iters,
-            warmup,
-        ));
-        let mut paths = p2p_paths(&all, false);
-        paths.extend(p2p_paths(&all, true));
-        for &gpu in &all {
-            paths.extend([
-                CopyPath::H2d { gpu },
-                CopyPath::D2h { gpu },
-                CopyPath::Hbm { gpu },
-            ]);
-        }
-        plan.extend(Plan::copies(&paths, sweep, iters, warmup)?);
-        Ok((plan, lacking))
-    }
 }
 
 /// The p2p bandwidth matrix over `gpus`: every ordered pair one way, or every unordered pair

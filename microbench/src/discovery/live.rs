@@ -32,7 +32,8 @@ pub struct Counters {
     pub gpu: u32,
     /// Percent of the last sample period a kernel ran.
     pub utilization_percent: Option<u32>,
-    /// Compute processes running on the GPU.
+    /// Compute processes running on the GPU other than the caller's own, so a calibrating
+    /// agent can tell a newly started job from its own kernels.
     pub processes: Option<u32>,
     /// Memory in use, in bytes.
     pub memory_used_bytes: Option<u64>,
@@ -106,7 +107,9 @@ pub fn counters() -> Result<Vec<Counters>> {
             Ok(Counters {
                 gpu,
                 utilization_percent: d.utilization_rates().ok().map(|u| u.gpu),
-                processes: d.running_compute_processes().ok().map(|p| p.len() as u32),
+                processes: d.running_compute_processes().ok().map(|p| {
+                    p.iter().filter(|p| p.pid != std::process::id()).count() as u32
+                }),
                 memory_used_bytes: d.memory_info().ok().map(|m| m.used),
                 power_watts: d.power_usage().ok().map(|mw| f64::from(mw) / 1e3),
                 energy_joules: d.total_energy_consumption().ok().map(|mj| mj as f64 / 1e3),
