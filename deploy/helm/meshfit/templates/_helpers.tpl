@@ -1,0 +1,60 @@
+{{/* Shared pieces of every object: names and labels are written here once. */}}
+
+{{/* Chart name, or nameOverride. */}}
+{{- define "meshfit.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Object name: fullnameOverride, else the release name, suffixed with the chart name when
+the release name does not already contain it (`helm install meshfit` gives `meshfit`). */}}
+{{- define "meshfit.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "meshfit.name" . -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels that select the agent pods; they never change across upgrades. */}}
+{{- define "meshfit.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "meshfit.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* Labels on every object. */}}
+{{- define "meshfit.labels" -}}
+{{ include "meshfit.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: meshfit
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{/* metadata of a namespaced object. Takes a dict: root (the chart context) and optionally
+name (default: the full name), namespace (default: the release's), labels and annotations. */}}
+{{- define "meshfit.metadata" -}}
+name: {{ .name | default (include "meshfit.fullname" .root) }}
+namespace: {{ .namespace | default .root.Release.Namespace }}
+labels:
+  {{- include "meshfit.labels" .root | nindent 2 }}
+  {{- with .labels }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- with .annotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{- define "meshfit.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "meshfit.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
