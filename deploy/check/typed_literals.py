@@ -1,6 +1,6 @@
 """Writes TypeScript files that hold deploy/'s JSON and CRD objects as typed literals.
 
-Usage: typed_literals.py OUT_DIR DASHBOARD.json... -- RENDERED.yaml...
+Usage: typed_literals.py OUT_DIR DASHBOARD.json... -- CRD_OBJECTS.json
 
 `tsc --strict` over OUT_DIR then checks every dashboard against grafana.ts (Grafana's schema)
 and every ServiceMonitor and PrometheusRule against monitoring.ts (the operator's CRD schema).
@@ -11,9 +11,6 @@ import json
 import re
 import sys
 from pathlib import Path
-
-import yaml
-
 PANEL_TYPES = {"timeseries": "TimeseriesPanel", "heatmap": "HeatmapPanel", "table": "TablePanel"}
 CRD_TYPES = {"ServiceMonitor", "PrometheusRule"}
 
@@ -41,14 +38,13 @@ def dashboard_module(path: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def crd_module(paths: list[Path]) -> str:
+def crd_module(path: Path) -> str:
     lines = ['import type * as m from "./monitoring";', ""]
-    for path in paths:
-        for doc in yaml.safe_load_all(path.read_text()):
-            if doc and doc.get("kind") in CRD_TYPES:
-                name = ident(f"{path.stem}_{doc['kind']}_{doc['metadata']['name']}")
-                lines.append(f"// {path.name}: {doc['kind']} {doc['metadata']['name']}")
-                lines.append(f"export const {name}: m.{doc['kind']} = {json.dumps(doc, indent=2)};")
+    for n, doc in enumerate(json.loads(path.read_text())):
+        if doc["kind"] not in CRD_TYPES:
+            raise SystemExit(f"{path}: {doc['kind']} is not one of {', '.join(sorted(CRD_TYPES))}")
+        lines.append(f"// {doc['kind']} {doc['metadata']['name']}")
+        lines.append(f"export const object_{n}: m.{doc['kind']} = {json.dumps(doc, indent=2)};")
     return "\n".join(lines) + "\n"
 
 
@@ -56,11 +52,11 @@ def main(argv: list[str]) -> None:
     out = Path(argv[0])
     split = argv.index("--")
     dashboards = [Path(p) for p in argv[1:split]]
-    rendered = [Path(p) for p in argv[split + 1:]]
+    (crd_objects,) = [Path(p) for p in argv[split + 1:]]
     out.mkdir(parents=True, exist_ok=True)
     for path in dashboards:
         (out / f"dashboard_{ident(path.stem)}.ts").write_text(dashboard_module(path))
-    (out / "monitoring_objects.ts").write_text(crd_module(rendered))
+    (out / "monitoring_objects.ts").write_text(crd_module(crd_objects))
 
 
 if __name__ == "__main__":
