@@ -20,6 +20,15 @@ if [ ! -d ../shared/data ]; then
   exit 1
 fi
 
+# The end-to-end tests (tests/, meshfit-e2e) lint /metrics with promtool and scrape agents with
+# a real Prometheus: Debian's prometheus package has both binaries.
+if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
+  say "installing prometheus (for the end-to-end tests)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update
+  apt-get install -y --no-install-recommends prometheus
+fi
+
 say "rustfmt"
 cargo fmt --all -- --check
 say "clippy"

@@ -1,0 +1,580 @@
+//! Settings: every field is a YAML key, a `--flag` and a `MESHFIT_*` environment variable.
+//!
+//! Each layer overrides the one before: [`Config::default`], the YAML file (`--config`), the
+//! environment, the flags. [`Config::check`] validates the merged result once; later code
+//! trusts it. `agent --print-config` prints the merged result as YAML.
+
+use crate::error::{Error, Result};
+use clap::{Parser, ValueEnum};
+use record::Dtype;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+/// Agent settings. Every field is a YAML key, a `--flag` and a `MESHFIT_*` variable.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Address and port to serve on; port 0 picks a free one (the log says which).
+    pub listen: SocketAddr,
+    /// Directory of the calibration state file.
+    pub state_dir: PathBuf,
+    /// The `hostname` label: the Kubernetes node name, else the host name.
+    pub node_name: Option<String>,
+    /// Time between calibrations.
+    pub interval: Span,
+    /// Up to this much is added at random to each wait, so nodes do not calibrate at once.
+    pub jitter: Span,
+    /// Wait before trying again when the GPUs were busy.
+    pub busy_retry: Span,
+    /// Time between live samples.
+    pub sample_interval: Span,
+    /// `nccl`: this node's GPUs through NVML, CUDA and NCCL; `sim`: a model of `profile`.
+    pub backend: BackendKind,
+    /// Sim node profile (sim only).
+    pub profile: Option<String>,
+    /// Sim faults, like `slow-gpu:gpu=5,factor=0.7` (sim only).
+    pub faults: Vec<String>,
+    /// Sim noise seed (sim only).
+    pub seed: u64,
+    /// Sim GPUs busy with another job from the start (sim only).
+    pub busy: Vec<u32>,
+    /// Sim: a file of comma-separated GPU indices busy with another job, read at every idle
+    /// check, so a test can make a job appear mid-run (sim only).
+    pub busy_file: Option<PathBuf>,
+    /// Sim: time each point takes, as a real kernel would (sim only).
+    pub sim_point_delay: Span,
+    /// Bearer token for `POST /v1/calibrate`; without one the endpoint answers 401.
+    pub calibrate_token: Option<Secret>,
+    /// A GPU counts as idle up to this utilisation, in percent.
+    pub max_utilization_percent: u32,
+    /// A GPU counts as idle up to this share of its memory in use, 0 to 1.
+    pub max_memory_used_ratio: f64,
+    /// How often a running calibration checks that the GPUs are still idle.
+    pub busy_check_interval: Span,
+    /// Longest one point may take before it is reported hung.
+    pub point_timeout: Span,
+    /// Longest a whole calibration may take.
+    pub run_timeout: Span,
+    /// Longest an HTTP request may take.
+    pub request_timeout: Span,
+    /// Smallest collective and copy size in bytes.
+    pub min_bytes: u64,
+    /// Largest collective and copy size in bytes.
+    pub max_bytes: u64,
+    /// Timed iterations per point.
+    pub iters: u32,
+    /// Untimed iterations before them.
+    pub warmup: u32,
+    /// Collective element type.
+    pub dtype: Dtype,
+    /// GEMM operand types (those the GPUs lack tensor cores for are skipped).
+    pub gemm_dtypes: Vec<Dtype>,
+}
+
+impl Default for Config {
+    /// The only place defaults are written.
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([0, 0, 0, 0], 9420)),
+            state_dir: PathBuf::from("/var/lib/meshfit-agent"),
+            node_name: None,
+            interval: Span::from_secs(6 * 3600),
+            jitter: Span::from_secs(600),
+            busy_retry: Span::from_secs(300),
+            sample_interval: Span::from_secs(5),
+            backend: BackendKind::Nccl,
+            profile: None,
+            faults: Vec::new(),
+            seed: 0,
+            busy: Vec::new(),
+            busy_file: None,
+            sim_point_delay: Span::from_secs(0),
+            calibrate_token: None,
+            max_utilization_percent: 5,
+            max_memory_used_ratio: 0.05,
+            busy_check_interval: Span(Duration::from_millis(250)),
+            point_timeout: Span::from_secs(60),
+            run_timeout: Span::from_secs(3600),
+            request_timeout: Span::from_secs(5),
+            min_bytes: 8,
+            max_bytes: 8 << 30,
+            iters: 20,
+            warmup: 5,
+            dtype: Dtype::Bf16,
+            gemm_dtypes: vec![Dtype::Bf16, Dtype::Fp16, Dtype::Tf32, Dtype::Fp8E4m3],
+        }
+    }
+}
+
+/// `backend` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// This node's GPUs.
+    Nccl,
+    /// The physical model of a profile.
+    Sim,
+}
+
+/// Command-line flags; each also reads its `MESHFIT_*` variable.
+#[derive(Debug, Parser)]
+#[command(
+    name = "agent",
+    version,
+    about = "meshfit agent: calibrates idle GPUs and serves Prometheus metrics"
+)]
+pub struct Args {
+    /// YAML configuration file.
+    #[arg(long, env = "MESHFIT_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Print the merged configuration as YAML and exit.
+    #[arg(long)]
+    pub print_config: bool,
+    /// ADDR:PORT to serve on (port 0: any free port).
+    #[arg(long, env = "MESHFIT_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// State directory.
+    #[arg(long, env = "MESHFIT_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Node name for the `hostname` label.
+    #[arg(long, env = "MESHFIT_NODE_NAME")]
+    pub node_name: Option<String>,
+    /// Time between calibrations, like 6h.
+    #[arg(long, env = "MESHFIT_INTERVAL")]
+    pub interval: Option<Span>,
+    /// Random extra wait, up to this.
+    #[arg(long, env = "MESHFIT_JITTER")]
+    pub jitter: Option<Span>,
+    /// Retry wait after busy GPUs.
+    #[arg(long, env = "MESHFIT_BUSY_RETRY")]
+    pub busy_retry: Option<Span>,
+    /// Time between live samples.
+    #[arg(long, env = "MESHFIT_SAMPLE_INTERVAL")]
+    pub sample_interval: Option<Span>,
+    /// nccl or sim.
+    #[arg(long, env = "MESHFIT_BACKEND", value_enum)]
+    pub backend: Option<BackendKind>,
+    /// Sim profile.
+    #[arg(long, env = "MESHFIT_PROFILE")]
+    pub profile: Option<String>,
+    /// Sim fault, repeatable (`;` separates several in the variable).
+    #[arg(long = "fault", env = "MESHFIT_FAULTS", value_delimiter = ';')]
+    pub faults: Option<Vec<String>>,
+    /// Sim noise seed.
+    #[arg(long, env = "MESHFIT_SEED")]
+    pub seed: Option<u64>,
+    /// Sim busy GPUs, comma-separated.
+    #[arg(long, env = "MESHFIT_BUSY", value_delimiter = ',')]
+    pub busy: Option<Vec<u32>>,
+    /// Sim busy-GPU file.
+    #[arg(long, env = "MESHFIT_BUSY_FILE")]
+    pub busy_file: Option<PathBuf>,
+    /// Sim time per point.
+    #[arg(long, env = "MESHFIT_SIM_POINT_DELAY")]
+    pub sim_point_delay: Option<Span>,
+    /// Bearer token for POST /v1/calibrate.
+    #[arg(long, env = "MESHFIT_CALIBRATE_TOKEN", hide_env_values = true)]
+    pub calibrate_token: Option<Secret>,
+    /// Idle utilisation threshold, percent.
+    #[arg(long, env = "MESHFIT_MAX_UTILIZATION_PERCENT")]
+    pub max_utilization_percent: Option<u32>,
+    /// Idle memory threshold, 0 to 1.
+    #[arg(long, env = "MESHFIT_MAX_MEMORY_USED_RATIO")]
+    pub max_memory_used_ratio: Option<f64>,
+    /// Idle re-check period during a calibration.
+    #[arg(long, env = "MESHFIT_BUSY_CHECK_INTERVAL")]
+    pub busy_check_interval: Option<Span>,
+    /// Hung-point limit.
+    #[arg(long, env = "MESHFIT_POINT_TIMEOUT")]
+    pub point_timeout: Option<Span>,
+    /// Whole-run limit.
+    #[arg(long, env = "MESHFIT_RUN_TIMEOUT")]
+    pub run_timeout: Option<Span>,
+    /// HTTP request limit.
+    #[arg(long, env = "MESHFIT_REQUEST_TIMEOUT")]
+    pub request_timeout: Option<Span>,
+    /// Smallest size, like 8 or 1K.
+    #[arg(long, env = "MESHFIT_MIN_BYTES", value_parser = microbench::sweep::parse_size)]
+    pub min_bytes: Option<u64>,
+    /// Largest size, like 8G.
+    #[arg(long, env = "MESHFIT_MAX_BYTES", value_parser = microbench::sweep::parse_size)]
+    pub max_bytes: Option<u64>,
+    /// Timed iterations per point.
+    #[arg(long, env = "MESHFIT_ITERS")]
+    pub iters: Option<u32>,
+    /// Warm-up iterations per point.
+    #[arg(long, env = "MESHFIT_WARMUP")]
+    pub warmup: Option<u32>,
+    /// Collective element type.
+    #[arg(long, env = "MESHFIT_DTYPE")]
+    pub dtype: Option<Dtype>,
+    /// GEMM types, comma-separated.
+    #[arg(long, env = "MESHFIT_GEMM_DTYPES", value_delimiter = ',')]
+    pub gemm_dtypes: Option<Vec<Dtype>>,
+}
+
+impl Config {
+    /// Defaults, then the YAML file, then environment and flags (clap has merged those two,
+    /// a flag winning over its variable). The result is checked.
+    pub fn load(args: Args) -> Result<Config> {
+        let mut config = match &args.config {
+            Some(path) => Config::from_file(path)?,
+            None => Config::default(),
+        };
+        macro_rules! overlay {
+            ($($field:ident),*) => { $( if let Some(v) = args.$field { config.$field = v; } )* };
+        }
+        macro_rules! overlay_some {
+            ($($field:ident),*) => { $( if let Some(v) = args.$field { config.$field = Some(v); } )* };
+        }
+        overlay!(
+            listen,
+            state_dir,
+            interval,
+            jitter,
+            busy_retry,
+            sample_interval,
+            backend,
+            faults,
+            seed,
+            busy,
+            sim_point_delay,
+            max_utilization_percent,
+            max_memory_used_ratio,
+            busy_check_interval,
+            point_timeout,
+            run_timeout,
+            request_timeout,
+            min_bytes,
+            max_bytes,
+            iters,
+            warmup,
+            dtype,
+            gemm_dtypes
+        );
+        overlay_some!(node_name, profile, busy_file, calibrate_token);
+        config.check()?;
+        Ok(config)
+    }
+
+    /// Reads a YAML file over the defaults; unknown keys are errors that name the key.
+    pub fn from_file(path: &Path) -> Result<Config> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::ConfigFile {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        Config::from_yaml(&text).map_err(|message| Error::ConfigFile {
+            path: path.to_path_buf(),
+            message,
+        })
+    }
+
+    /// Parses YAML text over the defaults.
+    pub fn from_yaml(text: &str) -> std::result::Result<Config, String> {
+        if text.trim().is_empty() {
+            return Ok(Config::default());
+        }
+        serde_saphyr::from_str(text).map_err(|e| e.to_string())
+    }
+
+    /// The merged configuration as YAML (the token hidden).
+    pub fn to_yaml(&self) -> String {
+        serde_saphyr::to_string(self).unwrap_or_else(|e| format!("# cannot print: {e}\n"))
+    }
+
+    /// Checks values that their types alone do not bound.
+    pub fn check(&self) -> Result<()> {
+        let bad = |field, value: String, expected: &str| Error::BadValue {
+            field,
+            value,
+            expected: expected.to_string(),
+        };
+        if self.max_utilization_percent > 100 {
+            return Err(bad(
+                "max_utilization_percent",
+                self.max_utilization_percent.to_string(),
+                "0 to 100",
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.max_memory_used_ratio) {
+            return Err(bad(
+                "max_memory_used_ratio",
+                self.max_memory_used_ratio.to_string(),
+                "0 to 1",
+            ));
+        }
+        for (field, span, least) in [
+            ("interval", self.interval, Duration::from_secs(1)),
+            (
+                "sample_interval",
+                self.sample_interval,
+                Duration::from_millis(100),
+            ),
+            ("busy_retry", self.busy_retry, Duration::from_millis(100)),
+            (
+                "busy_check_interval",
+                self.busy_check_interval,
+                Duration::from_millis(10),
+            ),
+            (
+                "point_timeout",
+                self.point_timeout,
+                Duration::from_millis(10),
+            ),
+            ("run_timeout", self.run_timeout, Duration::from_millis(10)),
+            (
+                "request_timeout",
+                self.request_timeout,
+                Duration::from_millis(10),
+            ),
+        ] {
+            if span.0 < least {
+                return Err(bad(
+                    field,
+                    span.to_string(),
+                    &format!("at least {}", Span(least)),
+                ));
+            }
+        }
+        // An idle check slower than a second could not stop a run within a second.
+        if self.busy_check_interval.0 > Duration::from_secs(1) {
+            return Err(bad(
+                "busy_check_interval",
+                self.busy_check_interval.to_string(),
+                "at most 1s, so a job that appears stops the run within a second",
+            ));
+        }
+        if self.iters == 0 {
+            return Err(bad("iters", "0".into(), "at least 1"));
+        }
+        if self.min_bytes == 0 || self.min_bytes > self.max_bytes {
+            return Err(bad(
+                "min_bytes",
+                format!("{} (max_bytes {})", self.min_bytes, self.max_bytes),
+                "0 < min_bytes <= max_bytes",
+            ));
+        }
+        if matches!(&self.calibrate_token, Some(t) if t.0.trim().is_empty()) {
+            return Err(bad("calibrate_token", "\"\"".into(), "a non-empty token"));
+        }
+        match self.backend {
+            BackendKind::Sim if self.profile.is_none() => {
+                let names: Vec<&str> = microbench::sim::profiles().iter().map(|p| p.name).collect();
+                Err(bad(
+                    "profile",
+                    "(none)".into(),
+                    &format!("backend sim needs a profile: one of {}", names.join(", ")),
+                ))
+            }
+            BackendKind::Nccl => {
+                let sim_only = [
+                    ("profile", self.profile.is_some()),
+                    ("faults", !self.faults.is_empty()),
+                    ("busy", !self.busy.is_empty()),
+                    ("busy_file", self.busy_file.is_some()),
+                    ("sim_point_delay", !self.sim_point_delay.0.is_zero()),
+                ];
+                match sim_only.iter().find(|(_, set)| *set) {
+                    Some((field, _)) => {
+                        Err(bad(field, "(set)".into(), "applies to backend sim only"))
+                    }
+                    None => Ok(()),
+                }
+            }
+            BackendKind::Sim => Ok(()),
+        }
+    }
+}
+
+/// A duration written like `6h`, `30m`, `5s`, `250ms` or `1h30m`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Span(pub Duration);
+
+impl Span {
+    /// `secs` seconds.
+    pub const fn from_secs(secs: u64) -> Span {
+        Span(Duration::from_secs(secs))
+    }
+}
+
+impl FromStr for Span {
+    type Err = String;
+
+    fn from_str(text: &str) -> std::result::Result<Span, String> {
+        let bad = || {
+            format!(
+                "duration `{text}`: expected a number and a unit, like 6h, 30m, 5s, 250ms or 1h30m"
+            )
+        };
+        let mut rest = text.trim();
+        if rest.is_empty() {
+            return Err(bad());
+        }
+        let mut total = Duration::ZERO;
+        while !rest.is_empty() {
+            let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+            let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
+            rest = &rest[digits..];
+            let unit = rest
+                .find(|c: char| c.is_ascii_digit())
+                .unwrap_or(rest.len());
+            let one = match &rest[..unit] {
+                "ms" => Duration::from_millis(1),
+                "s" => Duration::from_secs(1),
+                "m" => Duration::from_secs(60),
+                "h" => Duration::from_secs(3600),
+                "d" => Duration::from_secs(86400),
+                _ => return Err(bad()),
+            };
+            let n = u32::try_from(n).map_err(|_| bad())?;
+            total = one
+                .checked_mul(n)
+                .and_then(|d| total.checked_add(d))
+                .ok_or_else(bad)?;
+            rest = &rest[unit..];
+        }
+        Ok(Span(total))
+    }
+}
+
+impl fmt::Display for Span {
+    /// The largest unit that divides the duration: `6h`, `90s`, `250ms`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = self.0.as_millis();
+        for (unit, size) in [
+            ("d", 86_400_000),
+            ("h", 3_600_000),
+            ("m", 60_000),
+            ("s", 1000),
+        ] {
+            if ms > 0 && ms % size == 0 {
+                return write!(f, "{}{unit}", ms / size);
+            }
+        }
+        write!(f, "{ms}ms")
+    }
+}
+
+impl Serialize for Span {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Span {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Span, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// A token, printed as `<hidden>` by `--print-config` and in logs.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<hidden>")
+    }
+}
+
+impl Serialize for Secret {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str("<hidden>")
+    }
+}
+
+impl FromStr for Secret {
+    type Err = String;
+
+    fn from_str(text: &str) -> std::result::Result<Secret, String> {
+        Ok(Secret(text.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn verify_flags() {
+        Args::command().debug_assert();
+    }
+
+    #[test]
+    fn spans_parse_and_print() {
+        assert_eq!("6h".parse::<Span>().unwrap(), Span::from_secs(21600));
+        assert_eq!("1h30m".parse::<Span>().unwrap(), Span::from_secs(5400));
+        assert_eq!("250ms".parse::<Span>().unwrap().to_string(), "250ms");
+        assert_eq!(Span::from_secs(21600).to_string(), "6h");
+        assert_eq!(Span::from_secs(0).to_string(), "0ms");
+        assert!("6 hours"
+            .parse::<Span>()
+            .unwrap_err()
+            .contains("expected a number and a unit"));
+        assert!("h".parse::<Span>().is_err());
+    }
+
+    #[test]
+    fn yaml_overrides_defaults_and_unknown_keys_are_named() {
+        let c = Config::from_yaml("interval: 1h\nbackend: sim\nprofile: dgx-h100\n").unwrap();
+        assert_eq!(c.interval, Span::from_secs(3600));
+        assert_eq!(c.listen, Config::default().listen);
+        let err = Config::from_yaml("intervall: 1h\n").unwrap_err();
+        assert!(err.contains("intervall"), "{err}");
+        let err = Config::from_yaml("interval: soon\n").unwrap_err();
+        assert!(err.contains("soon"), "{err}");
+    }
+
+    #[test]
+    fn flags_override_yaml_and_checks_name_the_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("agent.yaml");
+        std::fs::write(&file, "interval: 1h\nbackend: sim\nprofile: dgx-h100\n").unwrap();
+        let args = Args::parse_from([
+            "agent",
+            "--config",
+            file.to_str().unwrap(),
+            "--interval",
+            "2h",
+        ]);
+        assert_eq!(Config::load(args).unwrap().interval, Span::from_secs(7200));
+        let args = Args::parse_from(["agent", "--max-utilization-percent", "150"]);
+        assert_eq!(
+            Config::load(args).unwrap_err().to_string(),
+            "max_utilization_percent `150`: 0 to 100"
+        );
+        let args = Args::parse_from(["agent", "--backend", "sim"]);
+        assert!(Config::load(args)
+            .unwrap_err()
+            .to_string()
+            .starts_with("profile `(none)`: backend sim needs a profile: one of dgx-h100"));
+        let args = Args::parse_from(["agent", "--busy", "1"]);
+        assert_eq!(
+            Config::load(args).unwrap_err().to_string(),
+            "busy `(set)`: applies to backend sim only"
+        );
+    }
+
+    #[test]
+    fn printed_config_reads_back_and_hides_the_token() {
+        let c = Config {
+            calibrate_token: Some(Secret("s3cret".into())),
+            ..Config::default()
+        };
+        let yaml = c.to_yaml();
+        assert!(
+            !yaml.contains("s3cret") && yaml.contains("<hidden>"),
+            "{yaml}"
+        );
+        let back = Config::from_yaml(&yaml).unwrap();
+        assert_eq!(back.interval, c.interval);
+        assert_eq!(back.gemm_dtypes, c.gemm_dtypes);
+    }
+}

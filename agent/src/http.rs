@@ -1,0 +1,277 @@
+//! The HTTP API: `/metrics`, `/healthz`, `/readyz`, `/v1/topology`, `/v1/results` and
+//! `POST /v1/calibrate`. Every handler reads the cache; none waits on NVML or a benchmark.
+//! Requests are bounded in time (`request_timeout`) and body size ([`BODY_LIMIT`]).
+
+use crate::cache::{Cache, Discovery};
+use crate::metrics;
+use crate::scheduler::Trigger;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use std::sync::Arc;
+use std::time::Duration;
+use tower_http::timeout::TimeoutLayer;
+
+/// Largest request body accepted; no endpoint needs one.
+pub const BODY_LIMIT: usize = 1024;
+
+/// What the handlers share.
+#[derive(Clone)]
+pub struct AppState {
+    /// What the scheduler and sampler last learnt.
+    pub cache: Arc<Cache>,
+    /// Run-now requests for the scheduler.
+    pub trigger: Arc<Trigger>,
+    /// Bearer token of `POST /v1/calibrate`; `None` disables it.
+    pub token: Option<Arc<str>>,
+    /// Longest a request may take.
+    pub request_timeout: Duration,
+}
+
+/// The API's routes with their limits.
+pub fn router(state: AppState) -> Router {
+    let timeout = state.request_timeout;
+    Router::new()
+        .route("/metrics", get(metrics_text))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(ready))
+        .route("/v1/topology", get(topology))
+        .route("/v1/results", get(results))
+        .route("/v1/calibrate", post(calibrate))
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::SERVICE_UNAVAILABLE,
+            timeout,
+        ))
+        .with_state(state)
+}
+
+/// Errors as statuses with a JSON body. Client errors are not logged; there are no
+/// internal errors to hide, since handlers only read the cache.
+#[derive(Debug)]
+pub enum ApiError {
+    /// No token configured, or a missing or wrong one.
+    Unauthorized(&'static str),
+    /// A calibration is already running or requested.
+    Conflict,
+    /// Discovery has not found GPUs.
+    Unavailable(String),
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, message) = match self {
+            ApiError::Unauthorized(why) => (StatusCode::UNAUTHORIZED, why.to_string()),
+            ApiError::Conflict => (
+                StatusCode::CONFLICT,
+                "a calibration is already running or requested".to_string(),
+            ),
+            ApiError::Unavailable(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
+        };
+        let mut response = (status, Json(serde_json::json!({ "error": message }))).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+        }
+        response
+    }
+}
+
+async fn metrics_text(State(state): State<AppState>) -> impl IntoResponse {
+    let body = metrics::render(&state.cache.snapshot());
+    ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], body)
+}
+
+async fn ready(State(state): State<AppState>) -> (StatusCode, String) {
+    match state.cache.snapshot().discovery {
+        Discovery::Pending => (StatusCode::SERVICE_UNAVAILABLE, "discovering\n".into()),
+        Discovery::Found(_) => (StatusCode::OK, "ready\n".into()),
+        // Ready all the same: the agent serves host metrics and meshfit_up 0, and a restart
+        // would not bring a driver.
+        Discovery::Down { message, .. } => {
+            (StatusCode::OK, format!("ready without GPUs: {message}\n"))
+        }
+    }
+}
+
+async fn topology(State(state): State<AppState>) -> Result<Response, ApiError> {
+    match state.cache.snapshot().discovery {
+        Discovery::Found(t) => Ok(Json(&*t).into_response()),
+        Discovery::Pending => Err(ApiError::Unavailable("discovery has not finished".into())),
+        Discovery::Down { message, .. } => Err(ApiError::Unavailable(message)),
+    }
+}
+
+async fn results(State(state): State<AppState>) -> Response {
+    Json(&*state.cache.snapshot().calibration).into_response()
+}
+
+/// The body is read (and ignored) so that [`BODY_LIMIT`] applies to it.
+async fn calibrate(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    _body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    let Some(token) = &state.token else {
+        return Err(ApiError::Unauthorized(
+            "POST /v1/calibrate is disabled: no calibrate_token is configured",
+        ));
+    };
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match presented {
+        None => return Err(ApiError::Unauthorized("missing bearer token")),
+        Some(p) if !same(p.as_bytes(), token.as_bytes()) => {
+            return Err(ApiError::Unauthorized("wrong bearer token"))
+        }
+        Some(_) => {}
+    }
+    if state.cache.snapshot().running || !state.trigger.request() {
+        return Err(ApiError::Conflict);
+    }
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(serde_json::json!({ "status": "requested; it runs once the GPUs are idle" })),
+    )
+        .into_response())
+}
+
+/// Compares in time independent of where the first difference is, so the token cannot be
+/// guessed byte by byte from response times.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::Calibration;
+    use axum::body::Body;
+    use axum::http::Request;
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    fn state(token: Option<&str>) -> AppState {
+        AppState {
+            cache: Arc::new(Cache::new(
+                "n1".into(),
+                record::Backend::Sim,
+                Calibration::default(),
+            )),
+            trigger: Arc::new(Trigger::default()),
+            token: token.map(Arc::from),
+            request_timeout: Duration::from_secs(5),
+        }
+    }
+
+    async fn call(state: AppState, req: Request<Body>) -> (StatusCode, HeaderMap, String) {
+        let response = router(state).oneshot(req).await.unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        (status, headers, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    fn post(token: Option<&str>) -> Request<Body> {
+        let mut req = Request::post("/v1/calibrate");
+        if let Some(t) = token {
+            req = req.header("authorization", format!("Bearer {t}"));
+        }
+        req.body(Body::empty()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn metrics_have_the_text_format_content_type() {
+        let (status, headers, body) = call(
+            state(None),
+            Request::get("/metrics").body(Body::empty()).unwrap(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(headers[header::CONTENT_TYPE]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain; version=0.0.4"));
+        assert!(
+            body.contains("meshfit_up{reason=\"discovering\",hostname=\"n1\",backend=\"sim\"} 0"),
+            "{body}"
+        );
+    }
+
+    #[tokio::test]
+    async fn calibrate_needs_a_configured_and_presented_token() {
+        let (status, headers, body) = call(state(None), post(Some("x"))).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        assert_eq!(headers[header::WWW_AUTHENTICATE], "Bearer");
+        assert!(body.contains("no calibrate_token"), "{body}");
+        assert_eq!(
+            call(state(Some("t0k")), post(None)).await.0,
+            StatusCode::UNAUTHORIZED
+        );
+        assert_eq!(
+            call(state(Some("t0k")), post(Some("t0K"))).await.0,
+            StatusCode::UNAUTHORIZED
+        );
+        let s = state(Some("t0k"));
+        assert_eq!(
+            call(s.clone(), post(Some("t0k"))).await.0,
+            StatusCode::ACCEPTED
+        );
+        // Asked for and not yet started: a second request is a conflict.
+        assert_eq!(
+            call(s.clone(), post(Some("t0k"))).await.0,
+            StatusCode::CONFLICT
+        );
+        let running = state(Some("t0k"));
+        running.cache.update(|c| c.running = true);
+        assert_eq!(
+            call(running, post(Some("t0k"))).await.0,
+            StatusCode::CONFLICT
+        );
+    }
+
+    #[tokio::test]
+    async fn bodies_over_the_limit_are_refused() {
+        let s = state(Some("t0k"));
+        let req = Request::post("/v1/calibrate")
+            .header("authorization", "Bearer t0k")
+            .header("content-length", BODY_LIMIT + 1)
+            .body(Body::from(vec![b'x'; BODY_LIMIT + 1]))
+            .unwrap();
+        assert_eq!(call(s, req).await.0, StatusCode::PAYLOAD_TOO_LARGE);
+    }
+
+    #[tokio::test]
+    async fn topology_waits_for_discovery_and_results_are_json() {
+        let (status, _, body) = call(
+            state(None),
+            Request::get("/v1/topology").body(Body::empty()).unwrap(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(body.contains("discovery has not finished"));
+        let (status, _, body) = call(
+            state(None),
+            Request::get("/readyz").body(Body::empty()).unwrap(),
+        )
+        .await;
+        assert_eq!(
+            (status, body.as_str()),
+            (StatusCode::SERVICE_UNAVAILABLE, "discovering\n")
+        );
+        let (status, _, body) = call(
+            state(None),
+            Request::get("/v1/results").body(Body::empty()).unwrap(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["records"], serde_json::json!([]));
+    }
+}

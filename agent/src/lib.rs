@@ -1,0 +1,144 @@
+//! meshfit agent: the per-node daemon that calibrates idle GPUs with microbench and serves
+//! the results and live counters as Prometheus metrics.
+//!
+//! - [`config::Config`]: settings from defaults, YAML, `MESHFIT_*` variables and flags.
+//! - [`node::Node`]: the GPUs (NVML, CUDA, NCCL) or the sim, behind one trait.
+//! - [`scheduler::Scheduler`]: when calibration runs (interval, jitter, idle gate) and how it
+//!   stops (a job appears, shutdown, watchdog).
+//! - [`sampler`]: live counters, host and process figures every few seconds.
+//! - [`state`]: the calibration kept across restarts, written atomically.
+//! - [`cache::Cache`]: what the scheduler and the sampler last learnt; all a scrape reads.
+//! - [`metrics`]: one collector per family group, rendered at scrape time.
+//! - [`http::router`]: `/metrics`, `/healthz`, `/readyz`, `/v1/topology`, `/v1/results`,
+//!   `POST /v1/calibrate`.
+//!
+//! [`run`] puts them together until a shutdown future completes.
+#![deny(missing_docs)]
+
+pub mod cache;
+pub mod config;
+mod error;
+pub mod http;
+pub mod metrics;
+pub mod node;
+pub mod sampler;
+pub mod scheduler;
+pub mod state;
+
+pub use config::Config;
+pub use error::{Error, Result};
+
+use cache::Cache;
+use scheduler::{Scheduler, Trigger};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Time the scheduler gets at shutdown to stop a run and save it; SIGTERM must end the
+/// process within 2 s.
+const STOP_SCHEDULER: Duration = Duration::from_millis(1500);
+/// Time open HTTP connections get to finish at shutdown.
+const STOP_SERVER: Duration = Duration::from_millis(300);
+
+/// Runs the agent until `shutdown` completes. Fails at start on a state directory that
+/// cannot be written, a bad sim profile or fault, or an address that cannot be bound; once
+/// serving, it does not fail: a node without GPUs serves host metrics and `meshfit_up 0`.
+pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<()> {
+    state::check_dir(&config.state_dir)?;
+    let node: Arc<dyn node::Node> = node::build(&config)?.into();
+    let node_name = config.node_name.clone().unwrap_or_else(host_name);
+    let calibration = match state::load(&config.state_dir)? {
+        state::Loaded::Empty => state::Calibration::default(),
+        state::Loaded::Found(c) => {
+            tracing::info!(
+                "loaded calibration from {}: {} records, last success at {}",
+                config.state_dir.display(),
+                c.records.len(),
+                c.last_success_timestamp
+                    .map_or_else(|| "never".into(), |t| format!("{t:.0}"))
+            );
+            c
+        }
+        state::Loaded::SetAside { reason, moved_to } => {
+            tracing::warn!(
+                "state file not trusted ({reason}); moved to {}; starting without a calibration",
+                moved_to.display()
+            );
+            state::Calibration::default()
+        }
+    };
+    let cache = Arc::new(Cache::new(node_name, node.source(), calibration));
+    let trigger = Arc::new(Trigger::default());
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| Error::Bind {
+            addr: config.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(Error::Serve)?;
+    // Tests and operators read the bound port from this line (the listen port may be 0).
+    tracing::info!("listening on http://{addr}");
+
+    let config = Arc::new(config);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let scheduler = Scheduler {
+        node: node.clone(),
+        cache: cache.clone(),
+        config: config.clone(),
+        trigger: trigger.clone(),
+    };
+    let scheduled = {
+        let (node, cache, stop) = (node.clone(), cache.clone(), stop_rx.clone());
+        tokio::spawn(async move {
+            sampler::discover(&node, &cache).await;
+            scheduler.run(stop).await;
+        })
+    };
+    tokio::spawn(sampler::run(
+        node,
+        cache.clone(),
+        config.sample_interval.0,
+        stop_rx.clone(),
+    ));
+    let app = http::router(http::AppState {
+        cache,
+        trigger,
+        token: config
+            .calibrate_token
+            .as_ref()
+            .map(|t| Arc::from(t.0.as_str())),
+        request_timeout: config.request_timeout.0,
+    });
+    let mut server_stop = stop_rx.clone();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = server_stop.wait_for(|stop| *stop).await;
+            })
+            .await
+    });
+    shutdown.await;
+    tracing::info!("stopping");
+    let _ = stop_tx.send(true);
+    if tokio::time::timeout(STOP_SCHEDULER, scheduled)
+        .await
+        .is_err()
+    {
+        tracing::warn!("the scheduler did not stop in {STOP_SCHEDULER:?}; leaving it");
+    }
+    match tokio::time::timeout(STOP_SERVER, server).await {
+        Ok(Ok(Err(e))) => Err(Error::Serve(e)),
+        _ => Ok(()),
+    }
+}
+
+/// The host name, for the `hostname` label when no node name is configured.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".into())
+}

@@ -1,0 +1,230 @@
+//! Measured figures cached from the last calibration (collectives, p2p matrix, GEMM, memory
+//! bandwidths) and the calibration's own state (last success, duration, runs by result).
+//!
+//! Sizes and GEMM shapes come from fixed small sets, so the series count stays bounded
+//! whatever the sweep measured; `/v1/results` has every record.
+
+use super::topology::{borrow, gpu_labels};
+use super::{Collector, Out, Type};
+use crate::cache::{Discovery, Snapshot};
+use crate::state::RunResult;
+use microbench::sweep::transformer_shapes;
+use record::{Gemm, Kind, Record};
+use std::collections::BTreeMap;
+
+/// Message sizes exported as `size_bytes`: 1 KiB (latency-bound) to 1 GiB (bandwidth-bound).
+pub const SIZES: [u64; 6] = [1 << 10, 1 << 16, 1 << 20, 1 << 24, 1 << 28, 1 << 30];
+
+/// GEMM shapes exported: squares of 1024, 4096 and 8192, and the four GEMMs of a hidden-8192
+/// layer at TP 8 for 8192 tokens (all in microbench's default calibration shapes).
+pub fn gemm_shapes() -> Vec<Gemm> {
+    let mut shapes: Vec<Gemm> = [1024, 4096, 8192]
+        .iter()
+        .map(|&s| Gemm { m: s, n: s, k: s })
+        .collect();
+    shapes.extend(transformer_shapes(8192, 8192, 8));
+    shapes
+}
+
+/// The exported size a collective record was swept at: the set member it is, or that it was
+/// rounded down from to whole elements on every rank (as nccl-tests rounds).
+fn nominal_size(r: &Record) -> Option<u64> {
+    let unit = r.dtype.size_bytes() * u64::from(r.group.ranks.max(1));
+    SIZES
+        .iter()
+        .copied()
+        .find(|&s| r.bytes <= s && s - r.bytes < unit)
+}
+
+/// Calibration families.
+pub struct Calibration;
+
+impl Collector for Calibration {
+    fn name(&self) -> &'static str {
+        "calibration"
+    }
+
+    fn collect(&self, s: &Snapshot, out: &mut Out) -> Result<(), String> {
+        let c = &s.calibration;
+        if let Some(at) = c.last_success_timestamp {
+            out.family(
+                "meshfit_calibration_last_success_timestamp_seconds",
+                Type::Gauge,
+                "End of the last calibration that measured every point, seconds since the Unix epoch (kept across restarts).",
+            )
+            .sample(&[], at);
+        }
+        if let Some(run) = &c.last_run {
+            out.family(
+                "meshfit_calibration_duration_seconds",
+                Type::Gauge,
+                "Wall time of the last calibration run in seconds, whatever its result.",
+            )
+            .sample(&[], run.duration_s);
+            let mut last = out.family(
+                "meshfit_calibration_last_result",
+                Type::Gauge,
+                "1 for how the last calibration run ended, 0 for the other results.",
+            );
+            for r in RunResult::ALL {
+                last.sample(
+                    &[("result", r.as_str())],
+                    f64::from(u8::from(r == run.result)),
+                );
+            }
+        }
+        out.family(
+            "meshfit_calibration_in_progress",
+            Type::Gauge,
+            "1 while a calibration runs.",
+        )
+        .sample(&[], f64::from(u8::from(s.running)));
+        let mut runs = out.family(
+            "meshfit_calibration_runs_total",
+            Type::Counter,
+            "Calibration runs since the agent started, by result (skipped_busy: GPUs were busy, nothing ran).",
+        );
+        for (r, n) in RunResult::ALL.iter().zip(s.runs_total) {
+            runs.sample(&[("result", r.as_str())], n as f64);
+        }
+        collectives(&c.records, out);
+        let Discovery::Found(t) = &s.discovery else {
+            return Ok(());
+        };
+        let labels_of = |gpu: u32| t.gpus.iter().find(|g| g.index == gpu).map(gpu_labels);
+        let mut p2p: BTreeMap<(u32, u32, &str), &Record> = BTreeMap::new();
+        let mut memory: BTreeMap<(u32, &str, &str), &Record> = BTreeMap::new();
+        let mut gemm = out.family(
+            "meshfit_gemm_flops_per_second",
+            Type::Gauge,
+            "GEMM throughput in FLOP/s (2mnk per multiply, fixed shape set), cached from the last calibration.",
+        );
+        let shapes = gemm_shapes();
+        for r in &c.records {
+            let kind = r.kind;
+            let gpus = &r.group.gpus;
+            let backend = r.backend.as_str();
+            match (kind, gpus.as_slice()) {
+                (Kind::Gemm, [gpu]) => {
+                    let (Some(shape), Some(flops), Some(labels)) =
+                        (r.gemm, r.flops, labels_of(*gpu))
+                    else {
+                        continue;
+                    };
+                    if !shapes.contains(&shape) {
+                        continue;
+                    }
+                    let (m, n, k) = (
+                        shape.m.to_string(),
+                        shape.n.to_string(),
+                        shape.k.to_string(),
+                    );
+                    let mut l = borrow(&labels);
+                    l.extend([
+                        ("dtype", r.dtype.as_str()),
+                        ("m", m.as_str()),
+                        ("n", n.as_str()),
+                        ("k", k.as_str()),
+                        ("backend", backend),
+                    ]);
+                    gemm.sample(&l, flops);
+                }
+                // One-way copies make the matrix; the largest size gives the link's rate.
+                (Kind::P2pCopy, [src, dst]) if r.group.ranks == 1 => {
+                    let e = p2p.entry((*src, *dst, backend)).or_insert(r);
+                    if r.bytes > e.bytes {
+                        *e = r;
+                    }
+                }
+                (Kind::H2d | Kind::D2h | Kind::HbmCopy, [gpu]) => {
+                    let e = memory.entry((*gpu, kind.as_str(), backend)).or_insert(r);
+                    if r.bytes > e.bytes {
+                        *e = r;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut family = out.family(
+            "meshfit_p2p_bandwidth_bytes_per_second",
+            Type::Gauge,
+            "One-way copy bandwidth from gpu to peer_gpu in bytes per second at the largest size measured, cached from the last calibration.",
+        );
+        for ((src, dst, backend), r) in &p2p {
+            if let Some(bw) = r.busbw.or(r.algbw) {
+                let (a, b) = (src.to_string(), dst.to_string());
+                family.sample(&[("gpu", &a), ("peer_gpu", &b), ("backend", backend)], bw);
+            }
+        }
+        let mut family = out.family(
+            "meshfit_memory_bandwidth_bytes_per_second",
+            Type::Gauge,
+            "Copy bandwidth in bytes per second at the largest size measured, by path (h2d, d2h, hbm_copy counting reads and writes), cached from the last calibration.",
+        );
+        for ((gpu, path, backend), r) in &memory {
+            if let (Some(bw), Some(labels)) = (r.busbw.or(r.algbw), labels_of(*gpu)) {
+                let mut l = borrow(&labels);
+                l.extend([("path", *path), ("backend", *backend)]);
+                family.sample(&l, bw);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Collective time and bus bandwidth per (collective, scope, ranks, size, backend). Where
+/// several groups of one size were measured (a cube-mesh has differing pairs), the slowest
+/// stands for them: a parallel group is as fast as its slowest member.
+fn collectives(records: &[Record], out: &mut Out) {
+    type Key<'a> = (&'a str, &'a str, u32, u64, &'a str);
+    let mut slowest: BTreeMap<Key, (f64, Option<f64>)> = BTreeMap::new();
+    for r in records
+        .iter()
+        .filter(|r| r.kind.is_collective() && !r.in_place)
+    {
+        let Some(size) = nominal_size(r) else {
+            continue;
+        };
+        let key = (
+            r.kind.as_str(),
+            r.group.scope.as_str(),
+            r.group.ranks,
+            size,
+            r.backend.as_str(),
+        );
+        let e = slowest.entry(key).or_insert((r.timing.time_s, r.busbw));
+        if r.timing.time_s >= e.0 {
+            *e = (r.timing.time_s, r.busbw);
+        }
+    }
+    for (name, help, busbw) in [
+        (
+            "meshfit_collective_time_seconds",
+            "Median time of the collective in seconds (out-of-place, slowest group of that size, fixed size set), cached from the last calibration.",
+            false,
+        ),
+        (
+            "meshfit_collective_busbw_bytes_per_second",
+            "Bus bandwidth of the collective in bytes per second (nccl-tests convention, slowest group of that size), cached from the last calibration.",
+            true,
+        ),
+    ] {
+        let mut family = out.family(name, Type::Gauge, help);
+        for ((kind, scope, ranks, size, backend), (time, bw)) in &slowest {
+            let value = if busbw { *bw } else { Some(*time) };
+            if let Some(v) = value {
+                let (ranks, size) = (ranks.to_string(), size.to_string());
+                family.sample(
+                    &[
+                        ("collective", kind),
+                        ("scope", scope),
+                        ("ranks", &ranks),
+                        ("size_bytes", &size),
+                        ("backend", backend),
+                    ],
+                    v,
+                );
+            }
+        }
+    }
+}

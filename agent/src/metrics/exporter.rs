@@ -1,0 +1,47 @@
+//! The exporter's own health: `meshfit_up`, the scrape's duration and each collector's
+//! success and duration.
+
+use super::{Out, Type};
+use crate::cache::{Discovery, Snapshot};
+
+/// Writes the exporter families after the collectors ran: `(name, ok, seconds)` each.
+pub(super) fn write(s: &Snapshot, results: &[(&str, bool, f64)], seconds: f64, out: &mut Out) {
+    let mut up = out.family(
+        "meshfit_up",
+        Type::Gauge,
+        "1 when the agent sees its GPUs; 0 with the reason (discovering, no_driver, discovery_failed, no_gpus) when not.",
+    );
+    match &s.discovery {
+        Discovery::Found(_) => up.sample(&[], 1.0),
+        Discovery::Down { reason, .. } => up.sample(&[("reason", reason.as_str())], 0.0),
+        Discovery::Pending => up.sample(&[("reason", "discovering")], 0.0),
+    }
+    let mut success = out.family(
+        "meshfit_scrape_collector_success",
+        Type::Gauge,
+        "1 when the collector rendered its families in this scrape.",
+    );
+    for (name, ok, _) in results {
+        success.sample(&[("collector", name)], if *ok { 1.0 } else { 0.0 });
+    }
+    let mut duration = out.family(
+        "meshfit_scrape_collector_duration_seconds",
+        Type::Gauge,
+        "Seconds the collector took in this scrape.",
+    );
+    for (name, _, secs) in results {
+        duration.sample(&[("collector", name)], *secs);
+    }
+    out.family(
+        "meshfit_scrape_duration_seconds",
+        Type::Gauge,
+        "Seconds this scrape's collectors took; rendered from cache, never waiting on NVML.",
+    )
+    .sample(&[], seconds);
+    out.family(
+        "meshfit_exporter_build_info",
+        Type::Gauge,
+        "Agent version; always 1.",
+    )
+    .sample(&[("version", env!("CARGO_PKG_VERSION"))], 1.0);
+}

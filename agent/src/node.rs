@@ -1,0 +1,239 @@
+//! The hardware the agent works on: this node's GPUs through NVML, CUDA and NCCL, or the sim.
+//!
+//! [`Node`] is what the scheduler and the sampler need: discovery, what runs on each GPU,
+//! live counters and timing one point. Every call blocks, so callers run it off the async
+//! threads.
+
+use crate::config::{BackendKind, Config};
+use crate::error::Result;
+use microbench::discovery::{self, Counters, Topology};
+use microbench::kernels::{CopyPath, Outcome, Point};
+use microbench::sweep::Plan;
+use microbench::{sim, Backend, GpuBackend, SimBackend};
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock, RwLock};
+use std::time::Duration;
+
+/// One node's GPUs.
+pub trait Node: Send + Sync {
+    /// What the node looks like.
+    fn topology(&self) -> microbench::Result<Topology>;
+
+    /// Live counters per GPU, including what runs on it.
+    fn counters(&self) -> microbench::Result<Vec<Counters>>;
+
+    /// Times one point; a failure of the point itself is in the outcome, a failure of the
+    /// backend (no driver, no library) is the error.
+    fn measure(&self, point: &Point, iters: u32, warmup: u32) -> microbench::Result<Outcome>;
+
+    /// What produced the numbers: `sim` or `cuda`, for the `backend` label.
+    fn source(&self) -> record::Backend;
+}
+
+/// Builds the node `config` asks for. Sim settings are checked here, so a bad profile or
+/// fault stops the start.
+pub fn build(config: &Config) -> Result<Box<dyn Node>> {
+    Ok(match config.backend {
+        BackendKind::Nccl => Box::new(GpuNode::default()),
+        BackendKind::Sim => {
+            let name = config.profile.as_deref().unwrap_or_default();
+            let faults = config
+                .faults
+                .iter()
+                .map(|f| f.parse())
+                .collect::<microbench::Result<Vec<sim::Fault>>>()?;
+            let mut backend = SimBackend::new(sim::profile(name)?, faults, config.seed)?;
+            backend.set_busy(&config.busy)?;
+            Box::new(SimNode {
+                base_busy: config.busy.clone(),
+                backend: RwLock::new(backend),
+                busy_file: config.busy_file.clone(),
+                point_delay: config.sim_point_delay.0,
+                traffic: Mutex::new(Vec::new()),
+            })
+        }
+    })
+}
+
+/// This node's GPUs: NVML for discovery and counters, CUDA and NCCL (loaded on the first
+/// calibration) for timing.
+#[derive(Default)]
+pub struct GpuNode {
+    gpu: OnceLock<GpuBackend>,
+}
+
+impl Node for GpuNode {
+    fn topology(&self) -> microbench::Result<Topology> {
+        discovery::discover()
+    }
+
+    fn counters(&self) -> microbench::Result<Vec<Counters>> {
+        discovery::counters()
+    }
+
+    fn measure(&self, point: &Point, iters: u32, warmup: u32) -> microbench::Result<Outcome> {
+        let gpu = match self.gpu.get() {
+            Some(gpu) => gpu,
+            None => {
+                let created = GpuBackend::new()?;
+                self.gpu.get_or_init(|| created)
+            }
+        };
+        run_one(gpu, point, iters, warmup)
+    }
+
+    fn source(&self) -> record::Backend {
+        record::Backend::Cuda
+    }
+}
+
+/// Times one point through [`Backend::run`], which sorts point failures from fatal ones.
+fn run_one(
+    backend: &dyn Backend,
+    point: &Point,
+    iters: u32,
+    warmup: u32,
+) -> microbench::Result<Outcome> {
+    let plan = Plan {
+        points: vec![point.clone()],
+        iters,
+        warmup,
+    };
+    backend.run(&plan, &mut |_| {})
+}
+
+/// Sim idle power and temperature, and under load (H100 SXM: about 70 W idle, 700 W TDP).
+const SIM_POWER_W: [f64; 2] = [70.0, 600.0];
+const SIM_TEMPERATURE_C: [u32; 2] = [34, 68];
+
+/// The sim backend, with busy GPUs that can change while the agent runs (from `busy_file`),
+/// a time per point, and NVLink byte counters that grow with the traffic it models.
+pub struct SimNode {
+    backend: RwLock<SimBackend>,
+    base_busy: Vec<u32>,
+    busy_file: Option<PathBuf>,
+    point_delay: Duration,
+    /// NVLink bytes per GPU, sent and received (the sim's collectives and p2p copies).
+    traffic: Mutex<Vec<[u64; 2]>>,
+}
+
+impl SimNode {
+    /// Busy GPUs: the configured ones plus those the busy file lists now.
+    fn refresh_busy(&self) -> microbench::Result<()> {
+        let Some(path) = &self.busy_file else {
+            return Ok(());
+        };
+        let mut busy = self.base_busy.clone();
+        // A missing file means no job; a test creates it to make one appear.
+        if let Ok(text) = std::fs::read_to_string(path) {
+            for item in text
+                .split([',', '\n', ' '])
+                .filter(|s| !s.trim().is_empty())
+            {
+                busy.push(
+                    item.trim()
+                        .parse()
+                        .map_err(|_| microbench::Error::BadValue {
+                            field: "busy_file",
+                            value: item.to_string(),
+                            expected: format!("comma-separated GPU indices in {}", path.display()),
+                        })?,
+                );
+            }
+        }
+        self.backend
+            .write()
+            .map_err(|_| poisoned())?
+            .set_busy(&busy)
+    }
+
+    fn add_traffic(&self, point: &Point, iters: u32) {
+        let (gpus, bytes) = match point {
+            Point::Collective { gpus, bytes, .. } => (gpus.clone(), *bytes),
+            Point::Copy {
+                path: path @ CopyPath::P2p { .. },
+                bytes,
+            } => (path.gpus(), *bytes),
+            _ => return,
+        };
+        if let Ok(mut traffic) = self.traffic.lock() {
+            for g in gpus {
+                if traffic.len() <= g as usize {
+                    traffic.resize(g as usize + 1, [0, 0]);
+                }
+                let moved = bytes.saturating_mul(u64::from(iters));
+                traffic[g as usize][0] = traffic[g as usize][0].saturating_add(moved);
+                traffic[g as usize][1] = traffic[g as usize][1].saturating_add(moved);
+            }
+        }
+    }
+}
+
+fn poisoned() -> microbench::Error {
+    microbench::Error::BadValue {
+        field: "sim",
+        value: "state".into(),
+        expected: "a lock not poisoned by a panicked thread".into(),
+    }
+}
+
+impl Node for SimNode {
+    fn topology(&self) -> microbench::Result<Topology> {
+        self.backend.read().map_err(|_| poisoned())?.topology()
+    }
+
+    fn counters(&self) -> microbench::Result<Vec<Counters>> {
+        self.refresh_busy()?;
+        let backend = self.backend.read().map_err(|_| poisoned())?;
+        let topology = backend.topology()?;
+        let traffic = self.traffic.lock().map_err(|_| poisoned())?.clone();
+        let activity = backend.activity()?;
+        Ok(activity
+            .iter()
+            .map(|a| {
+                let gpu = &topology.gpus[a.gpu as usize];
+                let load = usize::from(a.is_busy());
+                let moved = traffic.get(a.gpu as usize).copied().unwrap_or([0, 0]);
+                let slowed = gpu.clocks.sm_mhz < gpu.clocks.sm_max_mhz;
+                // Idle GPUs report NVML's gpu_idle reason; a slow-gpu fault shows as hw_slowdown.
+                let throttle = if a.is_busy() { 0 } else { 0x1 } | if slowed { 0x8 } else { 0 };
+                Counters {
+                    gpu: a.gpu,
+                    utilization_percent: Some(a.utilization_percent),
+                    processes: Some(a.processes),
+                    memory_used_bytes: Some(if a.is_busy() { gpu.memory_bytes / 2 } else { 0 }),
+                    power_watts: Some(SIM_POWER_W[load]),
+                    energy_joules: None,
+                    temperature_celsius: Some(SIM_TEMPERATURE_C[load]),
+                    sm_clock_hz: gpu.clocks.sm_mhz.map(|m| f64::from(m) * 1e6),
+                    memory_clock_hz: gpu.clocks.memory_mhz.map(|m| f64::from(m) * 1e6),
+                    throttle_reasons: Some(throttle),
+                    pcie_tx_bytes_per_s: Some(0.0),
+                    pcie_rx_bytes_per_s: Some(0.0),
+                    pcie_replays: Some(0),
+                    nvlink_tx_bytes: (gpu.nvlinks > 0).then_some(moved[0]),
+                    nvlink_rx_bytes: (gpu.nvlinks > 0).then_some(moved[1]),
+                    nvlink_errors: (gpu.nvlinks > 0).then_some(discovery::NvlinkErrors::default()),
+                }
+            })
+            .collect())
+    }
+
+    fn measure(&self, point: &Point, iters: u32, warmup: u32) -> microbench::Result<Outcome> {
+        if !self.point_delay.is_zero() {
+            std::thread::sleep(self.point_delay);
+        }
+        let outcome = run_one(
+            &*self.backend.read().map_err(|_| poisoned())?,
+            point,
+            iters,
+            warmup,
+        )?;
+        self.add_traffic(point, iters);
+        Ok(outcome)
+    }
+
+    fn source(&self) -> record::Backend {
+        record::Backend::Sim
+    }
+}

@@ -1,0 +1,171 @@
+//! Live sampling every `sample_interval`: the GPUs' counters (off the async threads, bounded
+//! by the interval), the host and the agent's own process from /proc. While discovery has
+//! not found GPUs it is retried here, and a change is logged once.
+
+use crate::cache::{Cache, Discovery, DownReason, Host};
+use crate::node::Node;
+use crate::scheduler::now_s;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Discovery is retried this often while it finds no GPUs (a driver may be installed later).
+const REDISCOVER: Duration = Duration::from_secs(60);
+
+/// Linux reports process CPU time in clock ticks of USER_HZ, 100 on every architecture
+/// Linux supports (`sysconf(_SC_CLK_TCK)`).
+const TICKS_PER_S: f64 = 100.0;
+
+/// Runs discovery once and stores the outcome; logs only when it changed.
+pub async fn discover(node: &Arc<dyn Node>, cache: &Cache) {
+    let n = node.clone();
+    let found = tokio::task::spawn_blocking(move || n.topology()).await;
+    let discovery = match found {
+        Ok(Ok(t)) if t.gpus.is_empty() => Discovery::Down {
+            reason: DownReason::NoGpus,
+            message: "discovery found no GPU".into(),
+        },
+        Ok(Ok(t)) => Discovery::Found(Arc::new(t)),
+        Ok(Err(e @ microbench::Error::NoDriver(_))) => Discovery::Down {
+            reason: DownReason::NoDriver,
+            message: e.to_string(),
+        },
+        Ok(Err(e)) => Discovery::Down {
+            reason: DownReason::DiscoveryFailed,
+            message: e.to_string(),
+        },
+        Err(e) => Discovery::Down {
+            reason: DownReason::DiscoveryFailed,
+            message: e.to_string(),
+        },
+    };
+    let before = cache.snapshot().discovery;
+    match (&before, &discovery) {
+        (Discovery::Down { message: old, .. }, Discovery::Down { message, .. }) if old == message => {}
+        (_, Discovery::Down { message, .. }) => tracing::warn!(
+            "no GPUs to calibrate: {message}; serving host metrics and meshfit_up 0, retrying every {} s",
+            REDISCOVER.as_secs()
+        ),
+        (_, Discovery::Found(t)) => tracing::info!(
+            "discovered {} GPU(s) ({}), {} NIC(s)",
+            t.gpus.len(),
+            t.gpus.first().map(|g| g.name.as_str()).unwrap_or_default(),
+            t.nics.len()
+        ),
+        (_, Discovery::Pending) => {}
+    }
+    cache.update(|s| s.discovery = discovery);
+}
+
+/// Samples until `shutdown` turns true.
+pub async fn run(
+    node: Arc<dyn Node>,
+    cache: Arc<Cache>,
+    every: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_discovery = tokio::time::Instant::now();
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => return,
+        }
+        let host = tokio::task::spawn_blocking(read_host)
+            .await
+            .unwrap_or_default();
+        cache.update(|s| s.host = host);
+        match cache.snapshot().discovery {
+            Discovery::Found(_) => {}
+            _ => {
+                if last_discovery.elapsed() >= REDISCOVER {
+                    last_discovery = tokio::time::Instant::now();
+                    discover(&node, &cache).await;
+                }
+                continue;
+            }
+        }
+        let n = node.clone();
+        let read = tokio::time::timeout(every, tokio::task::spawn_blocking(move || n.counters()));
+        match read.await {
+            Ok(Ok(Ok(counters))) => cache.update(|s| {
+                s.counters = Arc::new(counters);
+                s.counters_at = Some(now_s());
+            }),
+            Ok(Ok(Err(e))) => tracing::debug!("counters: {e}"),
+            Ok(Err(e)) => tracing::debug!("counters: {e}"),
+            // Still stuck in NVML: the next tick tries again; the cache keeps the last reading.
+            Err(_) => tracing::debug!("counters took longer than {every:?}"),
+        }
+    }
+}
+
+/// Reads /proc; a file that cannot be read leaves its figures at 0.
+fn read_host() -> Host {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let (memory_total_bytes, memory_available_bytes) = parse_meminfo(&read("/proc/meminfo"));
+    Host {
+        cpus: std::thread::available_parallelism().map_or(0, |n| n.get() as u64),
+        memory_total_bytes,
+        memory_available_bytes,
+        resident_bytes: parse_rss(&read("/proc/self/status")),
+        cpu_seconds: parse_cpu_seconds(&read("/proc/self/stat")),
+    }
+}
+
+/// MemTotal and MemAvailable from /proc/meminfo, in bytes.
+fn parse_meminfo(text: &str) -> (u64, u64) {
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
+            .map_or(0, |kib| kib * 1024)
+    };
+    (field("MemTotal:"), field("MemAvailable:"))
+}
+
+/// VmRSS from /proc/self/status, in bytes.
+fn parse_rss(text: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0, |kib| kib * 1024)
+}
+
+/// utime + stime from /proc/self/stat, in seconds. Fields are counted after the command
+/// name's closing parenthesis, since the name may hold spaces.
+fn parse_cpu_seconds(text: &str) -> f64 {
+    let Some((_, rest)) = text.rsplit_once(')') else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After ")": state is field 3 of stat(5), so utime (14) and stime (15) are at 11 and 12.
+    let tick = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (tick(11) + tick(12)) / TICKS_PER_S
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_files_parse() {
+        let meminfo = "MemTotal:       24000000 kB\nMemFree:  1 kB\nMemAvailable:   12000000 kB\n";
+        assert_eq!(
+            parse_meminfo(meminfo),
+            (24_000_000 * 1024, 12_000_000 * 1024)
+        );
+        assert_eq!(
+            parse_rss("Name:\tagent\nVmRSS:\t    8192 kB\n"),
+            8192 * 1024
+        );
+        let stat = "4242 (my agent) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 50 0 0 20 0 3 0";
+        assert_eq!(parse_cpu_seconds(stat), 3.0);
+    }
+}

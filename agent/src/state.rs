@@ -1,0 +1,284 @@
+//! The calibration kept across restarts: one JSON file in the state directory, written
+//! atomically (temp file, fsync, rename, fsync of the directory) with a format version. A
+//! corrupt file or one of another version is set aside with a warning, never trusted and
+//! never fatal.
+
+use crate::error::{Error, Result};
+use record::Record;
+use serde::{Deserialize, Serialize};
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Version of the state file's format; a file of another version is set aside.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The state file's name inside the state directory.
+pub const FILE_NAME: &str = "calibration.json";
+
+/// How a calibration run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunResult {
+    /// Every point was attempted.
+    Success,
+    /// A job appeared on a GPU; the points measured before are kept.
+    AbortedBusy,
+    /// The agent was stopped; the points measured before are kept.
+    AbortedShutdown,
+    /// A point hung or the run passed its time limit.
+    Watchdog,
+    /// The backend failed (no driver, no libraries).
+    Failed,
+    /// The GPUs were busy at the start: nothing ran.
+    SkippedBusy,
+}
+
+impl RunResult {
+    /// Every result, in the order metrics list them.
+    pub const ALL: [RunResult; 6] = [
+        RunResult::Success,
+        RunResult::AbortedBusy,
+        RunResult::AbortedShutdown,
+        RunResult::Watchdog,
+        RunResult::Failed,
+        RunResult::SkippedBusy,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunResult::Success => "success",
+            RunResult::AbortedBusy => "aborted_busy",
+            RunResult::AbortedShutdown => "aborted_shutdown",
+            RunResult::Watchdog => "watchdog",
+            RunResult::Failed => "failed",
+            RunResult::SkippedBusy => "skipped_busy",
+        }
+    }
+}
+
+/// One run, as `/v1/results` reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Run {
+    /// Start, seconds since the Unix epoch.
+    pub started_at: f64,
+    /// Wall time in seconds.
+    pub duration_s: f64,
+    /// How it ended.
+    pub result: RunResult,
+    /// Points attempted.
+    pub points_done: usize,
+    /// Points planned.
+    pub points_total: usize,
+    /// Points that failed, and why; the run went on without them.
+    pub failures: Vec<String>,
+    /// Why it stopped early, when it did.
+    pub reason: Option<String>,
+}
+
+/// The node's calibration: the latest record of every point, and the latest run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Calibration {
+    /// Node name.
+    pub node: String,
+    /// End of the last run that finished every point, seconds since the Unix epoch.
+    pub last_success_timestamp: Option<f64>,
+    /// The latest run.
+    pub last_run: Option<Run>,
+    /// The latest record of each point, each with its own timestamp.
+    pub records: Vec<Record>,
+}
+
+impl Calibration {
+    /// Adds a run: its records replace older ones of the same point, so an aborted run keeps
+    /// what it measured and the rest stays as last measured.
+    pub fn absorb(&mut self, run: Run, records: Vec<Record>) {
+        if run.result == RunResult::Success {
+            self.last_success_timestamp = Some(run.started_at + run.duration_s);
+        }
+        for r in records {
+            match self.records.iter_mut().find(|old| same_point(old, &r)) {
+                Some(old) => *old = r,
+                None => self.records.push(r),
+            }
+        }
+        self.last_run = Some(run);
+    }
+}
+
+fn same_point(a: &Record, b: &Record) -> bool {
+    a.kind == b.kind
+        && a.group.gpus == b.group.gpus
+        && a.group.ranks == b.group.ranks
+        && a.bytes == b.bytes
+        && a.dtype == b.dtype
+        && a.in_place == b.in_place
+        && a.gemm == b.gemm
+}
+
+#[derive(Serialize, Deserialize)]
+struct File1 {
+    format_version: u32,
+    calibration: Calibration,
+}
+
+#[derive(Deserialize)]
+struct Version {
+    format_version: Option<u32>,
+}
+
+/// Creates the state directory and proves it writable, so a bad one stops the start.
+pub fn check_dir(dir: &Path) -> Result<()> {
+    let fail = |source| Error::StateDir {
+        path: dir.to_path_buf(),
+        source,
+    };
+    fs::create_dir_all(dir).map_err(fail)?;
+    let probe = dir.join(".write-test");
+    fs::write(&probe, b"ok").map_err(fail)?;
+    fs::remove_file(&probe).map_err(fail)
+}
+
+/// What loading found.
+#[derive(Debug)]
+pub enum Loaded {
+    /// No state file.
+    Empty,
+    /// A calibration to serve.
+    Found(Calibration),
+    /// The file was unreadable, corrupt or of another version, and was moved to `moved_to`.
+    SetAside {
+        /// Why it was not trusted.
+        reason: String,
+        /// Where it is now.
+        moved_to: PathBuf,
+    },
+}
+
+/// Loads the state file from `dir`, setting aside one that cannot be trusted.
+pub fn load(dir: &Path) -> Result<Loaded> {
+    let path = dir.join(FILE_NAME);
+    let text = match fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Loaded::Empty),
+        Err(e) => return set_aside(&path, format!("unreadable: {e}")),
+    };
+    match parse(&text) {
+        Ok(c) => Ok(Loaded::Found(c)),
+        Err(reason) => set_aside(&path, reason),
+    }
+}
+
+/// Parses a state file's text; the error says why it cannot be trusted.
+pub fn parse(text: &str) -> std::result::Result<Calibration, String> {
+    let version: Version = serde_json::from_str(text).map_err(|e| format!("corrupt: {e}"))?;
+    match version.format_version {
+        Some(FORMAT_VERSION) => serde_json::from_str::<File1>(text)
+            .map(|f| f.calibration)
+            .map_err(|e| format!("corrupt: {e}")),
+        Some(v) => Err(format!(
+            "format version {v}, this agent reads version {FORMAT_VERSION}"
+        )),
+        None => Err("corrupt: no format_version".into()),
+    }
+}
+
+fn set_aside(path: &Path, reason: String) -> Result<Loaded> {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let moved_to = path.with_extension(format!("json.bad-{stamp}"));
+    fs::rename(path, &moved_to).map_err(|source| Error::StateWrite {
+        path: moved_to.clone(),
+        source,
+    })?;
+    Ok(Loaded::SetAside { reason, moved_to })
+}
+
+/// Writes `calibration` to `dir` atomically: a reader sees the old file or the new one,
+/// never half of one, even after a power cut.
+pub fn save(dir: &Path, calibration: &Calibration) -> Result<()> {
+    let path = dir.join(FILE_NAME);
+    let tmp = dir.join(format!(".{FILE_NAME}.tmp"));
+    let fail = |source| Error::StateWrite {
+        path: path.clone(),
+        source,
+    };
+    let body = serde_json::to_vec(&File1 {
+        format_version: FORMAT_VERSION,
+        calibration: calibration.clone(),
+    })?;
+    let mut file = File::create(&tmp).map_err(fail)?;
+    file.write_all(&body).map_err(fail)?;
+    file.sync_all().map_err(fail)?;
+    drop(file);
+    fs::rename(&tmp, &path).map_err(fail)?;
+    // The rename is durable only once the directory entry is on disk.
+    File::open(dir).and_then(|d| d.sync_all()).map_err(fail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(result: RunResult) -> Run {
+        Run {
+            started_at: 100.0,
+            duration_s: 5.0,
+            result,
+            points_done: 1,
+            points_total: 2,
+            failures: vec![],
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn saves_and_loads_the_same_calibration() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = Calibration {
+            node: "n1".into(),
+            ..Calibration::default()
+        };
+        c.absorb(run(RunResult::Success), vec![]);
+        save(dir.path(), &c).unwrap();
+        match load(dir.path()).unwrap() {
+            Loaded::Found(back) => assert_eq!(back, c),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(c.last_success_timestamp, Some(105.0));
+        assert!(!dir.path().join(format!(".{FILE_NAME}.tmp")).exists());
+    }
+
+    #[test]
+    fn corrupt_and_future_files_are_set_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        for (text, why) in [
+            ("{\"format_version\": 1, \"calib", "corrupt"),
+            (
+                "{\"format_version\": 9, \"calibration\": {}}",
+                "format version 9",
+            ),
+        ] {
+            std::fs::write(dir.path().join(FILE_NAME), text).unwrap();
+            match load(dir.path()).unwrap() {
+                Loaded::SetAside { reason, moved_to } => {
+                    assert!(reason.starts_with(why), "{reason}");
+                    assert_eq!(std::fs::read_to_string(moved_to).unwrap(), text);
+                }
+                other => panic!("{other:?}"),
+            }
+            assert!(matches!(load(dir.path()).unwrap(), Loaded::Empty));
+        }
+    }
+
+    #[test]
+    fn aborted_runs_keep_the_last_success_time() {
+        let mut c = Calibration::default();
+        c.absorb(run(RunResult::Success), vec![]);
+        c.absorb(run(RunResult::AbortedBusy), vec![]);
+        assert_eq!(c.last_success_timestamp, Some(105.0));
+        assert_eq!(c.last_run.unwrap().result, RunResult::AbortedBusy);
+    }
+}

@@ -1,0 +1,571 @@
+//! The agent end to end: the real binary with the sim backend on loopback (issue 4).
+
+use meshfit_e2e::{have, promtool_findings, request, value, wait_for, Agent, Prometheus};
+use std::path::Path;
+use std::time::Duration;
+
+const SUCCESS_TS: &str = "meshfit_calibration_last_success_timestamp_seconds{";
+
+fn sim<'a>(state: &'a Path, node: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    sim_of("dgx-h100", state, node, extra)
+}
+
+fn sim_of<'a>(profile: &'a str, state: &'a Path, node: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "--backend",
+        "sim",
+        "--profile",
+        profile,
+        "--state-dir",
+        state.to_str().unwrap(),
+        "--node-name",
+        node,
+        "--jitter",
+        "0s",
+        "--sample-interval",
+        "1s",
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
+fn calibrated(agent: &Agent) -> f64 {
+    let mut ts = None;
+    let ok = wait_for(Duration::from_secs(60), || {
+        ts = agent.metric(SUCCESS_TS);
+        ts.is_some()
+    });
+    assert!(ok, "no calibration:\n{}", agent.log_text());
+    ts.unwrap_or_default()
+}
+
+/// Families design.md names, each with labels it must carry.
+const FAMILIES: &[(&str, &[&str])] = &[
+    (
+        "meshfit_gpu_info",
+        &["gpu", "UUID", "pci_bus_id", "modelName"],
+    ),
+    ("meshfit_gpu_memory_bytes", &["gpu", "UUID"]),
+    ("meshfit_gpu_link_info", &["gpu", "peer_gpu", "link"]),
+    ("meshfit_gpu_nvlink_active_links", &["gpu", "peer_gpu"]),
+    ("meshfit_gpu_pcie_link_generation", &["gpu"]),
+    ("meshfit_gpu_pcie_link_width", &["gpu"]),
+    ("meshfit_node_nic_info", &["nic", "state"]),
+    ("meshfit_node_nic_rate_bytes_per_second", &["nic"]),
+    (
+        "meshfit_collective_time_seconds",
+        &["collective", "scope", "ranks", "size_bytes"],
+    ),
+    (
+        "meshfit_collective_busbw_bytes_per_second",
+        &["collective", "scope", "ranks", "size_bytes"],
+    ),
+    (
+        "meshfit_p2p_bandwidth_bytes_per_second",
+        &["gpu", "peer_gpu"],
+    ),
+    (
+        "meshfit_gemm_flops_per_second",
+        &["gpu", "dtype", "m", "n", "k"],
+    ),
+    (
+        "meshfit_memory_bandwidth_bytes_per_second",
+        &["gpu", "path"],
+    ),
+    ("meshfit_calibration_last_success_timestamp_seconds", &[]),
+    ("meshfit_calibration_duration_seconds", &[]),
+    ("meshfit_calibration_runs_total", &["result"]),
+    ("meshfit_up", &[]),
+    ("meshfit_scrape_duration_seconds", &[]),
+    ("meshfit_scrape_collector_success", &["collector"]),
+    ("meshfit_gpu_utilization_ratio", &["gpu"]),
+    ("meshfit_gpu_sm_clock_hertz", &["gpu"]),
+    ("meshfit_gpu_throttle_reason_active", &["gpu", "reason"]),
+    ("meshfit_gpu_nvlink_bytes_total", &["gpu", "direction"]),
+    ("meshfit_gpu_nvlink_errors_total", &["gpu", "error"]),
+    ("meshfit_gpu_power_watts", &["gpu"]),
+    ("meshfit_gpu_temperature_celsius", &["gpu"]),
+];
+
+/// design.md asks for dcgm-exporter's `modelName`; promtool's lint prefers snake_case label
+/// names. That one finding, on the one family that carries the label, is expected.
+fn unexpected_findings(text: &str) -> Vec<String> {
+    promtool_findings(text)
+        .into_iter()
+        .filter(|f| {
+            f != "meshfit_gpu_info label names should be written in 'snake_case' not 'camelCase'"
+        })
+        .collect()
+}
+
+#[test]
+fn metrics_pass_promtool_with_every_family_and_label() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start(
+        &sim(dir.path(), "node-a", &[]),
+        &[],
+        &dir.path().join("log"),
+    );
+    calibrated(&agent);
+    // Live counters arrive with the first sample.
+    assert!(wait_for(Duration::from_secs(10), || agent
+        .metric("meshfit_gpu_power_watts{")
+        .is_some()));
+    let r = agent.get("/metrics");
+    assert_eq!(
+        r.header("content-type"),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
+    let text = r.body;
+    for (family, labels) in FAMILIES {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{family}{{")))
+            .unwrap_or_else(|| panic!("no {family} in\n{text}"));
+        for label in *labels {
+            assert!(
+                line.contains(&format!("{label}=\"")),
+                "{family} lacks {label}: {line}"
+            );
+        }
+        assert!(
+            text.contains(&format!("# HELP {family} ")),
+            "{family} has no HELP"
+        );
+    }
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        assert!(
+            line.contains("hostname=\"node-a\"") && line.contains("backend=\"sim\""),
+            "series without hostname or backend=sim: {line}"
+        );
+    }
+    assert!(
+        text.contains("# HELP meshfit_collective_busbw_bytes_per_second")
+            && text.contains("cached from the last calibration")
+    );
+    assert_eq!(value(&text, "meshfit_up{"), Some(1.0));
+    assert!(text.contains(
+        "meshfit_collective_busbw_bytes_per_second{collective=\"all_reduce\",scope=\"intra_node\",ranks=\"8\",size_bytes=\"1073741824\",backend=\"sim\",hostname=\"node-a\"}"
+    ));
+    if have("promtool") {
+        assert_eq!(unexpected_findings(&text), Vec::<String>::new());
+    }
+    let topo = agent.get("/v1/topology");
+    assert_eq!(topo.status, 200);
+    let t: serde_json::Value = serde_json::from_str(&topo.body).unwrap();
+    assert_eq!(t["gpus"].as_array().unwrap().len(), 8);
+    let results: serde_json::Value = serde_json::from_str(&agent.get("/v1/results").body).unwrap();
+    assert_eq!(results["last_run"]["result"], "success");
+    let records = results["records"].as_array().unwrap();
+    assert!(records.len() > 1000);
+    assert!(records
+        .iter()
+        .all(|r| r["backend"] == "sim" && r["node"] == "node-a"));
+    assert_eq!(agent.get("/healthz").status, 200);
+    assert_eq!(agent.get("/readyz").status, 200);
+}
+
+#[test]
+fn restart_serves_the_same_calibration_timestamp() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = Agent::start(
+        &sim(dir.path(), "node-a", &[]),
+        &[],
+        &dir.path().join("log1"),
+    );
+    let ts = calibrated(&first);
+    let (status, took) = first.terminate(Duration::from_secs(5));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "{status:?} after {took:?}"
+    );
+    let second = Agent::start(
+        &sim(dir.path(), "node-a", &[]),
+        &[],
+        &dir.path().join("log2"),
+    );
+    assert_eq!(calibrated(&second), ts);
+    // The saved calibration is fresh, so the restart does not redo it.
+    std::thread::sleep(Duration::from_millis(500));
+    let text = second.metrics();
+    assert_eq!(
+        value(&text, "meshfit_calibration_runs_total{result=\"success\""),
+        Some(0.0)
+    );
+    assert!(second.log_text().contains("loaded calibration"));
+}
+
+#[test]
+fn sigterm_mid_run_stops_within_two_seconds_and_keeps_what_was_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    // 4770 points at 10 ms each: the run lasts about 50 s.
+    let mut agent = Agent::start(
+        &sim(dir.path(), "node-a", &["--sim-point-delay", "10ms"]),
+        &[],
+        &dir.path().join("log"),
+    );
+    assert!(wait_for(Duration::from_secs(20), || agent
+        .metric("meshfit_calibration_in_progress{")
+        == Some(1.0)));
+    std::thread::sleep(Duration::from_millis(700));
+    let (status, took) = agent.terminate(Duration::from_secs(5));
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "{status:?}\n{}",
+        agent.log_text()
+    );
+    let saved = std::fs::read_to_string(dir.path().join("calibration.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&saved).unwrap();
+    assert_eq!(v["format_version"], 1);
+    assert_eq!(v["calibration"]["last_run"]["result"], "aborted_shutdown");
+    assert!(!v["calibration"]["records"].as_array().unwrap().is_empty());
+    assert!(v["calibration"]["last_success_timestamp"].is_null());
+}
+
+#[test]
+fn a_job_appearing_mid_run_stops_it_within_a_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let busy = dir.path().join("busy");
+    let agent = Agent::start(
+        &sim(
+            dir.path(),
+            "node-a",
+            &[
+                "--sim-point-delay",
+                "10ms",
+                "--busy-file",
+                busy.to_str().unwrap(),
+                "--busy-retry",
+                "1h",
+            ],
+        ),
+        &[],
+        &dir.path().join("log"),
+    );
+    assert!(wait_for(Duration::from_secs(20), || agent
+        .metric("meshfit_calibration_in_progress{")
+        == Some(1.0)));
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::write(&busy, "2").unwrap();
+    let start = std::time::Instant::now();
+    assert!(wait_for(Duration::from_secs(5), || agent
+        .metric("meshfit_calibration_in_progress{")
+        == Some(0.0)));
+    let took = start.elapsed();
+    // Within a second, plus this test's 50 ms polling.
+    assert!(took < Duration::from_millis(1100), "took {took:?}");
+    let results: serde_json::Value = serde_json::from_str(&agent.get("/v1/results").body).unwrap();
+    assert_eq!(results["last_run"]["result"], "aborted_busy");
+    assert!(results["last_run"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("GPU 2"));
+    assert!(!results["records"].as_array().unwrap().is_empty());
+    assert_eq!(agent.metric(SUCCESS_TS), None);
+}
+
+#[test]
+fn busy_gpu_means_no_calibration_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start(
+        &sim(
+            dir.path(),
+            "node-a",
+            &["--busy", "3", "--busy-retry", "200ms"],
+        ),
+        &[],
+        &dir.path().join("log"),
+    );
+    assert!(wait_for(Duration::from_secs(20), || agent
+        .metric("meshfit_calibration_runs_total{result=\"skipped_busy\"")
+        .is_some_and(|n| n >= 2.0)));
+    let text = agent.metrics();
+    assert_eq!(
+        value(&text, "meshfit_calibration_runs_total{result=\"success\""),
+        Some(0.0)
+    );
+    assert_eq!(value(&text, SUCCESS_TS), None);
+    assert_eq!(
+        value(&text, "meshfit_gpu_compute_processes{gpu=\"3\""),
+        Some(1.0)
+    );
+    assert!(!dir.path().join("calibration.json").exists());
+    assert!(agent
+        .log_text()
+        .contains("GPU 3 runs 1 compute process(es)"));
+}
+
+#[test]
+fn corrupt_state_file_is_set_aside_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("calibration.json"),
+        "{\"format_version\": 1, \"calibr",
+    )
+    .unwrap();
+    let agent = Agent::start(
+        &sim(dir.path(), "node-a", &[]),
+        &[],
+        &dir.path().join("log"),
+    );
+    calibrated(&agent);
+    let log = agent.log_text();
+    assert!(
+        log.contains("WARN") && log.contains("state file not trusted (corrupt"),
+        "{log}"
+    );
+    let set_aside: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("calibration.json.bad-")
+        })
+        .collect();
+    assert_eq!(set_aside.len(), 1);
+    let saved = std::fs::read_to_string(dir.path().join("calibration.json")).unwrap();
+    assert!(saved.starts_with("{\"format_version\":1"));
+}
+
+#[test]
+fn calibrate_endpoint_needs_a_configured_and_presented_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = Agent::start(
+        &sim(dir.path(), "node-a", &[]),
+        &[],
+        &dir.path().join("log1"),
+    );
+    let r = request(
+        open.addr,
+        "POST",
+        "/v1/calibrate",
+        &[("Authorization", "Bearer anything")],
+    );
+    assert_eq!(r.status, 401, "{}", r.body);
+    assert!(r.body.contains("no calibrate_token"));
+    drop(open);
+
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start(
+        &sim(dir.path(), "node-b", &["--sim-point-delay", "2ms"]),
+        &[("MESHFIT_CALIBRATE_TOKEN", "s3cret")],
+        &dir.path().join("log2"),
+    );
+    calibrated(&agent);
+    assert_eq!(
+        request(agent.addr, "POST", "/v1/calibrate", &[]).status,
+        401
+    );
+    let wrong = [("Authorization", "Bearer guess")];
+    assert_eq!(
+        request(agent.addr, "POST", "/v1/calibrate", &wrong).status,
+        401
+    );
+    let right = [("Authorization", "Bearer s3cret")];
+    assert_eq!(
+        request(agent.addr, "POST", "/v1/calibrate", &right).status,
+        202
+    );
+    assert!(wait_for(Duration::from_secs(10), || agent
+        .metric("meshfit_calibration_in_progress{")
+        == Some(1.0)));
+    assert_eq!(
+        request(agent.addr, "POST", "/v1/calibrate", &right).status,
+        409
+    );
+    assert!(!agent.log_text().contains("s3cret"));
+}
+
+#[test]
+fn bad_config_stops_the_start_and_names_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(meshfit_e2e::agent_bin())
+            .args(args)
+            .env_remove("MESHFIT_CONFIG")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let yaml = dir.path().join("agent.yaml");
+    std::fs::write(
+        &yaml,
+        "backend: sim\nprofile: dgx-h100\nsample_intervall: 5s\n",
+    )
+    .unwrap();
+    let (code, err) = run(&["--config", yaml.to_str().unwrap()]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("sample_intervall"), "{err}");
+    let (code, err) = run(&[
+        "--backend",
+        "sim",
+        "--profile",
+        "dgx-h100",
+        "--max-memory-used-ratio",
+        "2",
+    ]);
+    assert_eq!(
+        (code, err.trim()),
+        (Some(2), "agent: max_memory_used_ratio `2`: 0 to 1")
+    );
+    let (code, err) = run(&["--backend", "sim", "--profile", "dgx-h999"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("--profile `dgx-h999`: one of dgx-h100"),
+        "{err}"
+    );
+    let (code, err) = run(&["--interval", "soon"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("--interval") && err.contains("soon"), "{err}");
+    let blocked = dir.path().join("file");
+    std::fs::write(&blocked, "").unwrap();
+    let state = blocked.join("state");
+    let (code, err) = run(&[
+        "--backend",
+        "sim",
+        "--profile",
+        "dgx-h100",
+        "--listen",
+        "127.0.0.1:0",
+        "--state-dir",
+        state.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("state_dir") && err.contains("not writable"),
+        "{err}"
+    );
+    let (code, out) = {
+        let out = std::process::Command::new(meshfit_e2e::agent_bin())
+            .args(["--print-config", "--interval", "2h"])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    assert_eq!(code, Some(0));
+    assert!(
+        out.contains("interval: 2h") && out.contains("state_dir:"),
+        "{out}"
+    );
+}
+
+#[test]
+fn without_a_driver_it_serves_host_metrics_and_up_0() {
+    if Path::new("/dev/nvidiactl").exists() {
+        eprintln!("SKIPPED: this machine has an NVIDIA driver");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut agent = Agent::start(
+        &[
+            "--state-dir",
+            dir.path().to_str().unwrap(),
+            "--node-name",
+            "gpu-less",
+            "--sample-interval",
+            "200ms",
+        ],
+        &[],
+        &dir.path().join("log"),
+    );
+    assert!(wait_for(Duration::from_secs(10), || agent
+        .metric("meshfit_process_resident_memory_bytes{")
+        .is_some()));
+    let text = agent.metrics();
+    assert!(
+        text.contains("meshfit_up{reason=\"no_driver\",hostname=\"gpu-less\",backend=\"cuda\"} 0"),
+        "{text}"
+    );
+    assert!(value(&text, "meshfit_host_cpus{").is_some_and(|n| n >= 1.0));
+    assert_eq!(agent.get("/v1/topology").status, 503);
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(agent.alive());
+    let log = agent.log_text();
+    assert_eq!(log.matches("no GPUs to calibrate").count(), 1, "{log}");
+    if have("promtool") {
+        assert_eq!(promtool_findings(&text), Vec::<String>::new());
+    }
+}
+
+#[test]
+fn prometheus_scrapes_two_sim_agents_as_two_nodes() {
+    if !have("prometheus") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
+    let a = Agent::start(&sim(&a_dir, "node-a", &[]), &[], &dir.path().join("a.log"));
+    let b = Agent::start(
+        &sim_of("dgx1-v100", &b_dir, "node-b", &[]),
+        &[],
+        &dir.path().join("b.log"),
+    );
+    calibrated(&a);
+    calibrated(&b);
+    let prom = Prometheus::start(dir.path(), &[a.addr, b.addr]);
+    let mut nodes = Vec::new();
+    let arrived = wait_for(Duration::from_secs(60), || {
+        nodes = prom
+            .query("count by (hostname, backend) (meshfit_collective_busbw_bytes_per_second)")
+            .iter()
+            .map(|r| {
+                (
+                    r["metric"]["hostname"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    r["metric"]["backend"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                )
+            })
+            .collect();
+        nodes.sort();
+        nodes.len() == 2
+    });
+    assert!(
+        arrived,
+        "{nodes:?}\n{}",
+        std::fs::read_to_string(&prom.log).unwrap_or_default()
+    );
+    assert_eq!(
+        nodes,
+        vec![
+            ("node-a".to_string(), "sim".to_string()),
+            ("node-b".to_string(), "sim".to_string())
+        ]
+    );
+    let models: Vec<String> = prom
+        .query("meshfit_gpu_info{gpu=\"0\"}")
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {}",
+                r["metric"]["hostname"].as_str().unwrap_or_default(),
+                r["metric"]["modelName"].as_str().unwrap_or_default()
+            )
+        })
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert_eq!(
+        models,
+        vec![
+            "node-a NVIDIA H100 80GB HBM3",
+            "node-b Tesla V100-SXM2-32GB"
+        ]
+    );
+    let up = prom.query("sum(meshfit_up)");
+    assert_eq!(up[0]["value"][1], "2");
+    let links = prom.query("meshfit_gpu_link_info{hostname=\"node-b\",gpu=\"0\",peer_gpu=\"3\"}");
+    assert_eq!(links[0]["metric"]["link"], "NV2");
+}
