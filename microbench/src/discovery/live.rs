@@ -107,9 +107,10 @@ pub fn counters() -> Result<Vec<Counters>> {
             Ok(Counters {
                 gpu,
                 utilization_percent: d.utilization_rates().ok().map(|u| u.gpu),
-                processes: d.running_compute_processes().ok().map(|p| {
-                    p.iter().filter(|p| p.pid != std::process::id()).count() as u32
-                }),
+                processes: d
+                    .running_compute_processes()
+                    .ok()
+                    .map(|p| p.iter().filter(|p| p.pid != std::process::id()).count() as u32),
                 memory_used_bytes: d.memory_info().ok().map(|m| m.used),
                 power_watts: d.power_usage().ok().map(|mw| f64::from(mw) / 1e3),
                 energy_joules: d.total_energy_consumption().ok().map(|mj| mj as f64 / 1e3),
