@@ -15,6 +15,8 @@ use tuner::report::{explain, launch, table};
 use tuner::search::{self, Constraints};
 use tuner::validate;
 
+use crate::measure::{self, MeasureArgs, Priced};
+
 /// Ranks hybrid-parallel training layouts (DP x TP x PP x CP x EP, ZeRO, microbatches,
 /// recomputation) for a model on a GPU cluster.
 #[derive(Debug, Parser)]
@@ -32,6 +34,11 @@ enum Command {
         job: JobArgs,
         #[command(flatten)]
         mesh: MeshArgs,
+        #[command(flatten)]
+        measure: MeasureArgs,
+        /// Rank with catalog figures too and show what the measurements changed.
+        #[arg(long)]
+        compare_nominal: bool,
         /// How many layouts to print.
         #[arg(long, default_value_t = 10)]
         top: usize,
@@ -45,6 +52,8 @@ enum Command {
         job: JobArgs,
         #[command(flatten)]
         mesh: MeshArgs,
+        #[command(flatten)]
+        measure: MeasureArgs,
         /// Print the launch configuration of the layout instead of the breakdown.
         #[arg(long, value_enum)]
         emit: Option<Emit>,
@@ -53,6 +62,8 @@ enum Command {
     Compare {
         #[command(flatten)]
         job: JobArgs,
+        #[command(flatten)]
+        measure: MeasureArgs,
         /// First layout, e.g. `tp=8,pp=8,dp=8,mb=1,v=1,zero=1,recompute=selective,sp=true`.
         #[arg(long)]
         a: String,
@@ -68,6 +79,28 @@ enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
+    },
+    /// Fit latency/bandwidth curves and GEMM efficiency to measurements and show them.
+    Fit {
+        #[command(flatten)]
+        measure: MeasureArgs,
+        /// Cluster preset whose datasheet GEMM peak the efficiencies are against.
+        #[arg(long, default_value = "dgx-h100")]
+        cluster: String,
+        /// Write a plot (SVG): measured points, fitted curve and nominal line per collective.
+        #[arg(long)]
+        plot: Option<PathBuf>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// Save the agents' measurements from Prometheus as a snapshot file for offline use.
+    Snapshot {
+        #[command(flatten)]
+        measure: MeasureArgs,
+        /// Where to write the snapshot.
+        #[arg(short = 'o', long)]
+        output: PathBuf,
     },
     /// List the catalog models and aliases.
     Models,
@@ -294,10 +327,7 @@ impl JobArgs {
             ));
         }
         notes.push("optimizer: mixed-precision Adam, 16 bytes of model state per parameter".into());
-        notes.push(
-            "figures: catalog (nominal) datasheet numbers and efficiencies, not measurements"
-                .into(),
-        );
+
         let training = Training {
             seq_len,
             global_batch,
@@ -319,11 +349,25 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Recommend {
             job,
             mesh,
+            measure,
+            compare_nominal,
             top,
             emit,
-        } => recommend(&job, &mesh, top, emit)?,
-        Command::Explain { job, mesh, emit } => explain_one(&job, &mesh, emit)?,
-        Command::Compare { job, a, b } => compare(&job, &a, &b)?,
+        } => recommend(&job, &mesh, &measure, compare_nominal, top, emit)?,
+        Command::Explain {
+            job,
+            mesh,
+            measure,
+            emit,
+        } => explain_one(&job, &mesh, &measure, emit)?,
+        Command::Compare { job, measure, a, b } => compare(&job, &measure, &a, &b)?,
+        Command::Fit {
+            measure,
+            cluster,
+            plot,
+            format,
+        } => fit_command(&measure, &cluster, plot.as_deref(), format)?,
+        Command::Snapshot { measure, output } => snapshot_command(&measure, &output)?,
         Command::Validate { runs, format } => {
             let text = std::fs::read_to_string(&runs)
                 .with_context(|| format!("reading {}", runs.display()))?;
@@ -365,21 +409,56 @@ fn emit(kind: Emit, scenario: &Scenario, e: &Evaluation) -> String {
     }
 }
 
+/// The job's scenario, priced from measurements where given, with its notes.
+fn priced(job: &JobArgs, measure_args: &MeasureArgs) -> anyhow::Result<(Priced, Vec<String>)> {
+    let (nominal, mut notes) = job.scenario()?;
+    let priced = measure::price(nominal, measure_args)?;
+    notes.extend(priced.notes.iter().cloned());
+    notes.push(match priced.fits {
+        Some(_) => {
+            "figures: measured where each mesh's sources say so, catalog (nominal) elsewhere".into()
+        }
+        None => {
+            "figures: catalog (nominal) datasheet numbers and efficiencies, not measurements".into()
+        }
+    });
+    Ok((priced, notes))
+}
+
+fn document(
+    priced: &Priced,
+    notes: Vec<String>,
+    evaluated: usize,
+    fitting: usize,
+    meshes: Vec<MeshDoc>,
+) -> Document {
+    let mut doc = Document::new(&priced.scenario, notes, evaluated, fitting, meshes);
+    doc.measurements = priced.doc.clone();
+    if priced.fits.is_some() {
+        doc.cluster.figures = "measured".into();
+    }
+    doc
+}
+
 fn recommend(
     job: &JobArgs,
     mesh: &MeshArgs,
+    measure_args: &MeasureArgs,
+    compare_nominal: bool,
     top: usize,
     emit_as: Option<Emit>,
 ) -> anyhow::Result<String> {
-    let (mut scenario, notes) = job.scenario()?;
-    let result = search::search(&scenario, &mesh.constraints(), top.max(1));
+    let (mut priced, notes) = priced(job, measure_args)?;
+    let c = mesh.constraints();
+    let result = search::search(&priced.scenario, &c, top.max(1));
     if result.ranked.is_empty() {
-        bail!(no_mesh(&mut scenario, &result, &mesh.constraints()));
+        bail!(no_mesh(&mut priced.scenario, result.leanest.as_ref(), &c));
     }
     if let Some(kind) = emit_as {
-        return Ok(emit(kind, &scenario, &result.ranked[0]));
+        return Ok(emit(kind, &priced.scenario, &result.ranked[0]));
     }
-    let meshes = result
+    let scenario = &priced.scenario;
+    let mut meshes: Vec<MeshDoc> = result
         .ranked
         .iter()
         .enumerate()
@@ -387,24 +466,90 @@ fn recommend(
             MeshDoc::new(
                 i + 1,
                 e,
-                &scenario,
+                scenario,
                 (i > 0).then(|| explain::why_below(&result.ranked[i - 1], e)),
             )
         })
         .collect();
-    let doc = Document::new(&scenario, notes, result.evaluated, result.fitting, meshes);
+    for i in 1..meshes.len() {
+        meshes[i].tie_with_above = meshes[i].step_time_low_s <= meshes[i - 1].step_time_high_s;
+    }
+    let top_pick_changed = if compare_nominal {
+        against_nominal(scenario, &c, &result.ranked, &mut meshes)
+    } else {
+        None
+    };
+    let mut doc = document(&priced, notes, result.evaluated, result.fitting, meshes);
+    doc.top_pick_changed = top_pick_changed;
     render(job.format, &doc, || table::recommend(&doc))
 }
 
-/// Why nothing was ranked: no valid mesh at all, or none that fits memory.
+/// Ranks the same meshes with catalog figures: each mesh's nominal rank and, where it moved,
+/// the term that moved it; returns a line when the top pick itself changed.
+fn against_nominal(
+    scenario: &Scenario,
+    c: &Constraints,
+    ranked: &[Evaluation],
+    meshes: &mut [MeshDoc],
+) -> Option<String> {
+    let nominal = Scenario::nominal(
+        scenario.model.clone(),
+        scenario.training.clone(),
+        scenario.cluster.clone(),
+        scenario.gpus,
+        NOMINAL,
+    );
+    let t = &nominal.training;
+    let mut steps: Vec<f64> = Vec::new();
+    search::for_each_mesh(
+        &nominal.model,
+        t.seq_len,
+        t.global_batch,
+        nominal.gpus,
+        c,
+        |m| {
+            let e = nominal.evaluate(&m);
+            if e.fits() {
+                steps.push(e.step_time_s);
+            }
+        },
+    );
+    steps.sort_by(f64::total_cmp);
+    for (doc, e) in meshes.iter_mut().zip(ranked) {
+        let n = nominal.evaluate(&e.mesh);
+        if n.fits() {
+            doc.nominal_rank = Some(steps.partition_point(|s| *s < n.step_time_s) + 1);
+        }
+        if doc.nominal_rank != Some(doc.rank) {
+            doc.shift_cause = Some(explain::shift_cause(e, &n));
+        }
+    }
+    let nb = search::search(&nominal, c, 1).ranked.into_iter().next()?;
+    if nb.mesh == ranked[0].mesh {
+        return None;
+    }
+    let measured_nb = scenario.evaluate(&nb.mesh);
+    Some(format!(
+        "top pick changed: the catalog picks {} ({:.3} s), the measurements pick {} ({:.3} s); on this cluster the catalog pick takes {:.3} s: {}",
+        nb.mesh,
+        nb.step_time_s,
+        ranked[0].mesh,
+        ranked[0].step_time_s,
+        measured_nb.step_time_s,
+        explain::shift_cause(&measured_nb, &nb)
+    ))
+}
+
+/// Why nothing was ranked: no valid mesh at all, or none that fits memory (`leanest` is the
+/// mesh that came closest).
 fn no_mesh(
     scenario: &mut Scenario,
-    result: &search::SearchResult,
+    leanest: Option<&Evaluation>,
     c: &Constraints,
 ) -> anyhow::Error {
     let name = scenario.model.name.clone();
     let gpus = scenario.gpus;
-    let reason = match &result.leanest {
+    let reason = match leanest {
         Some(lean) => format!(
             "the leanest layout ({}) needs {:.1} GiB per GPU, has {:.0} GiB",
             lean.mesh,
@@ -428,18 +573,17 @@ fn no_mesh(
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
-fn explain_one(job: &JobArgs, mesh: &MeshArgs, emit_as: Option<Emit>) -> anyhow::Result<String> {
-    let (mut scenario, mut notes) = job.scenario()?;
+fn explain_one(
+    job: &JobArgs,
+    mesh: &MeshArgs,
+    measure_args: &MeasureArgs,
+    emit_as: Option<Emit>,
+) -> anyhow::Result<String> {
+    let (mut priced, mut notes) = priced(job, measure_args)?;
     let c = mesh.constraints();
-    let (best, count) = search::best_mesh(&scenario, &c);
+    let (best, count) = search::best_mesh(&priced.scenario, &c);
     let Some(e) = best else {
-        let empty = search::SearchResult {
-            evaluated: 0,
-            fitting: 0,
-            ranked: vec![],
-            leanest: None,
-        };
-        bail!(no_mesh(&mut scenario, &empty, &c));
+        bail!(no_mesh(&mut priced.scenario, None, &c));
     };
     if count > 1 {
         notes.push(format!("knobs not given were chosen as the fastest that fits (or the leanest) of {count} layouts: {}", e.mesh));
@@ -452,16 +596,10 @@ fn explain_one(job: &JobArgs, mesh: &MeshArgs, emit_as: Option<Emit>) -> anyhow:
         ));
     }
     if let Some(kind) = emit_as {
-        return Ok(emit(kind, &scenario, &e));
+        return Ok(emit(kind, &priced.scenario, &e));
     }
-    let fits = usize::from(e.fits());
-    let doc = Document::new(
-        &scenario,
-        notes,
-        1,
-        fits,
-        vec![MeshDoc::new(1, &e, &scenario, None)],
-    );
+    let meshes = vec![MeshDoc::new(1, &e, &priced.scenario, None)];
+    let doc = document(&priced, notes, 1, usize::from(e.fits()), meshes);
     render(job.format, &doc, || table::explain(&doc))
 }
 
@@ -514,38 +652,91 @@ fn parse_mesh(spec: &str, flag: &str) -> anyhow::Result<Constraints> {
     Ok(c)
 }
 
-fn compare(job: &JobArgs, a: &str, b: &str) -> anyhow::Result<String> {
-    let (mut scenario, notes) = job.scenario()?;
+fn compare(job: &JobArgs, measure_args: &MeasureArgs, a: &str, b: &str) -> anyhow::Result<String> {
+    let (mut priced, notes) = priced(job, measure_args)?;
     let mut picked = Vec::new();
     for (flag, spec) in [("--a", a), ("--b", b)] {
         let c = parse_mesh(spec, flag)?;
-        let (best, _) = search::best_mesh(&scenario, &c);
-        match best {
+        match search::best_mesh(&priced.scenario, &c).0 {
             Some(e) => picked.push(e),
             None => {
-                let empty = search::SearchResult {
-                    evaluated: 0,
-                    fitting: 0,
-                    ranked: vec![],
-                    leanest: None,
-                };
-                return Err(no_mesh(&mut scenario, &empty, &c).context(format!("{flag} {spec}")));
+                return Err(
+                    no_mesh(&mut priced.scenario, None, &c).context(format!("{flag} {spec}"))
+                )
             }
         }
     }
     let meshes: Vec<MeshDoc> = picked
         .iter()
         .enumerate()
-        .map(|(i, e)| MeshDoc::new(i + 1, e, &scenario, None))
+        .map(|(i, e)| MeshDoc::new(i + 1, e, &priced.scenario, None))
         .collect();
-    let doc = Document::new(
-        &scenario,
+    let doc = document(
+        &priced,
         notes,
         2,
         picked.iter().filter(|e| e.fits()).count(),
         meshes,
     );
     render(job.format, &doc, || table::compare(&doc))
+}
+
+fn fit_command(
+    measure_args: &MeasureArgs,
+    cluster: &str,
+    plot: Option<&std::path::Path>,
+    format: Format,
+) -> anyhow::Result<String> {
+    if !measure_args.any() {
+        bail!(bad_input(
+            "--measurements/--prometheus",
+            "none",
+            "at least one source of measurements"
+        ));
+    }
+    let cluster = catalog::cluster(cluster)?;
+    let (m, _) = measure_args.load()?;
+    let fits = tuner::fit::fit_all(
+        &m.records,
+        cluster.gpu.bf16_flops,
+        &measure_args.fit_options(Precision::Bf16),
+    );
+    let report = tuner::report::fit::FitReport::new(&fits, &cluster, &m);
+    if let Some(path) = plot {
+        let svg = tuner::report::plot::svg(&fits, &m.records, &cluster);
+        std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+    }
+    render(format, &report, || tuner::report::fit::table(&report))
+}
+
+fn snapshot_command(
+    measure_args: &MeasureArgs,
+    output: &std::path::Path,
+) -> anyhow::Result<String> {
+    if measure_args.prometheus.is_none() {
+        bail!(bad_input(
+            "--prometheus",
+            "none",
+            "the URL of the Prometheus that scrapes the agents"
+        ));
+    }
+    let (m, snapshot) = measure_args.load()?;
+    let snapshot = snapshot.context("no snapshot came back from Prometheus")?;
+    let json = serde_json::to_string_pretty(&snapshot)?;
+    let tmp = output.with_extension("tmp");
+    std::fs::write(&tmp, json + "\n").with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, output)
+        .with_context(|| format!("renaming {} to {}", tmp.display(), output.display()))?;
+    let mut out = format!(
+        "wrote {} ({} nodes, {} records)\n",
+        output.display(),
+        snapshot.nodes.len(),
+        m.records.len()
+    );
+    for n in &m.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -53,6 +53,16 @@ pub enum TunerError {
         /// serde-saphyr's message, which carries line and column.
         message: String,
     },
+    /// The Prometheus HTTP API refused or failed a query.
+    #[error("prometheus {url}: query `{query}`: {message}")]
+    Prometheus {
+        /// Base URL.
+        url: String,
+        /// The PromQL.
+        query: String,
+        /// What went wrong.
+        message: String,
+    },
     /// A file could not be read.
     #[error("reading {path}: {message}")]
     Io {

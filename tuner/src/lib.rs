@@ -9,6 +9,7 @@
 //! - [`cost`]: memory per GPU and step time term by term, behind the
 //!   [`cost::collective::CollectiveModel`] and [`cost::compute::ComputeModel`] interfaces.
 //! - [`fit`]: alpha-beta curves, GEMM efficiency and the fleet view, from measurement records.
+//! - [`ingest`]: measurements from snapshot files, JSON lines, nccl-tests logs and Prometheus.
 //! - [`search`]: enumerate valid meshes, prune by memory, rank by step time.
 //! - [`validate`]: predict published runs and score the predictions.
 //! - [`report`]: tables, JSON/YAML documents, explanations and launch configs.
@@ -19,6 +20,7 @@ pub mod catalog;
 pub mod cost;
 pub mod error;
 pub mod fit;
+pub mod ingest;
 pub mod mesh;
 pub mod model;
 pub mod placement;

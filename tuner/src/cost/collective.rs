@@ -58,6 +58,11 @@ pub trait CollectiveModel {
     fn time_s(&self, collective: Collective, group: &GroupSpan, bytes: f64) -> f64;
     /// Where the figure for this collective and group comes from.
     fn source(&self, collective: Collective, group: &GroupSpan) -> Source;
+    /// Relative 1-sigma uncertainty of the figure: the fit residuals for measured figures, 0
+    /// for catalog ones (whose error validate measures instead).
+    fn uncertainty(&self, _collective: Collective, _group: &GroupSpan) -> f64 {
+        0.0
+    }
 }
 
 /// Alpha-beta model from datasheet line rates and catalog efficiencies:

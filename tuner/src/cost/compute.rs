@@ -13,6 +13,14 @@ pub trait ComputeModel {
     fn memory_s(&self, bytes: f64) -> f64;
     /// Host and launch overhead of one layer in one pass.
     fn layer_overhead_s(&self) -> f64;
+    /// Where the GEMM figures come from.
+    fn source(&self) -> super::collective::Source {
+        super::collective::Source::Nominal
+    }
+    /// Relative 1-sigma uncertainty of the GEMM figures.
+    fn uncertainty(&self) -> f64 {
+        0.0
+    }
     /// Achieved FLOP/s of a GEMM shape, for reports.
     fn gemm_flops_per_s(&self, m: f64, n: f64, k: f64) -> f64 {
         2.0 * m * n * k / self.gemm_s(m, n, k)
@@ -28,6 +36,7 @@ pub struct NominalCompute {
     gemm_peak: f64,
     gemm_half_dim: f64,
     layer_overhead_s: f64,
+    measured: Option<f64>,
 }
 
 impl NominalCompute {
@@ -46,7 +55,26 @@ impl NominalCompute {
             gemm_peak: eff.gemm_peak,
             gemm_half_dim: eff.gemm_half_dim,
             layer_overhead_s: eff.layer_overhead_s,
+            measured: None,
         }
+    }
+
+    /// The same model with GEMM efficiency fitted to measurements (relative uncertainty
+    /// `rms`) and, when measured, the memory bandwidth.
+    pub fn with_measured(
+        mut self,
+        gemm_peak: f64,
+        gemm_half_dim: f64,
+        rms: f64,
+        memory_bytes_per_s: Option<f64>,
+    ) -> Self {
+        self.gemm_peak = gemm_peak;
+        self.gemm_half_dim = gemm_half_dim;
+        self.measured = Some(rms);
+        if let Some(bw) = memory_bytes_per_s {
+            self.memory_bytes_per_s = bw;
+        }
+        self
     }
 
     /// GEMM efficiency against peak: e_max / ((1 + d0/min(n,k)) (1 + d0/m)). Small inner
@@ -73,6 +101,18 @@ impl ComputeModel for NominalCompute {
 
     fn layer_overhead_s(&self) -> f64 {
         self.layer_overhead_s
+    }
+
+    fn source(&self) -> super::collective::Source {
+        if self.measured.is_some() {
+            super::collective::Source::Measured
+        } else {
+            super::collective::Source::Nominal
+        }
+    }
+
+    fn uncertainty(&self) -> f64 {
+        self.measured.unwrap_or(0.0)
     }
 }
 

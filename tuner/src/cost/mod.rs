@@ -2,6 +2,7 @@
 
 pub mod collective;
 pub mod compute;
+pub mod measured;
 pub mod memory;
 pub mod timing;
 
@@ -10,9 +11,9 @@ use serde::Serialize;
 use crate::catalog::{Cluster, Efficiency};
 use crate::mesh::{Mesh, Training};
 use crate::model::ModelShape;
-use crate::placement::{LinkClass, Placement};
+use crate::placement::{GroupSpan, LinkClass, Placement};
 use crate::warnings::Pitfall;
-use collective::{CollectiveModel, NominalCollectives};
+use collective::{Collective, CollectiveModel, NominalCollectives, Source};
 use compute::{ComputeModel, NominalCompute};
 use memory::MemoryBreakdown;
 use timing::Breakdown;
@@ -55,6 +56,90 @@ impl Scenario {
             compute: Box::new(compute),
             collectives: Box::new(collectives),
         }
+    }
+
+    /// A scenario priced from fitted measurements where they exist and the catalog elsewhere.
+    /// Measured HBM bandwidth counts reads and writes, which the memory-bound kernels of the
+    /// cost model also do.
+    pub fn measured(
+        model: ModelShape,
+        training: Training,
+        cluster: Cluster,
+        gpus: u32,
+        efficiency: Efficiency,
+        fits: &crate::fit::Fits,
+    ) -> Self {
+        let mut compute = NominalCompute::new(&cluster.gpu, training.precision, &efficiency);
+        if let Some(g) = &fits.fleet_gemm {
+            compute = compute.with_measured(
+                g.peak_efficiency,
+                g.half_dim,
+                g.rms_rel_error,
+                fits.fleet_memory,
+            );
+        }
+        let collectives = measured::MeasuredCollectives::new(
+            NominalCollectives::new(&cluster, &efficiency),
+            &fits.fleet,
+        );
+        Scenario {
+            model,
+            training,
+            cluster,
+            gpus,
+            efficiency,
+            compute: Box::new(compute),
+            collectives: Box::new(collectives),
+        }
+    }
+
+    /// The collective and group behind each communication term, for sources and uncertainty.
+    fn term_collective(term: &str, e: &Evaluation) -> Option<(Collective, GroupSpan)> {
+        let p = &e.placement;
+        Some(match term {
+            "tp_comm" if e.mesh.sequence_parallel => (Collective::ReduceScatter, p.tp),
+            "tp_comm" => (Collective::AllReduce, p.tp),
+            "cp_comm" => (Collective::SendRecv, p.cp),
+            "ep_all_to_all" => (Collective::AllToAll, p.ep),
+            "pp_p2p" => (Collective::SendRecv, p.pp),
+            "dp_grad_sync" if e.mesh.zero_stage == 0 => (Collective::AllReduce, p.dp),
+            "dp_grad_sync" => (Collective::ReduceScatter, p.dp),
+            "zero_gather" => (Collective::AllGather, p.dp),
+            _ => return None,
+        })
+    }
+
+    /// Where each step-time term's figures come from: measured, extrapolated or nominal.
+    pub fn term_sources(&self, e: &Evaluation) -> Vec<(&'static str, Source)> {
+        e.breakdown
+            .terms()
+            .iter()
+            .map(|(name, _)| {
+                let source = match Self::term_collective(name, e) {
+                    Some((c, g)) => self.collectives.source(c, &g),
+                    None => self.compute.source(),
+                };
+                (*name, source)
+            })
+            .collect()
+    }
+
+    /// Low and high step time from the fit residuals of the figures each term uses, added in
+    /// quadrature (independent errors): step -/+ sqrt(sum (exposed_i x u_i)^2).
+    pub fn band(&self, e: &Evaluation) -> (f64, f64) {
+        let var: f64 = e
+            .breakdown
+            .terms()
+            .iter()
+            .map(|(name, t)| {
+                let u = match Self::term_collective(name, e) {
+                    Some((c, g)) => self.collectives.uncertainty(c, &g),
+                    None => self.compute.uncertainty(),
+                };
+                (t.exposed_s * u).powi(2)
+            })
+            .sum();
+        (e.step_time_s - var.sqrt(), e.step_time_s + var.sqrt())
     }
 
     /// Peak FLOP/s of one GPU at the training precision, the MFU denominator.

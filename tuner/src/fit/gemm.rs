@@ -45,7 +45,8 @@ pub fn fit(points: &[super::GemmPoint]) -> Option<GemmCurve> {
             .iter()
             .map(|&p| (p.3.ln() - (log_e - shape(d0, p))).powi(2))
             .sum();
-        if best.is_none_or(|b| sse < b.2) {
+        // No GEMM beats the datasheet peak.
+        if log_e.exp() <= 1.0 && best.is_none_or(|b| sse < b.2) {
             best = Some((d0, log_e.exp(), sse));
         }
     }

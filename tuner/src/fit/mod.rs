@@ -115,6 +115,11 @@ pub struct Fits {
     pub aggregate: Aggregate,
 }
 
+/// Smallest GEMM dimension fitted.
+const MIN_GEMM_DIM: u64 = 1024;
+/// Shortest GEMM fitted, seconds at peak.
+const MIN_GEMM_S: f64 = 50e-6;
+
 /// A sweep's key: node, collective, scope, ranks.
 type SweepKey = (String, Kind, Scope, u32);
 /// A GEMM point: m, n, k and efficiency against the datasheet peak.
@@ -144,7 +149,13 @@ pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
                     .push((r.bytes as f64, r.timing.time_s));
             }
             Kind::Gemm if r.dtype == opts.gemm_dtype => {
-                if let (Some(g), Some(f)) = (r.gemm, r.flops) {
+                // GEMMs shorter than 50 us at peak are dominated by launch latency (priced apart
+                // as layer overhead) or memory-bound below 1024 in a dimension; the compute curve
+                // the cost model reads is fitted to the others, which is where layers live.
+                let long = |g: &record::Gemm| {
+                    g.m.min(g.n).min(g.k) >= MIN_GEMM_DIM && g.flop() / peak_flops >= MIN_GEMM_S
+                };
+                if let (Some(g), Some(f)) = (r.gemm.filter(long), r.flops) {
                     let gpu = r.group.gpus.first().copied().unwrap_or(0);
                     gemm_pts.entry((node, gpu)).or_default().push((
                         g.m as f64,

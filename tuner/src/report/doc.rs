@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::cost::collective::Source;
 use crate::cost::memory::MemoryBreakdown;
 use crate::cost::timing::Term;
 use crate::cost::{Evaluation, Scenario};
@@ -20,12 +21,52 @@ pub struct Document {
     pub training: TrainingDoc,
     /// Lines about defaults, aliases and fallbacks; also printed above tables.
     pub notes: Vec<String>,
+    /// Where measured figures came from, what was odd about them, and the fleet view; absent
+    /// when only catalog figures were used.
+    pub measurements: Option<MeasurementsDoc>,
+    /// With `--compare-nominal`, said first when the measured top pick differs from the
+    /// catalog's.
+    pub top_pick_changed: Option<String>,
     /// Meshes priced.
     pub evaluated: usize,
     /// Meshes that fit memory.
     pub fitting: usize,
     /// The ranked meshes, best first.
     pub meshes: Vec<MeshDoc>,
+}
+
+/// The measurements behind a ranking.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct MeasurementsDoc {
+    /// What was read.
+    pub sources: Vec<String>,
+    /// Stale, simulated or unreadable data, by name.
+    pub notes: Vec<String>,
+    /// Nodes seen.
+    pub nodes: Vec<String>,
+    /// How node figures were aggregated.
+    pub aggregate: String,
+    /// Nodes behind the fleet median.
+    pub stragglers: Vec<StragglerDoc>,
+    /// Nodes left out, with the reason.
+    pub excluded: Vec<(String, String)>,
+    /// What keeping the excluded nodes would cost the best layout.
+    pub keep_cost: Option<String>,
+}
+
+/// A node behind the fleet.
+#[derive(Debug, Clone, Serialize)]
+pub struct StragglerDoc {
+    /// Node.
+    pub node: String,
+    /// Figure.
+    pub what: String,
+    /// The node's value.
+    pub value: f64,
+    /// Fleet median.
+    pub fleet_median: f64,
+    /// Shortfall against the median, fraction.
+    pub shortfall: f64,
 }
 
 /// Model summary.
@@ -58,7 +99,8 @@ pub struct ClusterDoc {
     pub nics_per_node: u32,
     /// NIC line rate, bits/s.
     pub nic_bits_per_s: f64,
-    /// Where the link and compute figures come from: `nominal` for catalog figures.
+    /// Where the link and compute figures come from: `nominal` for catalog figures,
+    /// `measured` where measurements were given (per term in each mesh's `sources`).
     pub figures: String,
 }
 
@@ -128,6 +170,18 @@ pub struct MeshDoc {
     pub warnings: Vec<String>,
     /// Why it stands below the mesh above it; `None` for the first.
     pub why_below: Option<String>,
+    /// Where each term's figures come from.
+    pub sources: BTreeMap<&'static str, Source>,
+    /// Step time low end from the fit residuals.
+    pub step_time_low_s: f64,
+    /// Step time high end.
+    pub step_time_high_s: f64,
+    /// Its band overlaps the band of the mesh above: a tie, not a ranking.
+    pub tie_with_above: bool,
+    /// Its rank under catalog figures (`--compare-nominal`).
+    pub nominal_rank: Option<usize>,
+    /// The term that moved it against the catalog ranking.
+    pub shift_cause: Option<String>,
 }
 
 impl MeshDoc {
@@ -139,6 +193,7 @@ impl MeshDoc {
         why_below: Option<String>,
     ) -> MeshDoc {
         let m = &e.mesh;
+        let (low, high) = scenario.band(e);
         MeshDoc {
             rank,
             tp: m.tp,
@@ -166,6 +221,12 @@ impl MeshDoc {
                 .map(ToString::to_string)
                 .collect(),
             why_below,
+            sources: scenario.term_sources(e).into_iter().collect(),
+            step_time_low_s: low,
+            step_time_high_s: high,
+            tie_with_above: false,
+            nominal_rank: None,
+            shift_cause: None,
         }
     }
 }
@@ -209,6 +270,8 @@ impl Document {
                 overlap_grad_reduce: t.overlap_grad_reduce,
             },
             notes,
+            measurements: None,
+            top_pick_changed: None,
             evaluated,
             fitting,
             meshes,

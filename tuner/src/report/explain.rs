@@ -89,6 +89,41 @@ pub fn why_below(upper: &Evaluation, lower: &Evaluation) -> String {
     )
 }
 
+/// Why a mesh's measured price differs from its catalog price: the term that moved most, as
+/// "TP all-reduce 2.3x slower than nominal: TP=8 over PCIe".
+pub fn shift_cause(measured: &Evaluation, nominal: &Evaluation) -> String {
+    let (name, m, n) = measured
+        .breakdown
+        .terms()
+        .iter()
+        .zip(nominal.breakdown.terms().iter())
+        .map(|((name, m), (_, n))| (*name, m.exposed_s, n.exposed_s))
+        .max_by(|a, b| (a.1 - a.2).abs().total_cmp(&(b.1 - b.2).abs()))
+        .unwrap_or(("compute", 0.0, 0.0));
+    let how = if n <= 0.0 {
+        format!("{} where nominal had none", seconds(m))
+    } else if m >= n {
+        format!("{:.1}x slower than nominal", m / n)
+    } else {
+        format!("{:.1}x faster than nominal", n / m.max(f64::MIN_POSITIVE))
+    };
+    let mut cause = term_cause(name, measured);
+    if name != "compute" && name != "optimizer" && name != "pipeline_bubble" {
+        let p = &measured.placement;
+        let span = match name {
+            "tp_comm" => p.tp,
+            "cp_comm" => p.cp,
+            "ep_all_to_all" => p.ep,
+            "pp_p2p" => p.pp,
+            _ => p.dp,
+        };
+        if span.link == LinkClass::Pcie {
+            cause.push_str(" (PCIe-only node)");
+        }
+    }
+    format!("{} {how}: {cause}", term_label(name))
+}
+
 /// A signed duration with a unit that keeps three significant digits.
 pub fn signed_seconds(s: f64) -> String {
     let sign = if s < 0.0 { "-" } else { "+" };

@@ -3,5 +3,7 @@
 
 pub mod doc;
 pub mod explain;
+pub mod fit;
 pub mod launch;
+pub mod plot;
 pub mod table;

@@ -5,6 +5,7 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, ContentArra
 use super::doc::{Document, MeshDoc};
 use super::explain::{seconds, term_label};
 use crate::catalog::{self, models::MODELS, CLUSTERS};
+use crate::cost::collective::Source;
 use crate::validate::Validation;
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -72,7 +73,11 @@ fn layout(m: &MeshDoc) -> String {
 
 /// The ranked table of `recommend`.
 pub fn recommend(doc: &Document) -> String {
-    let mut t = table(&[
+    let compared = doc
+        .meshes
+        .iter()
+        .any(|m| m.nominal_rank.is_some() || m.shift_cause.is_some());
+    let mut header = vec![
         "#",
         "layout",
         "mb x m",
@@ -85,10 +90,24 @@ pub fn recommend(doc: &Document) -> String {
         "tokens/s",
         "MFU",
         "bubble",
-    ]);
+    ];
+    if compared {
+        header.push("nominal #");
+    }
+    let mut t = table(&header);
     for m in &doc.meshes {
-        t.add_row(vec![
-            Cell::new(m.rank),
+        let spread = (m.step_time_high_s - m.step_time_s).max(0.0);
+        let step = if spread > 0.0 {
+            format!("{:.3} ±{:.3}", m.step_time_s, spread)
+        } else {
+            format!("{:.3}", m.step_time_s)
+        };
+        let mut row = vec![
+            Cell::new(if m.tie_with_above {
+                format!("{} (tie)", m.rank)
+            } else {
+                m.rank.to_string()
+            }),
             Cell::new(layout(m)),
             Cell::new(format!("{} x {}", m.microbatch_size, m.microbatches)),
             Cell::new(m.virtual_stages),
@@ -96,14 +115,25 @@ pub fn recommend(doc: &Document) -> String {
             Cell::new(m.recompute),
             Cell::new(if m.sequence_parallel { "yes" } else { "no" }),
             Cell::new(format!("{:.1}", m.memory_per_gpu_bytes.total / GIB)),
-            Cell::new(format!("{:.3}", m.step_time_s)),
+            Cell::new(step),
             Cell::new(format!("{:.0}", m.tokens_per_s)),
             Cell::new(format!("{:.1}%", m.mfu * 100.0)),
             Cell::new(format!("{:.1}%", m.bubble_fraction * 100.0)),
-        ]);
+        ];
+        if compared {
+            row.push(Cell::new(
+                m.nominal_rank.map_or("-".to_string(), |r| r.to_string()),
+            ));
+        }
+        t.add_row(row);
     }
     right(&mut t, 7);
-    let mut s = head(doc);
+    let mut s = String::new();
+    if let Some(line) = &doc.top_pick_changed {
+        s.push_str(&format!("{line}\n"));
+    }
+    s.push_str(&head(doc));
+    s.push_str(&measurements(doc));
     s.push_str(&format!(
         "{} configurations evaluated, {} fit in memory\n",
         doc.evaluated, doc.fitting
@@ -112,11 +142,68 @@ pub fn recommend(doc: &Document) -> String {
     s.push('\n');
     for m in &doc.meshes {
         if let Some(why) = &m.why_below {
-            s.push_str(&format!("#{} below #{}: {why}\n", m.rank, m.rank - 1));
+            let tie = if m.tie_with_above {
+                " (within the uncertainty: a tie)"
+            } else {
+                ""
+            };
+            s.push_str(&format!("#{} below #{}: {why}{tie}\n", m.rank, m.rank - 1));
+        }
+        if let Some(cause) = &m.shift_cause {
+            let moved = match m.nominal_rank {
+                Some(n) if n > m.rank => format!("up {} from nominal #{n}", n - m.rank),
+                Some(n) => format!("down {} from nominal #{n}", m.rank - n),
+                None => "does not fit under catalog figures".to_string(),
+            };
+            s.push_str(&format!("#{} {moved}: {cause}\n", m.rank));
         }
         for w in &m.warnings {
             s.push_str(&format!("#{} warning: {w}\n", m.rank));
         }
+    }
+    if let Some(first) = doc.meshes.first() {
+        let measured: Vec<&str> = first
+            .sources
+            .iter()
+            .filter(|(_, s)| **s != Source::Nominal)
+            .map(|(t, _)| *t)
+            .collect();
+        if doc.measurements.is_some() {
+            s.push_str(&format!(
+                "#1 terms from measurements: {}; the rest from the catalog\n",
+                if measured.is_empty() {
+                    "none".to_string()
+                } else {
+                    measured.join(", ")
+                }
+            ));
+        }
+    }
+    s
+}
+
+/// The measurements section: sources, stale or simulated data, stragglers, exclusions.
+fn measurements(doc: &Document) -> String {
+    let Some(m) = &doc.measurements else {
+        return String::new();
+    };
+    let mut s = String::new();
+    for src in &m.sources {
+        s.push_str(&format!("measurements: {src}\n"));
+    }
+    for st in &m.stragglers {
+        s.push_str(&format!(
+            "straggler: {} is {:.0}% below the fleet median on {}\n",
+            st.node,
+            st.shortfall * 100.0,
+            st.what
+        ));
+    }
+    for (n, why) in &m.excluded {
+        s.push_str(&format!("excluded: {n} ({why})\n"));
+    }
+    if let Some(k) = &m.keep_cost {
+        s.push_str(&format!("{k}\n"));
     }
     s
 }

@@ -1,0 +1,110 @@
+//! Reading measurements: snapshot files, microbench JSON lines, nccl-tests logs and the
+//! Prometheus HTTP API. Each source ends as records plus notes on what was odd.
+
+pub mod files;
+pub mod prometheus;
+pub mod snapshot;
+
+use std::collections::BTreeMap;
+
+use record::{Backend, Record};
+
+/// Records from every source, with what the user must be told about them.
+#[derive(Debug, Clone, Default)]
+pub struct Measurements {
+    /// The records kept.
+    pub records: Vec<Record>,
+    /// Stale, simulated or unreadable data, by name.
+    pub notes: Vec<String>,
+    /// What was read.
+    pub sources: Vec<String>,
+    /// GPU model per node, where the source says.
+    pub gpu_models: BTreeMap<String, String>,
+}
+
+impl Measurements {
+    /// Drops records older than `max_age_s` at `now` (records without a timestamp, such as
+    /// imported logs, are kept) and names what was dropped and what is simulated.
+    pub fn screen(&mut self, now: f64, max_age_s: Option<f64>) {
+        if let Some(max_age) = max_age_s {
+            let before = self.records.len();
+            let mut stale_nodes: Vec<String> = Vec::new();
+            self.records.retain(|r| {
+                let fresh = r.timestamp.is_none_or(|t| now - t <= max_age);
+                if !fresh {
+                    let node = r.group.node.clone().unwrap_or_else(|| "unknown".into());
+                    if !stale_nodes.contains(&node) {
+                        stale_nodes.push(node);
+                    }
+                }
+                fresh
+            });
+            let dropped = before - self.records.len();
+            if dropped > 0 {
+                self.notes.push(format!(
+                    "{dropped} records older than --max-age {max_age:.0} s dropped (nodes {}); their terms fall back to catalog figures",
+                    stale_nodes.join(", ")
+                ));
+            }
+        }
+        let sim = self
+            .records
+            .iter()
+            .filter(|r| r.backend == Backend::Sim)
+            .count();
+        if sim > 0 {
+            self.notes.push(format!("{sim} records come from the sim backend: a model of the hardware, not a measurement of it"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use record::{Clock, Dtype, Group, Kind, Scope, Timing};
+
+    fn rec(ts: Option<f64>, backend: Backend) -> Record {
+        let mut r = Record::transfer(
+            Kind::AllReduce,
+            backend,
+            Group {
+                node: Some("n1".into()),
+                gpus: vec![0, 1],
+                scope: Scope::IntraNode,
+                ranks: 2,
+            },
+            1 << 20,
+            Dtype::Bf16,
+            Timing {
+                time_s: 1e-4,
+                time_min_s: None,
+                time_max_s: None,
+                iters: Some(20),
+                clock: Clock::CudaEvent,
+            },
+        );
+        r.timestamp = ts;
+        r
+    }
+
+    #[test]
+    fn stale_and_sim_records_are_named() {
+        let mut m = Measurements {
+            records: vec![
+                rec(Some(0.0), Backend::Nccl),
+                rec(Some(990.0), Backend::Nccl),
+                rec(None, Backend::Sim),
+            ],
+            ..Default::default()
+        };
+        m.screen(1000.0, Some(100.0));
+        assert_eq!(m.records.len(), 2);
+        assert!(
+            m.notes[0].contains("1 records older than --max-age 100 s")
+                && m.notes[0].contains("n1"),
+            "{:?}",
+            m.notes
+        );
+        assert!(m.notes[1].contains("sim backend"), "{:?}", m.notes);
+    }
+}

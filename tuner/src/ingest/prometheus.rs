@@ -1,0 +1,451 @@
+//! The Prometheus HTTP API (`/api/v1/query`): one instant query per metric family, never one
+//! per series, turned back into measurement records.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use record::{Backend, Clock, Dtype, Gemm, Group, Kind, Record, Scope, Timing};
+use serde::Deserialize;
+
+use super::snapshot::{GpuInfo, LinkInfo, Node, Snapshot, TimeRange, FORMAT_VERSION};
+use super::Measurements;
+use crate::error::TunerError;
+
+/// Where and how to query.
+#[derive(Debug, Clone)]
+pub struct PromSource {
+    /// Base URL, e.g. `http://prometheus:9090`.
+    pub url: String,
+    /// Bearer token.
+    pub bearer: Option<String>,
+    /// Basic-auth user and password.
+    pub basic: Option<(String, String)>,
+    /// Request timeout.
+    pub timeout: Duration,
+    /// Label matchers scoping every query, e.g. `{pool="train-a"}`.
+    pub selector: Option<String>,
+    /// Look back this far (`last_over_time`), e.g. `24h`; `None` for the latest sample.
+    pub window: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Response {
+    status: String,
+    #[serde(default)]
+    data: Option<Data>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Data {
+    result: Vec<Sample>,
+}
+
+#[derive(Deserialize)]
+struct Sample {
+    metric: BTreeMap<String, String>,
+    value: (f64, String),
+}
+
+/// The families read, in query order.
+const FAMILIES: [&str; 6] = [
+    "meshfit_collective_time_seconds",
+    "meshfit_gemm_flops_per_second",
+    "meshfit_memory_bandwidth_bytes_per_second",
+    "meshfit_calibration_last_success_timestamp_seconds",
+    "meshfit_gpu_info",
+    "meshfit_gpu_link_info",
+];
+
+impl PromSource {
+    /// The PromQL for one family, scoped by the selector and the window.
+    pub fn query_for(&self, family: &str) -> String {
+        let matchers = self
+            .selector
+            .as_deref()
+            .map(|s| {
+                s.trim()
+                    .trim_start_matches('{')
+                    .trim_end_matches('}')
+                    .trim()
+            })
+            .unwrap_or("");
+        let series = format!("{family}{{{matchers}}}");
+        match &self.window {
+            Some(w) => format!("last_over_time({series}[{w}])"),
+            None => series,
+        }
+    }
+
+    fn query(
+        &self,
+        client: &reqwest::blocking::Client,
+        family: &str,
+    ) -> Result<Vec<Sample>, TunerError> {
+        let q = self.query_for(family);
+        let url = format!("{}/api/v1/query", self.url.trim_end_matches('/'));
+        let mut req = client.get(&url).query(&[("query", q.as_str())]);
+        if let Some(t) = &self.bearer {
+            req = req.bearer_auth(t);
+        }
+        if let Some((u, p)) = &self.basic {
+            req = req.basic_auth(u, Some(p));
+        }
+        let fail = |message: String| TunerError::Prometheus {
+            url: self.url.clone(),
+            query: q.clone(),
+            message,
+        };
+        let resp = req.send().map_err(|e| fail(e.to_string()))?;
+        let status = resp.status();
+        let body: Response = resp
+            .json()
+            .map_err(|e| fail(format!("HTTP {status}: {e}")))?;
+        if body.status != "success" {
+            return Err(fail(body.error.unwrap_or_else(|| {
+                format!("HTTP {status}, status {}", body.status)
+            })));
+        }
+        Ok(body.data.map(|d| d.result).unwrap_or_default())
+    }
+
+    /// Runs one query per family and returns the records, plus a snapshot of them.
+    pub fn fetch(&self, now: f64) -> Result<(Measurements, Snapshot), TunerError> {
+        let client = reqwest::blocking::Client::builder()
+            .timeout(self.timeout)
+            .build()
+            .map_err(|e| TunerError::Prometheus {
+                url: self.url.clone(),
+                query: String::new(),
+                message: e.to_string(),
+            })?;
+        let mut results = Vec::with_capacity(FAMILIES.len());
+        for family in FAMILIES {
+            results.push(self.query(&client, family)?);
+        }
+        let [collectives, gemms, memory, calibrated, gpus, links]: [Vec<Sample>; 6] = results
+            .try_into()
+            .unwrap_or_else(|_| unreachable!("one result per family"));
+        Ok(to_measurements(
+            self,
+            now,
+            collectives,
+            gemms,
+            memory,
+            calibrated,
+            gpus,
+            links,
+        ))
+    }
+}
+
+fn label<'a>(s: &'a Sample, name: &str) -> Option<&'a str> {
+    s.metric.get(name).map(String::as_str)
+}
+
+fn value(s: &Sample) -> Option<f64> {
+    s.value.1.parse::<f64>().ok().filter(|v| v.is_finite())
+}
+
+fn node(s: &Sample) -> String {
+    label(s, "hostname").unwrap_or("unknown").to_string()
+}
+
+fn backend(s: &Sample) -> Backend {
+    label(s, "backend")
+        .and_then(|b| b.parse().ok())
+        .unwrap_or(Backend::Nccl)
+}
+
+fn timing(time_s: f64, backend: Backend) -> Timing {
+    let clock = if backend == Backend::Sim {
+        Clock::Model
+    } else {
+        Clock::CudaEvent
+    };
+    Timing {
+        time_s,
+        time_min_s: None,
+        time_max_s: None,
+        iters: None,
+        clock,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn to_measurements(
+    src: &PromSource,
+    now: f64,
+    collectives: Vec<Sample>,
+    gemms: Vec<Sample>,
+    memory: Vec<Sample>,
+    calibrated: Vec<Sample>,
+    gpus: Vec<Sample>,
+    links: Vec<Sample>,
+) -> (Measurements, Snapshot) {
+    let mut m = Measurements::default();
+    let stamps: BTreeMap<String, f64> = calibrated
+        .iter()
+        .filter_map(|s| Some((node(s), value(s)?)))
+        .collect();
+    let mut skipped = 0usize;
+    for s in &collectives {
+        let parsed = (|| {
+            let kind: Kind = label(s, "collective")?.parse().ok()?;
+            let scope: Scope = label(s, "scope")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(Scope::IntraNode);
+            let ranks: u32 = label(s, "ranks")?.parse().ok()?;
+            let bytes: u64 = label(s, "size_bytes")?.parse().ok()?;
+            let t = value(s).filter(|t| *t > 0.0)?;
+            let b = backend(s);
+            let group = Group {
+                node: Some(node(s)),
+                gpus: Vec::new(),
+                scope,
+                ranks,
+            };
+            let mut r = Record::transfer(kind, b, group, bytes, Dtype::Bf16, timing(t, b));
+            r.timestamp = stamps.get(&node(s)).copied();
+            Some(r)
+        })();
+        match parsed {
+            Some(r) => m.records.push(r),
+            None => skipped += 1,
+        }
+    }
+    for s in &gemms {
+        let parsed = (|| {
+            let shape = Gemm {
+                m: label(s, "m")?.parse().ok()?,
+                n: label(s, "n")?.parse().ok()?,
+                k: label(s, "k")?.parse().ok()?,
+            };
+            let dtype: Dtype = label(s, "dtype")?.parse().ok()?;
+            let flops = value(s).filter(|f| *f > 0.0)?;
+            let gpu: u32 = label(s, "gpu")?.parse().ok()?;
+            let b = backend(s);
+            let group = Group {
+                node: Some(node(s)),
+                gpus: vec![gpu],
+                scope: Scope::IntraNode,
+                ranks: 1,
+            };
+            let mut r = Record::gemm(b, group, shape, dtype, timing(shape.flop() / flops, b));
+            r.timestamp = stamps.get(&node(s)).copied();
+            Some(r)
+        })();
+        match parsed {
+            Some(r) => m.records.push(r),
+            None => skipped += 1,
+        }
+    }
+    for s in &memory {
+        if label(s, "path") != Some("hbm") {
+            continue;
+        }
+        let (Some(bw), Some(gpu)) = (
+            value(s).filter(|v| *v > 0.0),
+            label(s, "gpu").and_then(|g| g.parse::<u32>().ok()),
+        ) else {
+            skipped += 1;
+            continue;
+        };
+        // An HBM copy of 1 GiB whose reads plus writes ran at the exported rate.
+        let bytes = 1u64 << 30;
+        let b = backend(s);
+        let group = Group {
+            node: Some(node(s)),
+            gpus: vec![gpu],
+            scope: Scope::IntraNode,
+            ranks: 1,
+        };
+        let mut r = Record::transfer(
+            Kind::HbmCopy,
+            b,
+            group,
+            bytes,
+            Dtype::Bf16,
+            timing(2.0 * bytes as f64 / bw, b),
+        );
+        r.timestamp = stamps.get(&node(s)).copied();
+        m.records.push(r);
+    }
+    if skipped > 0 {
+        m.notes.push(format!(
+            "{skipped} series from {} lacked the labels of shared/design.md and were skipped",
+            src.url
+        ));
+    }
+    let mut nodes: BTreeMap<String, Node> = BTreeMap::new();
+    for s in &gpus {
+        let (Some(idx), Some(model)) = (
+            label(s, "gpu").and_then(|g| g.parse().ok()),
+            label(s, "modelName"),
+        ) else {
+            continue;
+        };
+        m.gpu_models.insert(node(s), model.to_string());
+        nodes
+            .entry(node(s))
+            .or_insert_with(|| empty_node(node(s)))
+            .gpus
+            .push(GpuInfo {
+                index: idx,
+                model: model.to_string(),
+            });
+    }
+    for s in &links {
+        let (Some(gpu), Some(peer), Some(link)) = (
+            label(s, "gpu").and_then(|g| g.parse().ok()),
+            label(s, "peer_gpu").and_then(|g| g.parse().ok()),
+            label(s, "link"),
+        ) else {
+            continue;
+        };
+        nodes
+            .entry(node(s))
+            .or_insert_with(|| empty_node(node(s)))
+            .links
+            .push(LinkInfo {
+                gpu,
+                peer_gpu: peer,
+                link: link.to_string(),
+            });
+    }
+    for r in &m.records {
+        let n = r.group.node.clone().unwrap_or_default();
+        nodes
+            .entry(n.clone())
+            .or_insert_with(|| empty_node(n))
+            .records
+            .push(r.clone());
+    }
+    let oldest = stamps.values().copied().fold(now, f64::min);
+    let what = format!(
+        "prometheus {}{}",
+        src.url,
+        src.selector
+            .as_deref()
+            .map(|s| format!(" {s}"))
+            .unwrap_or_default()
+    );
+    m.sources.push(format!(
+        "{what} ({} records from {} nodes)",
+        m.records.len(),
+        nodes.len()
+    ));
+    let snapshot = Snapshot {
+        format_version: FORMAT_VERSION,
+        created: now,
+        source: what,
+        time_range: TimeRange {
+            start: oldest,
+            end: now,
+        },
+        nodes: nodes.into_values().collect(),
+    };
+    (m, snapshot)
+}
+
+fn empty_node(name: String) -> Node {
+    Node {
+        name,
+        gpus: Vec::new(),
+        links: Vec::new(),
+        records: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn src(selector: Option<&str>, window: Option<&str>) -> PromSource {
+        PromSource {
+            url: "http://p:9090".into(),
+            bearer: None,
+            basic: None,
+            timeout: Duration::from_secs(5),
+            selector: selector.map(Into::into),
+            window: window.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn one_query_per_family_scoped_by_selector_and_window() {
+        assert_eq!(
+            src(None, None).query_for("meshfit_gpu_info"),
+            "meshfit_gpu_info{}"
+        );
+        assert_eq!(
+            src(Some("{pool=\"train-a\"}"), None).query_for("meshfit_gpu_info"),
+            "meshfit_gpu_info{pool=\"train-a\"}"
+        );
+        assert_eq!(
+            src(Some("pool=\"a\""), Some("24h")).query_for("meshfit_collective_time_seconds"),
+            "last_over_time(meshfit_collective_time_seconds{pool=\"a\"}[24h])"
+        );
+    }
+
+    #[test]
+    fn samples_become_records() {
+        let sample = |labels: &[(&str, &str)], v: &str| Sample {
+            metric: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            value: (0.0, v.to_string()),
+        };
+        let coll = vec![sample(
+            &[
+                ("collective", "all_reduce"),
+                ("scope", "intra_node"),
+                ("ranks", "8"),
+                ("size_bytes", "1048576"),
+                ("backend", "sim"),
+                ("hostname", "n1"),
+            ],
+            "0.0001",
+        )];
+        let gemm = vec![sample(
+            &[
+                ("gpu", "3"),
+                ("dtype", "bf16"),
+                ("m", "8192"),
+                ("n", "8192"),
+                ("k", "8192"),
+                ("backend", "sim"),
+                ("hostname", "n1"),
+            ],
+            "7e14",
+        )];
+        let mem = vec![sample(
+            &[("gpu", "0"), ("path", "hbm"), ("hostname", "n1")],
+            "3e12",
+        )];
+        let stamp = vec![sample(&[("hostname", "n1")], "1000")];
+        let (m, snap) = to_measurements(
+            &src(None, None),
+            2000.0,
+            coll,
+            gemm,
+            mem,
+            stamp,
+            vec![],
+            vec![],
+        );
+        assert_eq!(m.records.len(), 3);
+        let ar = &m.records[0];
+        assert_eq!(
+            (ar.kind, ar.group.ranks, ar.bytes, ar.backend),
+            (Kind::AllReduce, 8, 1 << 20, Backend::Sim)
+        );
+        assert_eq!(ar.timestamp, Some(1000.0));
+        assert!((m.records[1].flops.unwrap() / 7e14 - 1.0).abs() < 1e-12);
+        assert!((m.records[2].busbw.unwrap() / 3e12 - 1.0).abs() < 1e-12);
+        assert_eq!(snap.nodes.len(), 1);
+        assert_eq!(snap.time_range.start, 1000.0);
+    }
+}
