@@ -20,6 +20,7 @@ All servers listen on 127.0.0.1; every process started here is stopped on the wa
 """
 import json
 import re
+import secrets
 import signal
 import socket
 import subprocess
@@ -107,13 +108,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_agents(procs: Processes, agent: str, work: Path) -> dict[str, str]:
+def start_agents(procs: Processes, agent: str, work: Path, token: str) -> dict[str, str]:
     addresses = {}
     for seed, (node, faults) in enumerate(NODES.items()):
         log = work / f"agent-{node}.log"
         argv = [agent, "--backend", "sim", "--profile", PROFILE, "--node-name", node,
                 "--listen", "127.0.0.1:0", "--state-dir", str(work / node), "--seed", str(seed),
-                "--jitter", "0s", "--interval", "1h", "--sample-interval", f"{SCRAPE_S}s"]
+                "--jitter", "0s", "--interval", "1h", "--sample-interval", f"{SCRAPE_S}s",
+                "--calibrate-token", token]
         for fault in faults:
             argv += ["--fault", fault]
         proc = procs.start(f"agent {node}", argv, log)
@@ -133,6 +135,22 @@ def start_agents(procs: Processes, agent: str, work: Path) -> dict[str, str]:
     say(f"{len(addresses)} sim agents ({PROFILE}) calibrated: "
         + ", ".join(f"{n} {a}{' ' + ' '.join(NODES[n]) if NODES[n] else ''}" for n, a in addresses.items()))
     return addresses
+
+
+def calibrate_again(addresses: dict[str, str], token: str) -> None:
+    """A second run on every node while Prometheus watches, so that the live NVLink counters move
+    and the traffic panels draw a rate rather than a flat line."""
+    for node, address in addresses.items():
+        request = urllib.request.Request(f"http://{address}/v1/calibrate", method="POST",
+                                         headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            if response.status // 100 != 2:
+                raise SystemExit(f"e2e: POST /v1/calibrate on {node}: {response.status}")
+    for node, address in addresses.items():
+        wait_until(f"the second calibration on {node}",
+                   lambda a=address: re.search(r'meshfit_calibration_runs_total\{result="success"[^}]*\} 2\b',
+                                               http_get(f"http://{a}/metrics")[1]), 60)
+    say("second calibration on every node done (POST /v1/calibrate)")
 
 
 def test_rules(work: Path) -> Path:
@@ -308,7 +326,8 @@ def main(agent: str, tuner: str, work: Path, panels_json: Path) -> None:
     # SIGTERM (CI's timeout, check.sh's trap) unwinds through `finally` like Ctrl-C does.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        addresses = start_agents(procs, agent, work)
+        token = secrets.token_hex(16)
+        addresses = start_agents(procs, agent, work, token)
         address = start_prometheus(procs, work, list(addresses.values()))
         prom = Prometheus(address)
         wait_until("the recording rules over every node",
@@ -316,7 +335,8 @@ def main(agent: str, tuner: str, work: Path, panels_json: Path) -> None:
                                             " and on (hostname) hostname_gpu:meshfit_gemm_flops_per_second:ratio_to_fleet")) > 0
                    and {s["metric"]["hostname"] for s in prom.instant("hostname_collective:meshfit_collective_busbw_bytes_per_second:ratio_to_fleet")} == set(NODES),
                    60)
-        # Range panels need a few scrapes of history, rate() two at least.
+        calibrate_again(addresses, token)
+        # Range panels need a few scrapes of history after it, rate() two at least.
         time.sleep(4 * SCRAPE_S)
         boards = []
         for path in DASHBOARDS:
