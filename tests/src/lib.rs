@@ -13,6 +13,28 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+/// A workspace binary, built on first use with the same cargo and target dir.
+///
+/// A test of this package cannot name another package's binary, so it asks cargo; a build
+/// that is up to date returns at once, and a stale binary is never tested.
+pub fn workspace_bin(package: &str, bin: &str) -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--quiet", "-p", package, "--bin", bin])
+        .status()
+        .unwrap_or_else(|e| panic!("running cargo build -p {package}: {e}"));
+    assert!(status.success(), "cargo build -p {package} failed");
+    // target/<profile>/deps/<this test> -> target/<profile>/<bin>
+    let exe = std::env::current_exe().expect("test executable path");
+    let path = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test executable under target/<profile>/deps")
+        .join(bin);
+    assert!(path.exists(), "{} missing after the build", path.display());
+    path
+}
+
 /// The `agent` binary, built once per test process with the same cargo and target dir.
 ///
 /// A test of this package cannot name another package's binary, so it asks cargo; a build

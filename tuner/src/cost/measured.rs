@@ -49,6 +49,17 @@ impl MeasuredCollectives {
         MeasuredCollectives { nominal, curves }
     }
 
+    /// For a group that crosses nodes, the measured intra-node curve of its members per node.
+    fn intra_floor(&self, c: Collective, group: &GroupSpan) -> Option<&FleetCurve> {
+        if group.link != LinkClass::Network || group.members_per_node <= 1 {
+            return None;
+        }
+        self.curves
+            .get(&(kind_of(c), Scope::IntraNode))?
+            .iter()
+            .find(|f| f.ranks == group.members_per_node)
+    }
+
     fn lookup(&self, c: Collective, group: &GroupSpan) -> Answer<'_> {
         // Intra-node measurements answer for groups inside a node (NVLink or PCIe); groups
         // that cross nodes need inter-node measurements.
@@ -78,6 +89,13 @@ impl CollectiveModel for MeasuredCollectives {
         if group.ranks <= 1 {
             return 0.0;
         }
+        if let (Answer::None, Some(intra)) = (self.lookup(c, group), self.intra_floor(c, group)) {
+            // No inter-node measurement: the catalog prices the network, but the collective can
+            // be no faster than its members inside one node measured on their own.
+            let floor =
+                intra.alpha_s + bytes * c.busbw_factor(group.ranks) / intra.busbw_bytes_per_s;
+            return self.nominal.time_s(c, group, bytes).max(floor);
+        }
         match self.lookup(c, group) {
             Answer::Exact(f) => f.alpha_s + bytes / f.beta_bytes_per_s,
             // Ring model: bus bandwidth holds across rank counts, latency grows with the steps
@@ -95,6 +113,7 @@ impl CollectiveModel for MeasuredCollectives {
         match self.lookup(c, group) {
             Answer::Exact(_) => Source::Measured,
             Answer::Nearest(_) => Source::Extrapolated,
+            Answer::None if self.intra_floor(c, group).is_some() => Source::Extrapolated,
             Answer::None => Source::Nominal,
         }
     }

@@ -1,0 +1,312 @@
+//! The tuner re-ranking on measurements from the sim backend (issue 5, "Scenarios"): each test
+//! measures a small fleet with `microbench --backend sim`, feeds the records to
+//! `tuner recommend --measurements`, and asserts the direction of the change and its cause.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use meshfit_e2e::workspace_bin;
+use serde_json::Value;
+
+/// Calibrates one sim node and returns its records, renamed to `node`.
+fn calibrate(profile: &str, node: &str, seed: u32, faults: &[&str]) -> String {
+    let mut cmd = Command::new(workspace_bin("microbench", "microbench"));
+    cmd.args([
+        "--backend",
+        "sim",
+        "--profile",
+        profile,
+        "--seed",
+        &seed.to_string(),
+        "--json",
+    ]);
+    for f in faults {
+        cmd.args(["--fault", f]);
+    }
+    let out = cmd
+        .args(["calibrate", "-b", "1K", "-e", "4G", "-f", "4"])
+        .output()
+        .expect("microbench runs");
+    assert!(
+        out.status.success(),
+        "microbench: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .replace(&format!("sim-{profile}"), node)
+}
+
+/// Writes a fleet of `n` nodes (the one named in `faulty` with its faults) to a JSON-lines file.
+fn fleet(dir: &Path, profile: &str, n: u32, faulty: Option<(u32, &[&str])>) -> PathBuf {
+    let mut text = String::new();
+    for i in 0..n {
+        let faults: &[&str] = match faulty {
+            Some((f, list)) if f == i => list,
+            _ => &[],
+        };
+        text.push_str(&calibrate(profile, &format!("node-{i}"), i, faults));
+    }
+    let path = dir.join(format!("{profile}-{n}.jsonl"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn tuner(args: &[&str]) -> Value {
+    let out = Command::new(workspace_bin("tuner", "tuner"))
+        .args(args)
+        .args(["--format", "json"])
+        .output()
+        .expect("tuner runs");
+    assert!(
+        out.status.success(),
+        "tuner {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON document")
+}
+
+fn layout(m: &Value) -> (u64, u64, u64, u64) {
+    (
+        m["tp"].as_u64().unwrap(),
+        m["pp"].as_u64().unwrap(),
+        m["dp"].as_u64().unwrap(),
+        m["cp"].as_u64().unwrap(),
+    )
+}
+
+#[test]
+fn healthy_dgx_h100_fleet_ranks_close_to_nominal() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = fleet(dir.path(), "dgx-h100", 4, None);
+    let doc = tuner(&[
+        "recommend",
+        "--model",
+        "70b",
+        "--gpus",
+        "512",
+        "--compare-nominal",
+        "--measurements",
+        data.to_str().unwrap(),
+    ]);
+    let meshes = doc["meshes"].as_array().unwrap();
+    // The measured best was among the catalog's best three, and every measured top-10 mesh is
+    // within the catalog's top 20: a healthy fleet is what the datasheet says.
+    assert!(
+        meshes[0]["nominal_rank"].as_u64().unwrap() <= 3,
+        "{}",
+        meshes[0]
+    );
+    for m in meshes {
+        assert!(m["nominal_rank"].as_u64().is_some_and(|r| r <= 20), "{m}");
+    }
+    assert!(doc["measurements"]["stragglers"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    assert_eq!(meshes[0]["sources"]["tp_comm"], "measured");
+    assert_eq!(meshes[0]["sources"]["compute"], "measured");
+}
+
+#[test]
+fn pcie_only_l40s_fleet_makes_tp8_expensive() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = fleet(dir.path(), "l40s-pcie", 2, None);
+    let data = data.to_str().unwrap();
+    // GPT-3 175B on 64 L40S needs TP=8 to fit; the measured 8-GPU all-reduce through the PCIe
+    // switches and the host bridge is slower than the catalog's PCIe figure.
+    let args = [
+        "explain",
+        "--model",
+        "gpt3-175b",
+        "--gpus",
+        "64",
+        "--cluster",
+        "l40s-pcie",
+        "--tp",
+        "8",
+        "--pp",
+        "8",
+        "--dp",
+        "1",
+    ];
+    let nominal = tuner(&args);
+    let measured = tuner(&[&args[..], &["--measurements", data]].concat());
+    let tp = |d: &Value| {
+        d["meshes"][0]["time_s"]["tp_comm"]["exposed_s"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(
+        tp(&measured) > 1.3 * tp(&nominal),
+        "measured {} vs nominal {}",
+        tp(&measured),
+        tp(&nominal)
+    );
+    // Where TP is free, the measured winner never takes a wider TP than the catalog's.
+    let rank = |extra: &[&str]| {
+        tuner(
+            &[
+                &[
+                    "recommend",
+                    "--model",
+                    "70b",
+                    "--gpus",
+                    "64",
+                    "--cluster",
+                    "l40s-pcie",
+                    "--top",
+                    "1",
+                ][..],
+                extra,
+            ]
+            .concat(),
+        )
+    };
+    let n = rank(&[]);
+    let m = rank(&["--measurements", data, "--compare-nominal"]);
+    assert!(layout(&m["meshes"][0]).0 <= layout(&n["meshes"][0]).0);
+    assert!(m["meshes"][0]["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w.as_str().unwrap().contains("without NVLink")));
+}
+
+#[test]
+fn degraded_nvlink_node_is_flagged_and_excluding_it_restores_the_ranking() {
+    let dir = tempfile::tempdir().unwrap();
+    let healthy = fleet(dir.path(), "dgx-h100", 3, None);
+    let degraded = fleet(
+        dir.path(),
+        "hgx-h200",
+        4,
+        Some((2, &["nvlink-degraded:gpu=3"])),
+    );
+    let healthy_h200 = {
+        let text: String = std::fs::read_to_string(&degraded)
+            .unwrap()
+            .lines()
+            .filter(|l| !l.contains("\"node-2\""))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let p = dir.path().join("healthy-h200.jsonl");
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let _ = healthy;
+    let base = [
+        "recommend",
+        "--model",
+        "70b",
+        "--gpus",
+        "256",
+        "--cluster",
+        "hgx-h200",
+        "--tp",
+        "8",
+        "--top",
+        "3",
+    ];
+    let with_bad = tuner(&[&base[..], &["--measurements", degraded.to_str().unwrap()]].concat());
+    let stragglers = with_bad["measurements"]["stragglers"].as_array().unwrap();
+    assert!(!stragglers.is_empty());
+    for s in stragglers {
+        assert_eq!(s["node"], "node-2", "only the faulty node is flagged: {s}");
+        assert!(s["what"].as_str().unwrap().contains("x8"), "{s}");
+    }
+    let excluded = tuner(
+        &[
+            &base[..],
+            &[
+                "--measurements",
+                degraded.to_str().unwrap(),
+                "--exclude-degraded",
+            ],
+        ]
+        .concat(),
+    );
+    let reference = tuner(
+        &[
+            &base[..],
+            &["--measurements", healthy_h200.to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    let steps = |d: &Value| d["meshes"][0]["step_time_s"].as_f64().unwrap();
+    assert_eq!(
+        layout(&excluded["meshes"][0]),
+        layout(&reference["meshes"][0])
+    );
+    assert!((steps(&excluded) / steps(&reference) - 1.0).abs() < 0.01);
+    assert!(
+        steps(&with_bad) > 1.02 * steps(&excluded),
+        "the degraded node slows the TP=8 layout"
+    );
+    let keep = excluded["measurements"]["keep_cost"].as_str().unwrap();
+    assert!(keep.contains("keeping node-2 costs +"), "{keep}");
+}
+
+#[test]
+fn fabric_at_half_rate_shifts_weight_from_dp_to_pp() {
+    // Inter-node all-reduce, reduce-scatter and all-gather measured at half the catalog's
+    // network rate on a DGX A100 fleet (nccl-tests style, 8 ranks, one per node).
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = String::new();
+    let nic = 25e9 * 0.68 / 2.0;
+    for kind in ["all_reduce", "reduce_scatter", "all_gather", "send_recv"] {
+        let factor: f64 = match kind {
+            "all_reduce" => 1.75,
+            "send_recv" => 1.0,
+            _ => 0.875,
+        };
+        for i in 10..34 {
+            let bytes = 1u64 << i;
+            let t = 40e-6 + bytes as f64 * factor / nic;
+            text.push_str(&format!(
+                "{{\"kind\":\"{kind}\",\"backend\":\"nccl\",\"node\":\"fabric\",\"gpus\":[],\"scope\":\"inter_node\",\"ranks\":8,\"bytes\":{bytes},\"dtype\":\"bf16\",\"time_s\":{t},\"time_min_s\":null,\"time_max_s\":null,\"iters\":20,\"clock\":\"cuda_event\",\"algbw\":null,\"busbw\":null,\"flops\":null,\"timestamp\":null}}\n"
+            ));
+        }
+    }
+    let path = dir.path().join("fabric.jsonl");
+    std::fs::write(&path, text).unwrap();
+    let args = [
+        "recommend",
+        "--model",
+        "gpt3-175b",
+        "--gpus",
+        "1024",
+        "--cluster",
+        "dgx-a100",
+        "--top",
+        "1",
+        "--zero",
+        "0",
+        "--no-overlap-grad-reduce",
+    ];
+    let nominal = tuner(&args);
+    let measured = tuner(
+        &[
+            &args[..],
+            &[
+                "--measurements",
+                path.to_str().unwrap(),
+                "--compare-nominal",
+            ],
+        ]
+        .concat(),
+    );
+    let (n, m) = (
+        layout(&nominal["meshes"][0]),
+        layout(&measured["meshes"][0]),
+    );
+    assert!(
+        m.2 <= n.2 && m.1 >= n.1 && m != n,
+        "DP shrinks and PP grows: nominal {n:?}, measured {m:?}"
+    );
+    let top = measured["top_pick_changed"].as_str().unwrap();
+    assert!(
+        top.contains("DP gradient reduction") && top.contains("slower than nominal"),
+        "{top}"
+    );
+}
