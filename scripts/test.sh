@@ -35,3 +35,4 @@ say "clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 say "tests"
 cargo test --workspace --locked
+deploy/check.sh

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# deploy/ checks (issue 6), run by scripts/test.sh after the workspace builds. Installs what it
+# needs when missing (Debian prometheus; Python tools into deploy/.check/venv; npm packages into
+# deploy/.check/node), then checks the Dockerfile, the chart and plain manifests, the Prometheus
+# rules, the Grafana dashboards, and the whole chain with sim agents and a real Prometheus.
+# Prints each check; exits non-zero on the first failure.
+#
+# Usage: deploy/check.sh [--screenshots]
+#   --screenshots  write the dashboard PNGs to deploy/screenshots (committed) instead of a
+#                  scratch folder; they change on every run, so only when refreshing them.
+set -euo pipefail
+cd "$(dirname "$0")"
+deploy=$(pwd)
+repo=$(cd .. && pwd)
+tools=$deploy/.check
+shots=""
+case "${1:-}" in
+  --screenshots) shots=$deploy/screenshots ;;
+  "") ;;
+  *) echo "usage: deploy/check.sh [--screenshots]" >&2; exit 2 ;;
+esac
+
+# One stream, so that headings and the tools' own lines stay in order.
+exec 1>&2
+say() { printf '== deploy: %s\n' "$*"; }
+work=$(mktemp -d)
+# e2e.py stops the servers it starts itself; this only removes the scratch files.
+trap 'rm -rf "$work"' EXIT
+shots=${shots:-$work/screenshots}
+
+# --- tools, installed when missing or when their pinned versions change ---------------------
+if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
+  say "installing Debian prometheus (prometheus, promtool)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
+# A stamp holds the hash of what was installed, so a changed pin reinstalls and nothing else does.
+stamp_ok() { [ -f "$1" ] && [ "$(cat "$1")" = "$2" ]; }
+want=$(sha256sum check/requirements.txt | cut -d' ' -f1)
+if ! stamp_ok "$tools/venv/.installed" "$want"; then
+  say "installing Python tools into deploy/.check/venv"
+  rm -rf "$tools/venv"
+  python3 -m venv "$tools/venv"
+  "$tools/venv/bin/pip" install -q --disable-pip-version-check -r check/requirements.txt
+  echo "$want" > "$tools/venv/.installed"
+fi
+want=$(cat check/package.json check/package-lock.json | sha256sum | cut -d' ' -f1)
+if ! stamp_ok "$tools/node/.installed" "$want"; then
+  say "installing npm packages into deploy/.check/node"
+  rm -rf "$tools/node"
+  mkdir -p "$tools/node"
+  cp check/package.json check/package-lock.json "$tools/node/"
+  (cd "$tools/node" && npm ci --silent --no-audit --no-fund)
+  echo "$want" > "$tools/node/.installed"
+fi
+py=$tools/venv/bin/python
+
+# --- static checks -------------------------------------------------------------------------
+say "hadolint Dockerfile (the image itself is not built: no container engine here)"
+"$tools/venv/bin/hadolint" Dockerfile
+echo "   Dockerfile: no findings"
+
+say "Helm chart and plain manifests"
+"$py" check/manifests.py check "$work/rendered"
+
+say "ServiceMonitor and PrometheusRule against the Prometheus Operator CRD schemas"
+cp check/crd_validate.mjs "$tools/node/"
+(cd "$tools/node" && node crd_validate.mjs "$work/rendered/crd-objects.json")
+
+say "dashboards and CRD objects as typed literals: tsc --strict against @grafana/schema and the operator types"
+rm -rf "$tools/node/ts"
+mkdir -p "$tools/node/ts"
+cp check/grafana.ts check/monitoring.ts check/tsconfig.json "$tools/node/ts/"
+"$py" check/typed_literals.py "$tools/node/ts" helm/meshfit/dashboards/*.json -- "$work/rendered/crd-objects.json"
+(cd "$tools/node/ts" && ../node_modules/.bin/tsc -p .)
+echo "   $(ls "$tools/node/ts"/dashboard_*.ts | wc -l) dashboards and $(grep -c '^export const' "$tools/node/ts/monitoring_objects.ts") CRD objects type-check"
+
+say "Prometheus rules: promtool check rules, promtool test rules"
+promtool check rules helm/meshfit/rules/meshfit.rules.yaml
+promtool test rules prometheus/meshfit.rules.test.yaml
+
+# --- the whole chain -----------------------------------------------------------------------
+say "building agent and tuner for the end-to-end check"
+bins=()
+for bin in agent tuner; do
+  if (cd "$repo" && cargo build --locked --quiet --bin "$bin") 2>"$work/build-$bin.log"; then
+    bins+=("$repo/target/debug/$bin")
+  elif grep -q "no bin target named" "$work/build-$bin.log"; then
+    bins+=("")
+  else
+    cat "$work/build-$bin.log"
+    exit 1
+  fi
+done
+if [ -z "${bins[0]}" ]; then
+  echo "   SKIP end-to-end check and dashboard PNGs: the workspace has no \`agent\` binary"
+else
+  say "end to end: 4 sim agents (one degraded), Prometheus with the shipped rules, every panel query, alerts, tuner"
+  "$py" check/e2e.py "${bins[0]}" "${bins[1]}" "$work" "$work/panels.json"
+  say "dashboard PNGs"
+  "$py" check/render_dashboards.py "$work/panels.json" "$shots"
+fi
+say "all deploy checks passed"
