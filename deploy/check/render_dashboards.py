@@ -254,18 +254,19 @@ DRAW = {"timeseries": draw_timeseries, "table": draw_table, "heatmap": draw_heat
 def layout(instances: list[dict]) -> list[tuple[dict, tuple[int, int, int, int]]]:
     """Grafana's grid: a repeated panel's copies share its row, each 24/count wide (at least
     24/maxPerRow), wrapping onto new rows that push the panels below down."""
-    placed, shift, copies_of = [], 0, {}
+    placed, pushes, copies_of = [], [], {}
     for inst in instances:
         copies_of.setdefault(inst["panel"]["id"], []).append(inst)
-    for copies in copies_of.values():
+    for copies in sorted(copies_of.values(), key=lambda c: (c[0]["panel"]["gridPos"]["y"], c[0]["panel"]["gridPos"]["x"])):
         panel = copies[0]["panel"]
         g = panel["gridPos"]
+        y = g["y"] + sum(extra for below, extra in pushes if g["y"] >= below)
         per_row = min(len(copies), panel.get("maxPerRow", 4)) if panel.get("repeat") else 1
         width = 24 // per_row if panel.get("repeat") else g["w"]
         for n, copy in enumerate(copies):
             x = (g["x"] if not panel.get("repeat") else 0) + (n % per_row) * width
-            placed.append((copy, (x, g["y"] + shift + (n // per_row) * g["h"], width, g["h"])))
-        shift += (math.ceil(len(copies) / per_row) - 1) * g["h"]
+            placed.append((copy, (x, y + (n // per_row) * g["h"], width, g["h"])))
+        pushes.append((g["y"] + g["h"], (math.ceil(len(copies) / per_row) - 1) * g["h"]))
     return placed
 
 
