@@ -64,9 +64,3 @@ pub struct LinkInfo {
     /// NV<n>, PIX, PXB, PHB, NODE or SYS.
     pub link: String,
 }
-
-/// Just enough of a document to read its version before trusting the rest.
-#[derive(Deserialize)]
-pub(crate) struct Versioned {
-    pub format_version: u32,
-}
