@@ -490,6 +490,75 @@ mod tests {
         );
     }
 
+    /// A node whose points never finish in time, as a hung kernel would.
+    struct Hung(microbench::SimBackend);
+
+    impl Node for Hung {
+        fn topology(&self) -> microbench::Result<Topology> {
+            microbench::Backend::topology(&self.0)
+        }
+        fn counters(&self) -> microbench::Result<Vec<Counters>> {
+            Ok(Vec::new())
+        }
+        fn measure(
+            &self,
+            _point: &microbench::kernels::Point,
+            _iters: u32,
+            _warmup: u32,
+        ) -> microbench::Result<microbench::Outcome> {
+            std::thread::sleep(Duration::from_secs(3));
+            Ok(microbench::Outcome::default())
+        }
+        fn source(&self) -> record::Backend {
+            record::Backend::Sim
+        }
+    }
+
+    #[tokio::test]
+    async fn a_hung_point_is_reported_and_not_waited_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let sim =
+            microbench::SimBackend::new(microbench::sim::profile("dgx-h100").unwrap(), vec![], 1)
+                .unwrap();
+        let topology = Arc::new(microbench::Backend::topology(&sim).unwrap());
+        let config = Config {
+            state_dir: dir.path().to_path_buf(),
+            point_timeout: crate::config::Span(Duration::from_millis(200)),
+            busy_check_interval: crate::config::Span(Duration::from_millis(50)),
+            ..Config::default()
+        };
+        let scheduler = Scheduler {
+            node: Arc::new(Hung(sim)),
+            cache: Arc::new(Cache::new(
+                "n1".into(),
+                record::Backend::Sim,
+                Calibration::default(),
+            )),
+            config: Arc::new(config),
+            trigger: Arc::new(Trigger::default()),
+        };
+        let (_tx, mut rx) = watch::channel(false);
+        let alive = Arc::new(AtomicBool::new(false));
+        let start = Instant::now();
+        let result = scheduler.calibrate(&topology, &mut rx, &alive).await;
+        assert_eq!(result, RunResult::Watchdog);
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            start.elapsed()
+        );
+        // The stuck worker is still in its point; the next run waits for it to leave.
+        assert!(alive.load(Ordering::SeqCst));
+        let s = scheduler.cache.snapshot();
+        let run = s.calibration.last_run.clone().unwrap();
+        assert!(run
+            .reason
+            .unwrap()
+            .contains("hung for more than point_timeout 200ms"));
+        assert!(!s.running);
+        assert!(dir.path().join(state::FILE_NAME).exists());
+    }
+
     #[test]
     fn a_fresh_saved_calibration_is_not_redone_at_start() {
         let mut c = Calibration::default();

@@ -35,7 +35,7 @@ pub trait Collector: Sync {
 /// Every collector, in output order.
 pub static COLLECTORS: &[&dyn Collector] = &[
     &topology::Topology,
-    &calibration::Calibration,
+    &calibration::CALIBRATION,
     &counters::Counters,
     &host::Host,
 ];
