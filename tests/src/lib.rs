@@ -42,18 +42,22 @@ pub fn workspace_bin(package: &str, bin: &str) -> PathBuf {
 pub fn agent_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "--quiet", "-p", "agent", "--bin", "agent"])
-            .status()
-            .expect("running cargo build -p agent");
-        assert!(status.success(), "cargo build -p agent failed");
         // target/<profile>/deps/<this test> -> target/<profile>/agent
         let exe = std::env::current_exe().expect("test executable path");
         let profile_dir = exe
             .parent()
             .and_then(Path::parent)
             .expect("test executable under target/<profile>/deps");
+        let mut build = vec!["build", "--quiet", "-p", "agent", "--bin", "agent"];
+        if profile_dir.ends_with("release") {
+            build.push("--release");
+        }
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(&build)
+            .status()
+            .expect("running cargo build -p agent");
+        assert!(status.success(), "cargo build -p agent failed");
         let bin = profile_dir.join("agent");
         assert!(bin.exists(), "{} missing after the build", bin.display());
         bin

@@ -284,3 +284,135 @@ fn collectives(records: &[Record], out: &mut Out) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::Cache;
+    use microbench::kernels::CopyPath;
+    use microbench::sweep::{Plan, Sweep};
+    use microbench::{sim, Backend, SimBackend};
+    use record::Dtype;
+
+    /// Renders the calibration families of `profile` after `plan`.
+    fn render(profile: &str, plan: &Plan) -> String {
+        let node = SimBackend::new(sim::profile(profile).unwrap(), vec![], 7).unwrap();
+        let outcome = node.run(plan, &mut |_| {}).unwrap();
+        let calibration = state::Calibration {
+            records: outcome.records,
+            ..state::Calibration::default()
+        };
+        let cache = Cache::new("n1".into(), record::Backend::Sim, calibration);
+        cache.update(|s| s.discovery = Discovery::Found(Arc::new(node.topology().unwrap())));
+        let snapshot = cache.snapshot();
+        let mut out = Out::new(&snapshot);
+        CALIBRATION.collect(&snapshot, &mut out).unwrap();
+        out.text
+    }
+
+    fn sweep(min_bytes: u64, max_bytes: u64) -> Sweep {
+        Sweep {
+            min_bytes,
+            max_bytes,
+            factor: 2,
+            increment: 0,
+        }
+    }
+
+    #[test]
+    fn only_the_fixed_sizes_and_shapes_become_series() {
+        let mut plan = Plan::collectives(
+            Kind::AllGather,
+            &[(0..6).collect()],
+            &sweep(512, 4096),
+            Dtype::Bf16,
+            5,
+            1,
+        )
+        .unwrap();
+        let odd = Gemm {
+            m: 1000,
+            n: 1000,
+            k: 1000,
+        };
+        let square = Gemm {
+            m: 8192,
+            n: 8192,
+            k: 8192,
+        };
+        plan.extend(Plan::gemms(&[0], &[odd, square], &[Dtype::Bf16], 5, 1));
+        plan.extend(
+            Plan::copies(
+                &[CopyPath::P2p {
+                    src: 0,
+                    dst: 1,
+                    bidirectional: false,
+                }],
+                &sweep(1 << 20, 1 << 22),
+                5,
+                1,
+            )
+            .unwrap(),
+        );
+        let text = render("dgx-h100", &plan);
+        let sizes: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("meshfit_collective_time_seconds{"))
+            .map(|l| {
+                l.split("size_bytes=\"")
+                    .nth(1)
+                    .unwrap()
+                    .split('"')
+                    .next()
+                    .unwrap()
+            })
+            .collect();
+        // 6 ranks of bf16: 1024 rounds down to 1020 bytes and is still the 1 KiB point.
+        assert_eq!(sizes, vec!["1024"]);
+        let gemms: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("meshfit_gemm_flops_per_second{"))
+            .collect();
+        assert_eq!(gemms.len(), 1);
+        assert!(gemms[0].contains("m=\"8192\",n=\"8192\",k=\"8192\",backend=\"sim\""));
+        let p2p: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("meshfit_p2p_bandwidth_bytes_per_second{"))
+            .collect();
+        assert_eq!(p2p.len(), 1, "the largest size stands for the pair");
+        assert!(
+            p2p[0].starts_with("meshfit_p2p_bandwidth_bytes_per_second{gpu=\"0\",peer_gpu=\"1\"")
+        );
+    }
+
+    /// On a DGX-1 cube-mesh the pairs differ (NV1 or NV2): one series per size, the slowest.
+    #[test]
+    fn differing_groups_of_one_size_report_the_slowest() {
+        let node = SimBackend::new(sim::profile("dgx1-v100").unwrap(), vec![], 7).unwrap();
+        let pairs = microbench::sweep::groups(&node.topology().unwrap(), 2);
+        assert_eq!(pairs.len(), 4);
+        let plan = Plan::collectives(
+            Kind::AllReduce,
+            &pairs,
+            &sweep(1 << 30, 1 << 30),
+            Dtype::Bf16,
+            5,
+            1,
+        )
+        .unwrap();
+        let outcome = node.run(&plan, &mut |_| {}).unwrap();
+        let slowest = outcome
+            .records
+            .iter()
+            .filter(|r| !r.in_place)
+            .map(|r| r.timing.time_s)
+            .fold(0.0, f64::max);
+        let text = render("dgx1-v100", &plan);
+        let times: Vec<f64> = text
+            .lines()
+            .filter(|l| l.starts_with("meshfit_collective_time_seconds{"))
+            .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(times, vec![slowest]);
+    }
+}
