@@ -55,10 +55,11 @@ pub fn build(config: &Config) -> Result<Box<dyn Node>> {
     })
 }
 
-/// This node's GPUs: NVML for discovery and counters, CUDA and NCCL (loaded on the first
-/// calibration) for timing.
+/// This node's GPUs: NVML for discovery and counters (kept loaded once it loads), CUDA and
+/// NCCL (loaded on the first calibration) for timing.
 #[derive(Default)]
 pub struct GpuNode {
+    live: OnceLock<discovery::LiveReader>,
     gpu: OnceLock<GpuBackend>,
 }
 
@@ -68,7 +69,14 @@ impl Node for GpuNode {
     }
 
     fn counters(&self) -> microbench::Result<Vec<Counters>> {
-        discovery::counters()
+        let live = match self.live.get() {
+            Some(live) => live,
+            None => {
+                let loaded = discovery::LiveReader::new()?;
+                self.live.get_or_init(|| loaded)
+            }
+        };
+        live.read()
     }
 
     fn measure(&self, point: &Point, iters: u32, warmup: u32) -> microbench::Result<Outcome> {

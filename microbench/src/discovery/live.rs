@@ -7,6 +7,7 @@ use super::nvml::{init, nvml_err};
 use crate::error::Result;
 use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSensor};
 use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
+use nvml_wrapper::Nvml;
 use serde::{Deserialize, Serialize};
 
 /// NVML_NVLINK_MAX_LINKS in nvml.h (18 on Hopper).
@@ -76,9 +77,30 @@ pub struct NvlinkErrors {
     pub crc_data: u64,
 }
 
-/// Reads every GPU's live counters. Fails only when NVML itself cannot be used.
+/// Reads every GPU's live counters once. Fails only when NVML itself cannot be used.
 pub fn counters() -> Result<Vec<Counters>> {
-    let nvml = init()?;
+    LiveReader::new()?.read()
+}
+
+/// NVML kept loaded between readings: a sampler reads every few seconds, and loading NVML
+/// (nvmlInit) each time would cost more than the readings.
+pub struct LiveReader {
+    nvml: Nvml,
+}
+
+impl LiveReader {
+    /// Loads NVML; fails with [`crate::Error::NoDriver`] without a driver.
+    pub fn new() -> Result<LiveReader> {
+        Ok(LiveReader { nvml: init()? })
+    }
+
+    /// Reads every GPU's live counters.
+    pub fn read(&self) -> Result<Vec<Counters>> {
+        read(&self.nvml)
+    }
+}
+
+fn read(nvml: &Nvml) -> Result<Vec<Counters>> {
     let count = nvml
         .device_count()
         .map_err(nvml_err("nvmlDeviceGetCount", None))?;

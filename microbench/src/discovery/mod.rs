@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
-pub use live::{counters, Counters, NvlinkErrors, THROTTLE_REASONS};
+pub use live::{counters, Counters, LiveReader, NvlinkErrors, THROTTLE_REASONS};
 pub use nvml::{activity, discover};
 
 /// One node as discovery sees it.
