@@ -24,8 +24,18 @@ esac
 exec 1>&2
 say() { printf '== deploy: %s\n' "$*"; }
 work=$(mktemp -d)
-# e2e.py stops the servers it starts itself; this only removes the scratch files.
-trap 'rm -rf "$work"' EXIT
+# e2e.py stops the agents and the Prometheus it starts when it ends or gets SIGTERM; on the way
+# out this script sends it that SIGTERM and waits for it, then removes the scratch files.
+e2e=""
+cleanup() {
+  if [ -n "$e2e" ]; then
+    kill "$e2e" 2>/dev/null || true
+    wait "$e2e" 2>/dev/null || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT
 shots=${shots:-$work/screenshots}
 
 # --- tools, installed when missing or when their pinned versions change ---------------------
@@ -96,7 +106,10 @@ if [ -z "${bins[0]}" ]; then
   echo "   SKIP end-to-end check and dashboard PNGs: the workspace has no \`agent\` binary"
 else
   say "end to end: 4 sim agents (one degraded), Prometheus with the shipped rules, every panel query, alerts, tuner"
-  "$py" check/e2e.py "${bins[0]}" "${bins[1]}" "$work" "$work/panels.json"
+  "$py" check/e2e.py "${bins[0]}" "${bins[1]}" "$work" "$work/panels.json" &
+  e2e=$!
+  wait "$e2e"
+  e2e=""
   say "dashboard PNGs"
   "$py" check/render_dashboards.py "$work/panels.json" "$shots"
 fi
