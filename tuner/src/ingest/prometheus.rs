@@ -242,7 +242,8 @@ fn to_measurements(
         }
     }
     for s in &memory {
-        if label(s, "path") != Some("hbm") {
+        // The agent names the path after the record kind (`hbm_copy`); reads plus writes.
+        if !matches!(label(s, "path"), Some("hbm_copy" | "hbm")) {
             continue;
         }
         let (Some(bw), Some(gpu)) = (
