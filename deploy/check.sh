@@ -92,9 +92,10 @@ promtool test rules prometheus/meshfit.rules.test.yaml
 # --- the whole chain -----------------------------------------------------------------------
 say "building agent and tuner for the end-to-end check"
 bins=()
+target=${CARGO_TARGET_DIR:-$repo/target}
 for bin in agent tuner; do
   if (cd "$repo" && cargo build --locked --quiet --bin "$bin") 2>"$work/build-$bin.log"; then
-    bins+=("$repo/target/debug/$bin")
+    bins+=("$target/debug/$bin")
   elif grep -q "no bin target named" "$work/build-$bin.log"; then
     bins+=("")
   else
