@@ -81,6 +81,8 @@ pub struct Snapshot {
     pub counters_at: Option<f64>,
     /// Host and process figures.
     pub host: Host,
+    /// Bumped by every change, so rendered text can be reused until the next one.
+    pub generation: u64,
 }
 
 /// The shared cache.
@@ -100,6 +102,7 @@ impl Cache {
             counters: Arc::new(Vec::new()),
             counters_at: None,
             host: Host::default(),
+            generation: 0,
         }))
     }
 
@@ -114,10 +117,12 @@ impl Cache {
 
     /// Changes the state.
     pub fn update(&self, change: impl FnOnce(&mut Snapshot)) {
-        match self.0.write() {
-            Ok(mut s) => change(&mut s),
-            Err(poisoned) => change(&mut poisoned.into_inner()),
-        }
+        let mut s = match self.0.write() {
+            Ok(s) => s,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        change(&mut s);
+        s.generation += 1;
     }
 
     /// Counts a finished run.

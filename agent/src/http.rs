@@ -28,6 +28,8 @@ pub struct AppState {
     pub token: Option<Arc<str>>,
     /// Longest a request may take.
     pub request_timeout: Duration,
+    /// The last `/metrics` text, shared by scrapes until the cache changes.
+    pub rendered: Arc<metrics::Rendered>,
 }
 
 /// The API's routes with their limits.
@@ -82,7 +84,7 @@ impl IntoResponse for ApiError {
 }
 
 async fn metrics_text(State(state): State<AppState>) -> impl IntoResponse {
-    let body = metrics::render(&state.cache.snapshot());
+    let body = state.rendered.get(&state.cache);
     ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], body)
 }
 
@@ -167,6 +169,7 @@ mod tests {
             trigger: Arc::new(Trigger::default()),
             token: token.map(Arc::from),
             request_timeout: Duration::from_secs(5),
+            rendered: Arc::default(),
         }
     }
 

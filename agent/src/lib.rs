@@ -109,6 +109,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
             .as_ref()
             .map(|t| Arc::from(t.0.as_str())),
         request_timeout: config.request_timeout.0,
+        rendered: Arc::default(),
     });
     let mut server_stop = stop_rx.clone();
     let server = tokio::spawn(async move {

@@ -18,7 +18,7 @@ use microbench::sweep::{self, Sweep};
 use record::Record;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{oneshot, watch, Notify};
 
@@ -50,6 +50,13 @@ pub struct Scheduler {
     pub config: Arc<Config>,
     /// Run-now requests.
     pub trigger: Arc<Trigger>,
+}
+
+/// Records and point failures of the run in progress.
+#[derive(Debug, Default)]
+struct Measured {
+    records: Vec<Record>,
+    failures: Vec<String>,
 }
 
 /// Why a run stopped early, as the worker sees it.
@@ -246,22 +253,23 @@ impl Scheduler {
         let done = Arc::new(AtomicUsize::new(0));
         // Milliseconds after `begun` at which the current point started; u64::MAX between points.
         let point_started = Arc::new(AtomicU64::new(u64::MAX));
+        // Shared as they grow, so a run abandoned in a hung point keeps what came before it.
+        let measured: Arc<Mutex<Measured>> = Arc::default();
         let (tx, mut rx) = oneshot::channel();
         worker_alive.store(true, Ordering::SeqCst);
         let worker = {
-            let (plan, node, stop, done, point_started, alive) = (
+            let (plan, node, stop, done, point_started, alive, measured) = (
                 plan.clone(),
                 self.node.clone(),
                 stop.clone(),
                 done.clone(),
                 point_started.clone(),
                 worker_alive.clone(),
+                measured.clone(),
             );
             let node_name = self.cache.snapshot().node_name;
             let versions = topology.versions.clone();
             move || {
-                let mut records: Vec<Record> = Vec::new();
-                let mut failures = Vec::new();
                 let mut fatal = None;
                 for point in &plan.points {
                     if stop.load(Ordering::SeqCst) != GO {
@@ -271,7 +279,11 @@ impl Scheduler {
                     match node.measure(point, plan.iters, plan.warmup) {
                         Ok(outcome) => {
                             let at = now_s();
-                            records.extend(outcome.records.into_iter().map(|mut r| {
+                            let Ok(mut m) = measured.lock() else {
+                                fatal = Some("results lock poisoned".to_string());
+                                break;
+                            };
+                            m.records.extend(outcome.records.into_iter().map(|mut r| {
                                 r.group.node = Some(node_name.clone());
                                 r.timestamp = Some(at);
                                 if r.versions == record::Versions::default() {
@@ -279,7 +291,7 @@ impl Scheduler {
                                 }
                                 r
                             }));
-                            failures.extend(
+                            m.failures.extend(
                                 outcome
                                     .failures
                                     .into_iter()
@@ -296,7 +308,7 @@ impl Scheduler {
                 }
                 alive.store(false, Ordering::SeqCst);
                 // The scheduler may have given up on a hung run; then nobody listens.
-                let _ = tx.send((records, failures, fatal));
+                let _ = tx.send(fatal);
             }
         };
         if let Err(e) = std::thread::Builder::new()
@@ -365,26 +377,22 @@ impl Scheduler {
             }
         };
         let points_done = done.load(Ordering::SeqCst);
-        let (records, failures, result) = match outcome {
-            Some((records, failures, Some(fatal))) => {
+        let result = match (outcome, stop.load(Ordering::SeqCst)) {
+            (Some(Some(fatal)), _) => {
                 reason = Some(fatal);
-                (records, failures, RunResult::Failed)
+                RunResult::Failed
             }
-            Some((records, failures, None)) => {
-                let result = match stop.load(Ordering::SeqCst) {
-                    STOP_BUSY => RunResult::AbortedBusy,
-                    STOP_SHUTDOWN => RunResult::AbortedShutdown,
-                    STOP_WATCHDOG => RunResult::Watchdog,
-                    _ => RunResult::Success,
-                };
-                (records, failures, result)
-            }
-            // The worker is stuck in a point: what it measured stays with it.
-            None if stop.load(Ordering::SeqCst) == STOP_SHUTDOWN => {
-                (Vec::new(), Vec::new(), RunResult::AbortedShutdown)
-            }
-            None => (Vec::new(), Vec::new(), RunResult::Watchdog),
+            (_, STOP_BUSY) => RunResult::AbortedBusy,
+            (_, STOP_SHUTDOWN) => RunResult::AbortedShutdown,
+            (Some(None), GO) => RunResult::Success,
+            // A hung point, or the run past its limit.
+            _ => RunResult::Watchdog,
         };
+        // What the worker measured so far; a hung worker adds nothing after this.
+        let Measured { records, failures } = measured
+            .lock()
+            .map(|mut m| std::mem::take(&mut *m))
+            .unwrap_or_default();
         self.finish(
             started_at,
             begun,

@@ -19,7 +19,7 @@ pub(super) fn write(s: &Snapshot, results: &[(&str, bool, f64)], seconds: f64, o
     let mut success = out.family(
         "meshfit_scrape_collector_success",
         Type::Gauge,
-        "1 when the collector rendered its families in this scrape.",
+        "1 when the collector rendered its families in this text.",
     );
     for (name, ok, _) in results {
         success.sample(&[("collector", name)], if *ok { 1.0 } else { 0.0 });
@@ -27,7 +27,7 @@ pub(super) fn write(s: &Snapshot, results: &[(&str, bool, f64)], seconds: f64, o
     let mut duration = out.family(
         "meshfit_scrape_collector_duration_seconds",
         Type::Gauge,
-        "Seconds the collector took in this scrape.",
+        "Seconds the collector took when this text was rendered (again only once the cache changed).",
     );
     for (name, _, secs) in results {
         duration.sample(&[("collector", name)], *secs);
@@ -35,7 +35,7 @@ pub(super) fn write(s: &Snapshot, results: &[(&str, bool, f64)], seconds: f64, o
     out.family(
         "meshfit_scrape_duration_seconds",
         Type::Gauge,
-        "Seconds this scrape's collectors took; rendered from cache, never waiting on NVML.",
+        "Seconds the collectors took to render this text from the cache (never waiting on NVML); scrapes reuse it until the cache changes.",
     )
     .sample(&[], seconds);
     out.family(

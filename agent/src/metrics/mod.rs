@@ -16,8 +16,10 @@ mod exporter;
 mod host;
 mod topology;
 
-use crate::cache::Snapshot;
+use crate::cache::{Cache, Snapshot};
+use axum::body::Bytes;
 use std::fmt::Write;
+use std::sync::Mutex;
 use std::time::Instant;
 
 /// The `Content-Type` of the text exposition format.
@@ -39,6 +41,31 @@ pub static COLLECTORS: &[&dyn Collector] = &[
     &counters::Counters,
     &host::Host,
 ];
+
+/// The last `/metrics` text and the cache generation it shows. The cache changes every
+/// sample interval, and scrapes in between share one rendering (a reference count, not a
+/// copy), so a burst of scrapes costs next to nothing.
+#[derive(Debug, Default)]
+pub struct Rendered(Mutex<Option<(u64, Bytes)>>);
+
+impl Rendered {
+    /// The text for the cache as it is now.
+    pub fn get(&self, cache: &Cache) -> Bytes {
+        let snapshot = cache.snapshot();
+        let mut last = match self.0.lock() {
+            Ok(last) => last,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        match &*last {
+            Some((generation, text)) if *generation == snapshot.generation => text.clone(),
+            _ => {
+                let text = Bytes::from(render(&snapshot));
+                *last = Some((snapshot.generation, text.clone()));
+                text
+            }
+        }
+    }
+}
 
 /// Renders `/metrics`.
 pub fn render(snapshot: &Snapshot) -> String {
@@ -171,6 +198,22 @@ fn write_value(t: &mut String, v: f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scrapes_share_a_rendering_until_the_cache_changes() {
+        let cache = Cache::new(
+            "n1".into(),
+            record::Backend::Sim,
+            crate::state::Calibration::default(),
+        );
+        let rendered = Rendered::default();
+        let first = rendered.get(&cache);
+        assert_eq!(first.as_ptr(), rendered.get(&cache).as_ptr());
+        cache.update(|s| s.running = true);
+        let second = rendered.get(&cache);
+        let text = String::from_utf8_lossy(&second);
+        assert!(text.contains("meshfit_calibration_in_progress{hostname=\"n1\",backend=\"sim\"} 1"));
+    }
 
     #[test]
     fn values_and_labels_follow_the_text_format() {
