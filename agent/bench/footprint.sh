@@ -59,7 +59,9 @@ sleep "$IDLE_S"
 t1=$(ticks)
 idle_pct=$(awk -v a="$t0" -v b="$t1" -v hz="$hz" -v s="$IDLE_S" 'BEGIN {printf "%.3f", (b - a) / hz / s * 100}')
 
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 load=$("$bin/examples/loadgen" "$addr" /metrics "$RATE" "$LOAD_S" 4)
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 rss_loaded=$(rss_kib)
 hwm=$(hwm_kib)
 
@@ -70,3 +72,5 @@ echo "  rss_peak_mib              $(awk -v k="$hwm" 'BEGIN {printf "%.1f", k / 1
 echo "  idle_cpu_percent_of_core  $idle_pct (over ${IDLE_S} s)"
 echo "  payload_bytes_per_scrape  $payload ($payload_gz gzipped, $series series)"
 echo "  load ${RATE}/s for ${LOAD_S} s: $load"
+# Tail latency on a shared machine follows its run queue: say how busy it was.
+echo "  host: $(nproc) CPUs, load average $load_before before and $load_after after the load"
