@@ -87,7 +87,7 @@ enum Command {
         /// Cluster preset whose datasheet GEMM peak the efficiencies are against.
         #[arg(long, default_value = "dgx-h100")]
         cluster: String,
-        /// Write a plot (SVG): measured points, fitted curve and nominal line per collective.
+        /// Write a plot (.svg or .png): measured points, fitted curve and nominal line per collective.
         #[arg(long)]
         plot: Option<PathBuf>,
         /// Output format.
@@ -702,9 +702,19 @@ fn fit_command(
         &measure_args.fit_options(Precision::Bf16),
     );
     let report = tuner::report::fit::FitReport::new(&fits, &cluster, &m);
-    if let Some(path) = plot {
-        let svg = tuner::report::plot::svg(&fits, &m.records, &cluster);
-        std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+    match plot {
+        Some(path)
+            if path
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("png")) =>
+        {
+            tuner::report::plot::png(&fits, &m.records, &cluster, path)?;
+        }
+        Some(path) => {
+            let svg = tuner::report::plot::svg(&fits, &m.records, &cluster);
+            std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+        }
+        None => {}
     }
     render(format, &report, || tuner::report::fit::table(&report))
 }

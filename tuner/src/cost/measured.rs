@@ -41,7 +41,7 @@ impl MeasuredCollectives {
     pub fn new(nominal: NominalCollectives, fleet: &[FleetCurve]) -> Self {
         let mut curves: BTreeMap<(Kind, Scope), Vec<FleetCurve>> = BTreeMap::new();
         for c in fleet {
-            curves.entry((c.kind, c.scope)).or_default().push(*c);
+            curves.entry((c.kind, c.scope)).or_default().push(c.clone());
         }
         for v in curves.values_mut() {
             v.sort_by_key(|c| c.ranks);
@@ -97,7 +97,7 @@ impl CollectiveModel for MeasuredCollectives {
             return self.nominal.time_s(c, group, bytes).max(floor);
         }
         match self.lookup(c, group) {
-            Answer::Exact(f) => f.alpha_s + bytes / f.beta_bytes_per_s,
+            Answer::Exact(f) => f.curve.time_s(bytes),
             // Ring model: bus bandwidth holds across rank counts, latency grows with the steps
             // (Thakur et al. 2005, §4); the measured busbw carries over, alpha scales.
             Answer::Nearest(f) => {
@@ -136,6 +136,10 @@ mod tests {
 
     fn curve(kind: Kind, ranks: u32, busbw: f64) -> FleetCurve {
         let factor = record::busbw_factor(kind, ranks).unwrap();
+        let pts: Vec<(f64, f64)> = (10..34)
+            .map(|i| 2f64.powi(i))
+            .map(|s| (s, 20e-6 + s * factor / busbw))
+            .collect();
         FleetCurve {
             kind,
             scope: Scope::IntraNode,
@@ -145,6 +149,7 @@ mod tests {
             busbw_bytes_per_s: busbw,
             rms_rel_error: 0.02,
             nodes: 4,
+            curve: crate::fit::alpha_beta::fit(&pts).unwrap(),
         }
     }
 

@@ -56,10 +56,12 @@ pub struct NodeCurve {
     pub curve: Curve,
     /// Bus bandwidth of the large-size piece, beta x the nccl-tests factor, bytes/s.
     pub busbw_bytes_per_s: f64,
+    /// Smallest and largest size swept, bytes.
+    pub bytes_range: (f64, f64),
 }
 
 /// A fleet figure for one collective, scope and rank count.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FleetCurve {
     /// Collective.
     pub kind: Kind,
@@ -75,6 +77,8 @@ pub struct FleetCurve {
     pub busbw_bytes_per_s: f64,
     /// Worst relative RMS residual of the node fits: the figure's uncertainty.
     pub rms_rel_error: f64,
+    /// The curve through the aggregated node times, piecewise where the nodes' curves are.
+    pub curve: Curve,
     /// Nodes aggregated.
     pub nodes: usize,
 }
@@ -119,6 +123,9 @@ pub struct Fits {
 const MIN_GEMM_DIM: u64 = 1024;
 /// Shortest GEMM fitted, seconds at peak.
 const MIN_GEMM_S: f64 = 50e-6;
+
+/// Sizes at which node curves are aggregated into the fleet curve.
+const FLEET_POINTS: u32 = 40;
 
 /// A sweep's key: node, collective, scope, ranks.
 type SweepKey = (String, Kind, Scope, u32);
@@ -180,6 +187,9 @@ pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
             let curve = alpha_beta::fit(&pts)?;
             let factor = busbw_factor(kind, ranks).unwrap_or(1.0);
             let busbw_bytes_per_s = curve.beta_bytes_per_s() * factor;
+            let bytes_range = pts
+                .iter()
+                .fold((f64::MAX, 0.0f64), |(lo, hi), p| (lo.min(p.0), hi.max(p.0)));
             Some(NodeCurve {
                 node,
                 kind,
@@ -187,6 +197,7 @@ pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
                 ranks,
                 curve,
                 busbw_bytes_per_s,
+                bytes_range,
             })
         })
         .collect();
@@ -262,17 +273,32 @@ pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
             if cs.is_empty() {
                 return None;
             }
-            let busbw = agg.rate(&cs.iter().map(|c| c.busbw_bytes_per_s).collect::<Vec<_>>());
+            // The fleet curve goes through the aggregated node times at sizes every node swept,
+            // so it keeps the pieces (protocol change-overs) the node curves have.
+            let lo = cs.iter().map(|c| c.bytes_range.0).fold(0.0, f64::max);
+            let hi = cs.iter().map(|c| c.bytes_range.1).fold(f64::MAX, f64::min);
+            let pts: Vec<(f64, f64)> = (0..=FLEET_POINTS)
+                .map(|i| lo * (hi / lo).powf(f64::from(i) / f64::from(FLEET_POINTS)))
+                .map(|s| {
+                    (
+                        s,
+                        agg.cost(&cs.iter().map(|c| c.curve.time_s(s)).collect::<Vec<_>>()),
+                    )
+                })
+                .collect();
+            let curve = alpha_beta::fit(&pts)?;
             let factor = busbw_factor(*kind, *ranks).unwrap_or(1.0);
+            let nodes_rms = cs.iter().map(|c| c.curve.rms_rel_error).fold(0.0, f64::max);
             Some(FleetCurve {
                 kind: *kind,
                 scope: *scope,
                 ranks: *ranks,
-                alpha_s: agg.cost(&cs.iter().map(|c| c.curve.alpha_s()).collect::<Vec<_>>()),
-                beta_bytes_per_s: busbw / factor,
-                busbw_bytes_per_s: busbw,
-                rms_rel_error: cs.iter().map(|c| c.curve.rms_rel_error).fold(0.0, f64::max),
+                alpha_s: curve.alpha_s(),
+                beta_bytes_per_s: curve.beta_bytes_per_s(),
+                busbw_bytes_per_s: curve.beta_bytes_per_s() * factor,
+                rms_rel_error: nodes_rms.max(curve.rms_rel_error),
                 nodes: cs.len(),
+                curve,
             })
         })
         .collect();
