@@ -499,21 +499,12 @@ fn against_nominal(
         scenario.gpus,
         NOMINAL,
     );
-    let t = &nominal.training;
     let mut steps: Vec<f64> = Vec::new();
-    search::for_each_mesh(
-        &nominal.model,
-        t.seq_len,
-        t.global_batch,
-        nominal.gpus,
-        c,
-        |m| {
-            let e = nominal.evaluate(&m);
-            if e.fits() {
-                steps.push(e.step_time_s);
-            }
-        },
-    );
+    search::for_each_evaluation(&nominal, c, |e| {
+        if e.fits() {
+            steps.push(e.step_time_s);
+        }
+    });
     steps.sort_by(f64::total_cmp);
     for (doc, e) in meshes.iter_mut().zip(ranked) {
         let n = nominal.evaluate(&e.mesh);

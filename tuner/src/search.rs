@@ -159,6 +159,19 @@ pub fn for_each_mesh(
     }
 }
 
+/// Prices every valid mesh of the scenario that `c` allows.
+pub fn for_each_evaluation(scenario: &Scenario, c: &Constraints, mut f: impl FnMut(Evaluation)) {
+    let t = &scenario.training;
+    for_each_mesh(
+        &scenario.model,
+        t.seq_len,
+        t.global_batch,
+        scenario.gpus,
+        c,
+        |mesh| f(scenario.evaluate(&mesh)),
+    );
+}
+
 /// What a search found.
 #[derive(Debug, Clone)]
 pub struct SearchResult {
@@ -197,38 +210,29 @@ pub fn search(scenario: &Scenario, c: &Constraints, top: usize) -> SearchResult 
     let mut evaluated = 0;
     let mut fitting = 0;
     let mut leanest: Option<Evaluation> = None;
-    let t = &scenario.training;
-    for_each_mesh(
-        &scenario.model,
-        t.seq_len,
-        t.global_batch,
-        scenario.gpus,
-        c,
-        |mesh| {
-            evaluated += 1;
-            let e = scenario.evaluate(&mesh);
-            if !e.fits() {
-                if leanest
-                    .as_ref()
-                    .is_none_or(|l| e.memory.total < l.memory.total)
-                {
-                    leanest = Some(e);
-                }
-                return;
-            }
-            fitting += 1;
-            if heap.len() < top
-                || heap
-                    .peek()
-                    .is_some_and(|worst| e.step_time_s < worst.0.step_time_s)
+    for_each_evaluation(scenario, c, |e| {
+        evaluated += 1;
+        if !e.fits() {
+            if leanest
+                .as_ref()
+                .is_none_or(|l| e.memory.total < l.memory.total)
             {
-                heap.push(BySlowest(e));
-                if heap.len() > top {
-                    heap.pop();
-                }
+                leanest = Some(e);
             }
-        },
-    );
+            return;
+        }
+        fitting += 1;
+        if heap.len() < top
+            || heap
+                .peek()
+                .is_some_and(|worst| e.step_time_s < worst.0.step_time_s)
+        {
+            heap.push(BySlowest(e));
+            if heap.len() > top {
+                heap.pop();
+            }
+        }
+    });
     let ranked = heap.into_sorted_vec().into_iter().map(|b| b.0).collect();
     SearchResult {
         evaluated,
@@ -243,28 +247,19 @@ pub fn search(scenario: &Scenario, c: &Constraints, top: usize) -> SearchResult 
 pub fn best_mesh(scenario: &Scenario, c: &Constraints) -> (Option<Evaluation>, usize) {
     let mut best: Option<Evaluation> = None;
     let mut count = 0;
-    let t = &scenario.training;
-    for_each_mesh(
-        &scenario.model,
-        t.seq_len,
-        t.global_batch,
-        scenario.gpus,
-        c,
-        |mesh| {
-            count += 1;
-            let e = scenario.evaluate(&mesh);
-            let key = |x: &Evaluation| {
-                if x.fits() {
-                    (0, x.step_time_s)
-                } else {
-                    (1, x.memory.total)
-                }
-            };
-            if best.as_ref().is_none_or(|b| key(&e) < key(b)) {
-                best = Some(e);
-            }
-        },
-    );
+    let key = |x: &Evaluation| {
+        if x.fits() {
+            (0, x.step_time_s)
+        } else {
+            (1, x.memory.total)
+        }
+    };
+    for_each_evaluation(scenario, c, |e| {
+        count += 1;
+        if best.as_ref().is_none_or(|b| key(&e) < key(b)) {
+            best = Some(e);
+        }
+    });
     (best, count)
 }
 
@@ -283,17 +278,7 @@ pub fn smallest_working_count(scenario: &mut Scenario, gpus: u32) -> Option<u32>
     let found = candidates.into_iter().find(|&n| {
         scenario.gpus = n;
         let mut any = false;
-        let t = &scenario.training;
-        for_each_mesh(
-            &scenario.model,
-            t.seq_len,
-            t.global_batch,
-            n,
-            &Constraints::default(),
-            |mesh| {
-                any = any || scenario.evaluate(&mesh).fits();
-            },
-        );
+        for_each_evaluation(scenario, &Constraints::default(), |e| any = any || e.fits());
         any
     });
     scenario.gpus = original;

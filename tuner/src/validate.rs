@@ -11,7 +11,7 @@ use crate::cost::{Evaluation, Scenario};
 use crate::error::{bad_input, TunerError};
 use crate::mesh::{Precision, Recompute, Training};
 use crate::model::{FfnAct, ModelShape, Moe};
-use crate::search::{for_each_mesh, Constraints};
+use crate::search::{for_each_evaluation, Constraints};
 
 /// A runs file.
 #[derive(Debug, Deserialize)]
@@ -302,38 +302,24 @@ pub fn predict(run: &Run, efficiency: &Efficiency) -> Result<RunPrediction, Tune
             &format!("cluster.gpus = {gpus}"),
         ));
     }
-    let scenario = Scenario::nominal(
-        shape.clone(),
-        training.clone(),
-        cluster,
-        gpus,
-        efficiency.clone(),
-    );
+    let scenario = Scenario::nominal(shape, training.clone(), cluster, gpus, efficiency.clone());
     // A careful user shards no more than the model needs: among the ZeRO stages left open,
     // the lowest one with a layout that fits, then the fastest layout at that stage.
     let mut best_fit: Option<Evaluation> = None;
     let mut best_any: Option<Evaluation> = None;
-    for_each_mesh(
-        &shape,
-        training.seq_len,
-        training.global_batch,
-        gpus,
-        &c,
-        |mesh| {
-            let e = scenario.evaluate(&mesh);
-            let better = |b: &Option<Evaluation>| {
-                b.as_ref().is_none_or(|b| {
-                    (e.mesh.zero_stage, e.step_time_s) < (b.mesh.zero_stage, b.step_time_s)
-                })
-            };
-            if e.fits() && better(&best_fit) {
-                best_fit = Some(e.clone());
-            }
-            if better(&best_any) {
-                best_any = Some(e);
-            }
-        },
-    );
+    for_each_evaluation(&scenario, &c, |e| {
+        let better = |b: &Option<Evaluation>| {
+            b.as_ref().is_none_or(|b| {
+                (e.mesh.zero_stage, e.step_time_s) < (b.mesh.zero_stage, b.step_time_s)
+            })
+        };
+        if e.fits() && better(&best_fit) {
+            best_fit = Some(e.clone());
+        }
+        if better(&best_any) {
+            best_any = Some(e);
+        }
+    });
     let mut notes = Vec::new();
     let chosen = match (best_fit, best_any) {
         (Some(e), _) => e,

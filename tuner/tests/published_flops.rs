@@ -27,47 +27,36 @@ fn implied(run: &tuner::validate::Run, flops: fn(f64, f64, f64, f64, f64) -> f64
     f / run.observed.iteration_time_s / f64::from(run.cluster.gpus) / 1e12
 }
 
-#[test]
-fn narayanan_eq3_reproduces_table1_tflops() {
+/// Every run whose `tflops_kind` matches `kind` reproduces its published TFLOP/s per GPU with
+/// `flops` within 1.5% (the tables round TFLOP/s to integers and times to 2-4 digits).
+fn reproduces(kind: &str, flops: fn(f64, f64, f64, f64, f64) -> f64) -> usize {
     let file = runs();
-    let mut checked = 0;
-    for run in file.runs.iter().filter(|r| {
+    let matching = file.runs.iter().filter(|r| {
         r.observed
             .tflops_kind
             .as_deref()
-            .is_some_and(|k| k.starts_with("Eq. 3"))
-    }) {
+            .is_some_and(|k| k.contains(kind))
+    });
+    let mut checked = 0;
+    for run in matching {
         let published = run.observed.tflops_per_gpu.unwrap();
-        let got = implied(run, narayanan_eq3_flops);
-        // Table 1 rounds TFLOP/s to integers and times to 2-4 digits: 1.5%.
+        let got = implied(run, flops);
         assert!(
             (got / published - 1.0).abs() < 0.015,
-            "{}: Eq. 3 gives {got:.1}, paper {published}",
+            "{}: {kind} gives {got:.1}, paper {published}",
             run.id
         );
         checked += 1;
     }
-    assert_eq!(checked, 10);
+    checked
+}
+
+#[test]
+fn narayanan_eq3_reproduces_table1_tflops() {
+    assert_eq!(reproduces("Eq. 3", narayanan_eq3_flops), 10);
 }
 
 #[test]
 fn korthikanti_eq7_reproduces_table_tflops() {
-    let file = runs();
-    let mut checked = 0;
-    for run in file.runs.iter().filter(|r| {
-        r.observed
-            .tflops_kind
-            .as_deref()
-            .is_some_and(|k| k.contains("Eq. 7"))
-    }) {
-        let published = run.observed.tflops_per_gpu.unwrap();
-        let got = implied(run, korthikanti_eq7_flops);
-        assert!(
-            (got / published - 1.0).abs() < 0.015,
-            "{}: Eq. 7 gives {got:.1}, paper {published}",
-            run.id
-        );
-        checked += 1;
-    }
-    assert_eq!(checked, 8);
+    assert_eq!(reproduces("Eq. 7", korthikanti_eq7_flops), 8);
 }

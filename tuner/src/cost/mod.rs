@@ -69,7 +69,8 @@ impl Scenario {
         efficiency: Efficiency,
         fits: &crate::fit::Fits,
     ) -> Self {
-        let mut compute = NominalCompute::new(&cluster.gpu, training.precision, &efficiency);
+        let mut s = Self::nominal(model, training, cluster, gpus, efficiency);
+        let mut compute = NominalCompute::new(&s.cluster.gpu, s.training.precision, &s.efficiency);
         if let Some(g) = &fits.fleet_gemm {
             compute = compute.with_measured(
                 g.peak_efficiency,
@@ -78,19 +79,12 @@ impl Scenario {
                 fits.fleet_memory,
             );
         }
-        let collectives = measured::MeasuredCollectives::new(
-            NominalCollectives::new(&cluster, &efficiency),
+        s.compute = Box::new(compute);
+        s.collectives = Box::new(measured::MeasuredCollectives::new(
+            NominalCollectives::new(&s.cluster, &s.efficiency),
             &fits.fleet,
-        );
-        Scenario {
-            model,
-            training,
-            cluster,
-            gpus,
-            efficiency,
-            compute: Box::new(compute),
-            collectives: Box::new(collectives),
-        }
+        ));
+        s
     }
 
     /// The collective and group behind each communication term, for sources and uncertainty.

@@ -173,6 +173,77 @@ fn timing(time_s: f64, backend: Backend) -> Timing {
     }
 }
 
+fn collective_record(s: &Sample) -> Option<Record> {
+    let kind: Kind = label(s, "collective")?.parse().ok()?;
+    let scope: Scope = label(s, "scope")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(Scope::IntraNode);
+    let ranks: u32 = label(s, "ranks")?.parse().ok()?;
+    let bytes: u64 = label(s, "size_bytes")?.parse().ok()?;
+    let t = value(s).filter(|t| *t > 0.0)?;
+    let b = backend(s);
+    let group = Group {
+        node: Some(node(s)),
+        gpus: Vec::new(),
+        scope,
+        ranks,
+    };
+    Some(Record::transfer(
+        kind,
+        b,
+        group,
+        bytes,
+        Dtype::Bf16,
+        timing(t, b),
+    ))
+}
+
+fn gemm_record(s: &Sample) -> Option<Record> {
+    let shape = Gemm {
+        m: label(s, "m")?.parse().ok()?,
+        n: label(s, "n")?.parse().ok()?,
+        k: label(s, "k")?.parse().ok()?,
+    };
+    let dtype: Dtype = label(s, "dtype")?.parse().ok()?;
+    let flops = value(s).filter(|f| *f > 0.0)?;
+    let b = backend(s);
+    let group = Group {
+        node: Some(node(s)),
+        gpus: vec![label(s, "gpu")?.parse().ok()?],
+        scope: Scope::IntraNode,
+        ranks: 1,
+    };
+    Some(Record::gemm(
+        b,
+        group,
+        shape,
+        dtype,
+        timing(shape.flop() / flops, b),
+    ))
+}
+
+/// An HBM copy of 1 GiB whose reads plus writes ran at the exported rate (the agent names the
+/// path after the record kind, `hbm_copy`).
+fn hbm_record(s: &Sample) -> Option<Record> {
+    let bw = value(s).filter(|v| *v > 0.0)?;
+    let bytes = 1u64 << 30;
+    let b = backend(s);
+    let group = Group {
+        node: Some(node(s)),
+        gpus: vec![label(s, "gpu")?.parse().ok()?],
+        scope: Scope::IntraNode,
+        ranks: 1,
+    };
+    Some(Record::transfer(
+        Kind::HbmCopy,
+        b,
+        group,
+        bytes,
+        Dtype::Bf16,
+        timing(2.0 * bytes as f64 / bw, b),
+    ))
+}
+
 #[allow(clippy::too_many_arguments)]
 fn to_measurements(
     src: &PromSource,
@@ -189,89 +260,23 @@ fn to_measurements(
         .iter()
         .filter_map(|s| Some((node(s), value(s)?)))
         .collect();
+    let hbm = memory
+        .iter()
+        .filter(|s| matches!(label(s, "path"), Some("hbm_copy" | "hbm")));
+    let parsed = collectives
+        .iter()
+        .map(collective_record)
+        .chain(gemms.iter().map(gemm_record))
+        .chain(hbm.map(hbm_record));
     let mut skipped = 0usize;
-    for s in &collectives {
-        let parsed = (|| {
-            let kind: Kind = label(s, "collective")?.parse().ok()?;
-            let scope: Scope = label(s, "scope")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(Scope::IntraNode);
-            let ranks: u32 = label(s, "ranks")?.parse().ok()?;
-            let bytes: u64 = label(s, "size_bytes")?.parse().ok()?;
-            let t = value(s).filter(|t| *t > 0.0)?;
-            let b = backend(s);
-            let group = Group {
-                node: Some(node(s)),
-                gpus: Vec::new(),
-                scope,
-                ranks,
-            };
-            let mut r = Record::transfer(kind, b, group, bytes, Dtype::Bf16, timing(t, b));
-            r.timestamp = stamps.get(&node(s)).copied();
-            Some(r)
-        })();
-        match parsed {
-            Some(r) => m.records.push(r),
+    for r in parsed {
+        match r {
+            Some(mut r) => {
+                r.timestamp = r.group.node.as_ref().and_then(|n| stamps.get(n)).copied();
+                m.records.push(r);
+            }
             None => skipped += 1,
         }
-    }
-    for s in &gemms {
-        let parsed = (|| {
-            let shape = Gemm {
-                m: label(s, "m")?.parse().ok()?,
-                n: label(s, "n")?.parse().ok()?,
-                k: label(s, "k")?.parse().ok()?,
-            };
-            let dtype: Dtype = label(s, "dtype")?.parse().ok()?;
-            let flops = value(s).filter(|f| *f > 0.0)?;
-            let gpu: u32 = label(s, "gpu")?.parse().ok()?;
-            let b = backend(s);
-            let group = Group {
-                node: Some(node(s)),
-                gpus: vec![gpu],
-                scope: Scope::IntraNode,
-                ranks: 1,
-            };
-            let mut r = Record::gemm(b, group, shape, dtype, timing(shape.flop() / flops, b));
-            r.timestamp = stamps.get(&node(s)).copied();
-            Some(r)
-        })();
-        match parsed {
-            Some(r) => m.records.push(r),
-            None => skipped += 1,
-        }
-    }
-    for s in &memory {
-        // The agent names the path after the record kind (`hbm_copy`); reads plus writes.
-        if !matches!(label(s, "path"), Some("hbm_copy" | "hbm")) {
-            continue;
-        }
-        let (Some(bw), Some(gpu)) = (
-            value(s).filter(|v| *v > 0.0),
-            label(s, "gpu").and_then(|g| g.parse::<u32>().ok()),
-        ) else {
-            skipped += 1;
-            continue;
-        };
-        // An HBM copy of 1 GiB whose reads plus writes ran at the exported rate.
-        let bytes = 1u64 << 30;
-        let b = backend(s);
-        let group = Group {
-            node: Some(node(s)),
-            gpus: vec![gpu],
-            scope: Scope::IntraNode,
-            ranks: 1,
-        };
-        let mut r = Record::transfer(
-            Kind::HbmCopy,
-            b,
-            group,
-            bytes,
-            Dtype::Bf16,
-            timing(2.0 * bytes as f64 / bw, b),
-        );
-        r.timestamp = stamps.get(&node(s)).copied();
-        m.records.push(r);
     }
     if skipped > 0 {
         m.notes.push(format!(
