@@ -303,23 +303,34 @@ def check_alerts(prom: Prometheus) -> None:
 
 
 def check_tuner(tuner: str, address: str) -> None:
-    """The tuner's Prometheus mode (the lead's part of issue 6) is checked once it exists."""
+    """`tuner recommend --prometheus` names the degraded node and ranks with it: with the
+    default (slowest-node) aggregate a TP=8 layout pays for n4's halved NVLink, and
+    `--exclude-degraded` drops n4, prices the same layout faster and states what keeping it costs."""
     if not tuner:
-        print("   SKIP tuner recommend --prometheus: the workspace has no `tuner` binary", flush=True)
-        return
-    help_text = subprocess.run([tuner, "recommend", "--help"], capture_output=True, text=True, timeout=60).stdout
-    if "--prometheus" not in help_text:
-        print(f"   SKIP tuner recommend --prometheus: {tuner} has no --prometheus flag yet "
-              "(issue 6, tuner side); the step runs as soon as it has", flush=True)
-        return
-    argv = [tuner, "recommend", "--model", "70b", "--gpus", str(8 * len(NODES)), "--prometheus", f"http://{address}"]
-    run = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-    flagged = [line.strip() for line in run.stdout.splitlines()
-               if re.search(rf"\b{DEGRADED}\b.*below the fleet median", line)]
-    if run.returncode != 0 or not flagged:
-        raise SystemExit(f"e2e: tuner recommend --prometheus exited {run.returncode}; it should report "
-                         f"{DEGRADED} below the fleet median:\n{run.stdout}\n{run.stderr}")
-    say(f"tuner recommend --prometheus flags {DEGRADED} ({len(flagged)} lines), e.g. \"{flagged[0]}\"")
+        raise SystemExit("e2e: the workspace has no `tuner` binary")
+
+    def recommend(*extra: str) -> dict:
+        argv = [tuner, "recommend", "--model", "70b", "--gpus", str(8 * len(NODES)), "--tp", "8",
+                "--prometheus", f"http://{address}", "--format", "json", *extra]
+        run = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        if run.returncode != 0:
+            raise SystemExit(f"e2e: {' '.join(argv)} exited {run.returncode}:\n{run.stderr}")
+        return json.loads(run.stdout)
+
+    kept = recommend()
+    flagged = {s["node"] for s in kept["measurements"]["stragglers"]}
+    if flagged != {DEGRADED}:
+        raise SystemExit(f"e2e: the tuner should flag {DEGRADED} alone, flagged {sorted(flagged)}")
+    if kept["meshes"][0]["sources"]["tp_comm"] != "measured":
+        raise SystemExit(f"e2e: TP all-reduce should be priced from measurements: {kept['meshes'][0]['sources']}")
+    excluded = recommend("--exclude-degraded")
+    if [n for n, _ in excluded["measurements"]["excluded"]] != [DEGRADED]:
+        raise SystemExit(f"e2e: --exclude-degraded should leave out {DEGRADED}: {excluded['measurements']['excluded']}")
+    with_step, without_step = kept["meshes"][0]["step_time_s"], excluded["meshes"][0]["step_time_s"]
+    if not with_step > without_step:
+        raise SystemExit(f"e2e: the degraded node should slow the TP=8 ranking: {with_step} s with it, {without_step} s without")
+    say(f"tuner recommend --prometheus flags {DEGRADED}; best TP=8 layout {with_step:.3f} s with it, "
+        f"{without_step:.3f} s without ({excluded['measurements']['keep_cost']})")
 
 
 def main(agent: str, tuner: str, work: Path, panels_json: Path) -> None:
