@@ -13,55 +13,69 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// A workspace binary, built on first use with the same cargo and target dir.
+/// A workspace binary, built on first use with the same cargo, profile and target dir.
 ///
 /// A test of this package cannot name another package's binary, so it asks cargo; a build
 /// that is up to date returns at once, and a stale binary is never tested.
 pub fn workspace_bin(package: &str, bin: &str) -> PathBuf {
+    static BUILT: OnceLock<std::sync::Mutex<Vec<(String, PathBuf)>>> = OnceLock::new();
+    let built = BUILT.get_or_init(Default::default);
+    let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, path)) = built.iter().find(|(name, _)| name == bin) {
+        return path.clone();
+    }
+    // target/<profile>/deps/<this test> -> target/<profile>/<bin>
+    let exe = std::env::current_exe().expect("test executable path");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test executable under target/<profile>/deps");
+    let mut build = vec!["build", "--quiet", "-p", package, "--bin", bin];
+    if profile_dir.ends_with("release") {
+        build.push("--release");
+    }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
-        .args(["build", "--quiet", "-p", package, "--bin", bin])
+        .args(&build)
         .status()
         .unwrap_or_else(|e| panic!("running cargo build -p {package}: {e}"));
     assert!(status.success(), "cargo build -p {package} failed");
-    // target/<profile>/deps/<this test> -> target/<profile>/<bin>
-    let exe = std::env::current_exe().expect("test executable path");
-    let path = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("test executable under target/<profile>/deps")
-        .join(bin);
+    let path = profile_dir.join(bin);
     assert!(path.exists(), "{} missing after the build", path.display());
+    built.push((bin.to_string(), path.clone()));
     path
 }
 
-/// The `agent` binary, built once per test process with the same cargo and target dir.
-///
-/// A test of this package cannot name another package's binary, so it asks cargo; a build
-/// that is up to date returns at once, and a stale binary is never tested.
+/// The `agent` binary.
 pub fn agent_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        // target/<profile>/deps/<this test> -> target/<profile>/agent
-        let exe = std::env::current_exe().expect("test executable path");
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("test executable under target/<profile>/deps");
-        let mut build = vec!["build", "--quiet", "-p", "agent", "--bin", "agent"];
-        if profile_dir.ends_with("release") {
-            build.push("--release");
-        }
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(&build)
-            .status()
-            .expect("running cargo build -p agent");
-        assert!(status.success(), "cargo build -p agent failed");
-        let bin = profile_dir.join("agent");
-        assert!(bin.exists(), "{} missing after the build", bin.display());
-        bin
-    })
+    BIN.get_or_init(|| workspace_bin("agent", "agent"))
+}
+
+/// Runs `tuner` with `args` and parses its JSON output (`--format json`, or a JSON-writing
+/// command); panics with its stderr when it fails.
+pub fn tuner_json(args: &[&str]) -> serde_json::Value {
+    let out = Command::new(workspace_bin("tuner", "tuner"))
+        .args(args)
+        .output()
+        .expect("tuner runs");
+    assert!(
+        out.status.success(),
+        "tuner {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
+}
+
+/// Waits up to 60 s for the agent's first successful calibration and returns its timestamp.
+pub fn wait_calibrated(agent: &Agent) -> f64 {
+    let mut ts = None;
+    let ok = wait_for(Duration::from_secs(60), || {
+        ts = agent.metric("meshfit_calibration_last_success_timestamp_seconds{");
+        ts.is_some()
+    });
+    assert!(ok, "no calibration:\n{}", agent.log_text());
+    ts.unwrap_or_default()
 }
 
 /// Waits for `check` to hold, polling every 50 ms up to `limit`.

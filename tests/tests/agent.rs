@@ -1,6 +1,8 @@
 //! The agent end to end: the real binary with the sim backend on loopback (issue 4).
 
-use meshfit_e2e::{have, promtool_findings, request, value, wait_for, Agent, Prometheus};
+use meshfit_e2e::{
+    have, promtool_findings, request, value, wait_calibrated, wait_for, Agent, Prometheus,
+};
 use std::path::Path;
 use std::time::Duration;
 
@@ -27,16 +29,6 @@ fn sim_of<'a>(profile: &'a str, state: &'a Path, node: &'a str, extra: &[&'a str
     ];
     args.extend_from_slice(extra);
     args
-}
-
-fn calibrated(agent: &Agent) -> f64 {
-    let mut ts = None;
-    let ok = wait_for(Duration::from_secs(60), || {
-        ts = agent.metric(SUCCESS_TS);
-        ts.is_some()
-    });
-    assert!(ok, "no calibration:\n{}", agent.log_text());
-    ts.unwrap_or_default()
 }
 
 /// Families design.md names, each with labels it must carry.
@@ -106,7 +98,7 @@ fn metrics_pass_promtool_with_every_family_and_label() {
         &[],
         &dir.path().join("log"),
     );
-    calibrated(&agent);
+    wait_calibrated(&agent);
     // Live counters arrive with the first sample.
     assert!(wait_for(Duration::from_secs(10), || agent
         .metric("meshfit_gpu_power_watts{")
@@ -173,7 +165,7 @@ fn restart_serves_the_same_calibration_timestamp() {
         &[],
         &dir.path().join("log1"),
     );
-    let ts = calibrated(&first);
+    let ts = wait_calibrated(&first);
     let (status, took) = first.terminate(Duration::from_secs(5));
     assert!(
         status.is_some_and(|s| s.success()),
@@ -184,7 +176,7 @@ fn restart_serves_the_same_calibration_timestamp() {
         &[],
         &dir.path().join("log2"),
     );
-    assert_eq!(calibrated(&second), ts);
+    assert_eq!(wait_calibrated(&second), ts);
     // The saved calibration is fresh, so the restart does not redo it.
     std::thread::sleep(Duration::from_millis(500));
     let text = second.metrics();
@@ -309,7 +301,7 @@ fn corrupt_state_file_is_set_aside_with_a_warning() {
         &[],
         &dir.path().join("log"),
     );
-    calibrated(&agent);
+    wait_calibrated(&agent);
     let log = agent.log_text();
     assert!(
         log.contains("WARN") && log.contains("state file not trusted (corrupt"),
@@ -353,7 +345,7 @@ fn calibrate_endpoint_needs_a_configured_and_presented_token() {
         &[("MESHFIT_CALIBRATE_TOKEN", "s3cret")],
         &dir.path().join("log2"),
     );
-    calibrated(&agent);
+    wait_calibrated(&agent);
     assert_eq!(
         request(agent.addr, "POST", "/v1/calibrate", &[]).status,
         401
@@ -508,8 +500,8 @@ fn prometheus_scrapes_two_sim_agents_as_two_nodes() {
         &[],
         &dir.path().join("b.log"),
     );
-    calibrated(&a);
-    calibrated(&b);
+    wait_calibrated(&a);
+    wait_calibrated(&b);
     let prom = Prometheus::start(dir.path(), &[a.addr, b.addr]);
     let mut nodes = Vec::new();
     let arrived = wait_for(Duration::from_secs(60), || {

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use meshfit_e2e::{have, wait_for, workspace_bin, Agent, Prometheus};
+use meshfit_e2e::{have, tuner_json, wait_calibrated, wait_for, workspace_bin, Agent, Prometheus};
 use serde_json::Value;
 
 fn agent(dir: &Path, node: &str) -> Agent {
@@ -26,25 +26,8 @@ fn agent(dir: &Path, node: &str) -> Agent {
         "1s",
     ];
     let a = Agent::start(&args, &[], &dir.join(format!("{node}.log")));
-    let done = wait_for(Duration::from_secs(60), || {
-        a.metric("meshfit_calibration_last_success_timestamp_seconds{")
-            .is_some()
-    });
-    assert!(done, "no calibration:\n{}", a.log_text());
+    wait_calibrated(&a);
     a
-}
-
-fn tuner(args: &[&str]) -> Value {
-    let out = Command::new(workspace_bin("tuner", "tuner"))
-        .args(args)
-        .output()
-        .expect("tuner runs");
-    assert!(
-        out.status.success(),
-        "tuner {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
 }
 
 fn layouts(doc: &Value) -> Vec<(String, f64)> {
@@ -108,7 +91,7 @@ fn recommend_from_prometheus_and_the_same_ranking_from_its_snapshot() {
         "--top",
         "5",
     ];
-    let live = tuner(&[&job[..], &["--prometheus", &url, "--window", "1h"]].concat());
+    let live = tuner_json(&[&job[..], &["--prometheus", &url, "--window", "1h"]].concat());
     let m = &live["measurements"];
     assert!(
         m["sources"][0]
@@ -155,7 +138,7 @@ fn recommend_from_prometheus_and_the_same_ranking_from_its_snapshot() {
     );
     // Prometheus is stopped: the snapshot alone must give the same ranking.
     drop(prom);
-    let offline = tuner(&[&job[..], &["--measurements", snap.to_str().unwrap()]].concat());
+    let offline = tuner_json(&[&job[..], &["--measurements", snap.to_str().unwrap()]].concat());
     let (l, o) = (layouts(&live), layouts(&offline));
     assert_eq!(l.len(), o.len());
     for ((la, ls), (oa, os)) in l.iter().zip(&o) {

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use meshfit_e2e::workspace_bin;
+use meshfit_e2e::{tuner_json, workspace_bin};
 use serde_json::Value;
 
 /// Calibrates one sim node and returns its records, renamed to `node`.
@@ -53,17 +53,7 @@ fn fleet(dir: &Path, profile: &str, n: u32, faulty: Option<(u32, &[&str])>) -> P
 }
 
 fn tuner(args: &[&str]) -> Value {
-    let out = Command::new(workspace_bin("tuner", "tuner"))
-        .args(args)
-        .args(["--format", "json"])
-        .output()
-        .expect("tuner runs");
-    assert!(
-        out.status.success(),
-        "tuner {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON document")
+    tuner_json(&[args, &["--format", "json"]].concat())
 }
 
 fn layout(m: &Value) -> (u64, u64, u64, u64) {
