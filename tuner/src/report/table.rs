@@ -165,7 +165,9 @@ pub fn recommend(doc: &Document) -> String {
         let measured: Vec<&str> = first
             .sources
             .iter()
-            .filter(|(_, s)| **s != Source::Nominal)
+            .filter(|(t, s)| {
+                **s != Source::Nominal && first.time_s.get(*t).is_some_and(|x| x.time_s > 0.0)
+            })
             .map(|(t, _)| *t)
             .collect();
         if doc.measurements.is_some() {
