@@ -167,6 +167,13 @@ fn bench(c: &mut Criterion) {
         NODES,
         text.len() as f64 / 1e6
     );
+    // FLEET_SNAPSHOT=path keeps the file, to measure `tuner recommend --measurements path`.
+    if let Ok(path) = std::env::var("FLEET_SNAPSHOT") {
+        std::fs::write(&path, &text).expect("writing FLEET_SNAPSHOT");
+    }
+    // Reset the peak so that it counts the pipeline (and the text it reads), not the
+    // generation of the snapshot above (proc(5): /proc/pid/clear_refs).
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
     let start = std::time::Instant::now();
     let step = pipeline(&text);
     eprintln!(
