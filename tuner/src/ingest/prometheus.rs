@@ -198,6 +198,16 @@ fn collective_record(s: &Sample) -> Option<Record> {
     ))
 }
 
+/// The single GPU a per-GPU sample names, on its node.
+fn one_gpu(s: &Sample) -> Option<Group> {
+    Some(Group {
+        node: Some(node(s)),
+        gpus: vec![label(s, "gpu")?.parse().ok()?],
+        scope: Scope::IntraNode,
+        ranks: 1,
+    })
+}
+
 fn gemm_record(s: &Sample) -> Option<Record> {
     let shape = Gemm {
         m: label(s, "m")?.parse().ok()?,
@@ -207,12 +217,7 @@ fn gemm_record(s: &Sample) -> Option<Record> {
     let dtype: Dtype = label(s, "dtype")?.parse().ok()?;
     let flops = value(s).filter(|f| *f > 0.0)?;
     let b = backend(s);
-    let group = Group {
-        node: Some(node(s)),
-        gpus: vec![label(s, "gpu")?.parse().ok()?],
-        scope: Scope::IntraNode,
-        ranks: 1,
-    };
+    let group = one_gpu(s)?;
     Some(Record::gemm(
         b,
         group,
@@ -228,12 +233,7 @@ fn hbm_record(s: &Sample) -> Option<Record> {
     let bw = value(s).filter(|v| *v > 0.0)?;
     let bytes = 1u64 << 30;
     let b = backend(s);
-    let group = Group {
-        node: Some(node(s)),
-        gpus: vec![label(s, "gpu")?.parse().ok()?],
-        scope: Scope::IntraNode,
-        ranks: 1,
-    };
+    let group = one_gpu(s)?;
     Some(Record::transfer(
         Kind::HbmCopy,
         b,
