@@ -240,15 +240,22 @@ pub fn price(nominal: Scenario, args: &MeasureArgs) -> anyhow::Result<Priced> {
                 .collect::<Vec<_>>(),
         ));
     }
+    // Measurements of another GPU than the one the cluster preset prices would be read as
+    // efficiencies of the wrong datasheet: say so loudly instead.
     for model in m
         .gpu_models
         .values()
         .collect::<std::collections::BTreeSet<_>>()
     {
-        notes.push(format!(
-            "measured GPUs report as {model}; priced against the {} datasheet",
-            nominal.cluster.gpu.name
-        ));
+        let priced_as = &nominal.cluster.gpu;
+        match tuner::catalog::gpu_for_model_name(model) {
+            Some(g) if g.id != priced_as.id => {
+                let preset = tuner::catalog::CLUSTERS.iter().find(|c| c.gpu == g.id).map_or(String::new(), |c| format!("; pass --cluster {}", c.id));
+                notes.push(format!("WARNING: the measurements come from {model} ({}) but the cluster prices {} ({}){preset}", g.id, priced_as.id, priced_as.name));
+            }
+            Some(_) => notes.push(format!("measured GPUs report as {model}, priced against the {} datasheet", priced_as.name)),
+            None => notes.push(format!("measured GPUs report as {model}, which the catalog does not know; priced against the {} datasheet", priced_as.name)),
+        }
     }
     let doc = MeasurementsDoc {
         sources: m.sources.clone(),

@@ -426,3 +426,35 @@ fn validate_json_has_runs_and_summary() {
         assert!(!s[key].is_null(), "{key}");
     }
 }
+
+#[test]
+fn measurements_of_another_gpu_are_called_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("snap.json");
+    let record = |bytes: u64, t: f64| {
+        format!(
+            "{{\"kind\":\"all_reduce\",\"backend\":\"nccl\",\"node\":\"n1\",\"gpus\":[0,1],\"scope\":\"intra_node\",\"ranks\":2,\"bytes\":{bytes},\"dtype\":\"bf16\",\"time_s\":{t},\"time_min_s\":null,\"time_max_s\":null,\"iters\":20,\"clock\":\"cuda_event\",\"algbw\":null,\"busbw\":null,\"flops\":null,\"timestamp\":null}}"
+        )
+    };
+    let records: Vec<String> = (10..20)
+        .map(|i| record(1 << (2 * i), 1e-5 + (1u64 << (2 * i)) as f64 / 20e9))
+        .collect();
+    let snap = format!(
+        "{{\"format_version\": 1, \"created\": 0, \"source\": \"test\", \"time_range\": {{\"start\": 0, \"end\": 0}}, \"nodes\": [{{\"name\": \"n1\", \"gpus\": [{{\"index\": 0, \"model\": \"NVIDIA L40S\"}}], \"records\": [{}]}}]}}",
+        records.join(",")
+    );
+    std::fs::write(&path, snap).unwrap();
+    let out = stdout_of(&[
+        "recommend",
+        "--model",
+        "llama3-8b",
+        "--gpus",
+        "16",
+        "--top",
+        "1",
+        "--measurements",
+        path.to_str().unwrap(),
+    ]);
+    assert!(out.contains("WARNING: the measurements come from NVIDIA L40S (l40s) but the cluster prices h100-sxm"), "{out}");
+    assert!(out.contains("pass --cluster l40s-pcie"), "{out}");
+}

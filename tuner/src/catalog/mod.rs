@@ -49,6 +49,33 @@ pub fn gpu(id: &str) -> Result<&'static Gpu, TunerError> {
         })
 }
 
+/// The catalog GPU an NVML model name (`meshfit_gpu_info{modelName}`) denotes, if any.
+pub fn gpu_for_model_name(name: &str) -> Option<&'static Gpu> {
+    let n = name.to_ascii_lowercase();
+    let id = if n.contains("gb200") {
+        "gb200"
+    } else if n.contains("b200") {
+        "b200"
+    } else if n.contains("h200") {
+        "h200-sxm"
+    } else if n.contains("h800") {
+        "h800-sxm"
+    } else if n.contains("h100") && n.contains("pcie") {
+        "h100-pcie"
+    } else if n.contains("h100") {
+        "h100-sxm"
+    } else if n.contains("a100") && n.contains("40gb") {
+        "a100-sxm-40gb"
+    } else if n.contains("a100") {
+        "a100-sxm-80gb"
+    } else if n.contains("l40s") {
+        "l40s"
+    } else {
+        return None;
+    };
+    gpu(id).ok()
+}
+
 /// Resolves a preset into a cluster.
 pub fn cluster(id: &str) -> Result<Cluster, TunerError> {
     let preset = CLUSTERS
@@ -229,6 +256,18 @@ mod tests {
                 "{id}: {got:.2}B, published {billions}B"
             );
         }
+    }
+
+    #[test]
+    fn nvml_names_map_to_catalog_gpus() {
+        let id = |n: &str| gpu_for_model_name(n).map(|g| g.id);
+        assert_eq!(id("NVIDIA H100 80GB HBM3"), Some("h100-sxm"));
+        assert_eq!(id("NVIDIA H100 PCIe"), Some("h100-pcie"));
+        assert_eq!(id("NVIDIA A100-SXM4-80GB"), Some("a100-sxm-80gb"));
+        assert_eq!(id("NVIDIA A100-SXM4-40GB"), Some("a100-sxm-40gb"));
+        assert_eq!(id("NVIDIA L40S"), Some("l40s"));
+        assert_eq!(id("NVIDIA H200"), Some("h200-sxm"));
+        assert_eq!(id("Tesla V100-SXM2-32GB"), None);
     }
 
     #[test]
