@@ -67,6 +67,32 @@ pub fn tuner_json(args: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
 }
 
+/// Flags for a sim agent of `profile` named `node`, keeping state in `state`, with no start
+/// jitter and a 1 s sampler, followed by `extra`.
+pub fn sim_args<'a>(
+    profile: &'a str,
+    state: &'a Path,
+    node: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let mut args = vec![
+        "--backend",
+        "sim",
+        "--profile",
+        profile,
+        "--state-dir",
+        state.to_str().expect("UTF-8 state path"),
+        "--node-name",
+        node,
+        "--jitter",
+        "0s",
+        "--sample-interval",
+        "1s",
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
 /// Waits up to 60 s for the agent's first successful calibration and returns its timestamp.
 pub fn wait_calibrated(agent: &Agent) -> f64 {
     let mut ts = None;

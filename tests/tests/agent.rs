@@ -1,7 +1,8 @@
 //! The agent end to end: the real binary with the sim backend on loopback (issue 4).
 
 use meshfit_e2e::{
-    have, promtool_findings, request, value, wait_calibrated, wait_for, Agent, Prometheus,
+    have, promtool_findings, request, sim_args as sim_of, value, wait_calibrated, wait_for, Agent,
+    Prometheus,
 };
 use std::path::Path;
 use std::time::Duration;
@@ -10,25 +11,6 @@ const SUCCESS_TS: &str = "meshfit_calibration_last_success_timestamp_seconds{";
 
 fn sim<'a>(state: &'a Path, node: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     sim_of("dgx-h100", state, node, extra)
-}
-
-fn sim_of<'a>(profile: &'a str, state: &'a Path, node: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut args = vec![
-        "--backend",
-        "sim",
-        "--profile",
-        profile,
-        "--state-dir",
-        state.to_str().unwrap(),
-        "--node-name",
-        node,
-        "--jitter",
-        "0s",
-        "--sample-interval",
-        "1s",
-    ];
-    args.extend_from_slice(extra);
-    args
 }
 
 /// Families design.md names, each with labels it must carry.

@@ -6,25 +6,14 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use meshfit_e2e::{have, tuner_json, wait_calibrated, wait_for, workspace_bin, Agent, Prometheus};
+use meshfit_e2e::{
+    have, sim_args, tuner_json, wait_calibrated, wait_for, workspace_bin, Agent, Prometheus,
+};
 use serde_json::Value;
 
 fn agent(dir: &Path, node: &str) -> Agent {
     let state = dir.join(node);
-    let args = [
-        "--backend",
-        "sim",
-        "--profile",
-        "dgx-h100",
-        "--state-dir",
-        state.to_str().unwrap(),
-        "--node-name",
-        node,
-        "--jitter",
-        "0s",
-        "--sample-interval",
-        "1s",
-    ];
+    let args = sim_args("dgx-h100", &state, node, &[]);
     let a = Agent::start(&args, &[], &dir.join(format!("{node}.log")));
     wait_calibrated(&a);
     a

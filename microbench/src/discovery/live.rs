@@ -3,15 +3,12 @@
 //! error counters. Every reading is optional: a GPU or driver that lacks one leaves it `None`
 //! instead of failing the others.
 
-use super::nvml::{init, nvml_err};
+use super::nvml::{devices, init, MAX_NVLINKS};
 use crate::error::Result;
 use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSensor};
 use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
 use nvml_wrapper::Nvml;
 use serde::{Deserialize, Serialize};
-
-/// NVML_NVLINK_MAX_LINKS in nvml.h (18 on Hopper).
-const MAX_NVLINKS: u32 = 18;
 
 /// The clock throttle reasons NVML reports, by bit (nvml.h `nvmlClocksThrottleReason*`), with
 /// the names the agent exports.
@@ -101,14 +98,10 @@ impl LiveReader {
 }
 
 fn read(nvml: &Nvml) -> Result<Vec<Counters>> {
-    let count = nvml
-        .device_count()
-        .map_err(nvml_err("nvmlDeviceGetCount", None))?;
-    (0..count)
-        .map(|gpu| {
-            let d = nvml
-                .device_by_index(gpu)
-                .map_err(nvml_err("nvmlDeviceGetHandleByIndex", Some(gpu)))?;
+    devices(nvml)?
+        .iter()
+        .zip(0..)
+        .map(|(d, gpu)| {
             let mut errors = NvlinkErrors::default();
             let mut any_link = false;
             for l in 0..MAX_NVLINKS {

@@ -9,7 +9,7 @@ use nvml_wrapper::{Device, Nvml};
 use std::path::Path;
 
 /// NVML_NVLINK_MAX_LINKS in nvml.h (18 on Hopper).
-const MAX_NVLINKS: u32 = 18;
+pub(super) const MAX_NVLINKS: u32 = 18;
 
 /// CPU mask words asked of NVML: 16 x 64 = 1024 CPUs.
 const CPU_MASK_WORDS: usize = 16;
@@ -35,18 +35,23 @@ pub(super) fn nvml_err(call: &'static str, gpu: Option<u32>) -> impl FnOnce(Nvml
     move |source| Error::Nvml { call, gpu, source }
 }
 
-/// Discovers this node's GPUs, their link matrix and its RDMA NICs.
-pub fn discover() -> Result<Topology> {
-    let nvml = init()?;
+/// Every GPU's handle, in index order.
+pub(super) fn devices(nvml: &Nvml) -> Result<Vec<Device<'_>>> {
     let count = nvml
         .device_count()
         .map_err(nvml_err("nvmlDeviceGetCount", None))?;
-    let devices: Vec<Device> = (0..count)
+    (0..count)
         .map(|i| {
             nvml.device_by_index(i)
                 .map_err(nvml_err("nvmlDeviceGetHandleByIndex", Some(i)))
         })
-        .collect::<Result<_>>()?;
+        .collect()
+}
+
+/// Discovers this node's GPUs, their link matrix and its RDMA NICs.
+pub fn discover() -> Result<Topology> {
+    let nvml = init()?;
+    let devices = devices(&nvml)?;
     let mut gpus: Vec<Gpu> = devices
         .iter()
         .zip(0..)
@@ -106,14 +111,10 @@ pub fn discover() -> Result<Topology> {
 /// Utilisation and compute processes per GPU.
 pub fn activity() -> Result<Vec<Activity>> {
     let nvml = init()?;
-    let count = nvml
-        .device_count()
-        .map_err(nvml_err("nvmlDeviceGetCount", None))?;
-    (0..count)
-        .map(|gpu| {
-            let d = nvml
-                .device_by_index(gpu)
-                .map_err(nvml_err("nvmlDeviceGetHandleByIndex", Some(gpu)))?;
+    devices(&nvml)?
+        .iter()
+        .zip(0..)
+        .map(|(d, gpu)| {
             let util = d
                 .utilization_rates()
                 .map_err(nvml_err("nvmlDeviceGetUtilizationRates", Some(gpu)))?;
