@@ -32,7 +32,7 @@ pub struct Source {
     #[arg(long, global = true)]
     pub profile: Option<String>,
     /// Sim fault, repeatable: nvlink-degraded:gpu=N, slow-gpu:gpu=N,factor=F,
-    /// pcie-downtrained:gpu=N, nic-down:nic=N.
+    /// pcie-downtrained:gpu=N, nic-down:nic=N, fabric-slow:factor=F.
     #[arg(long, global = true, value_parser = parse_fault)]
     pub fault: Vec<Fault>,
     /// Sim noise seed; the same seed gives the same numbers.
@@ -41,6 +41,10 @@ pub struct Source {
     /// Sim GPUs busy with another job (comma-separated indices).
     #[arg(long, global = true, value_delimiter = ',')]
     pub busy: Vec<u32>,
+    /// Sim collectives across this many identical nodes (inter-node records, as nccl-tests
+    /// under mpirun); real multi-node sweeps come from nccl-tests logs through `import`.
+    #[arg(long, global = true, default_value_t = 1)]
+    pub nodes: u32,
 }
 
 /// `--backend` values.

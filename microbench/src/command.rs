@@ -35,6 +35,7 @@ fn backend(src: &Source) -> Result<Box<dyn Backend>> {
             })?;
             let mut node = SimBackend::new(sim::profile(name)?, src.fault.clone(), src.seed)?;
             node.set_busy(&src.busy)?;
+            node.set_nodes(src.nodes)?;
             Ok(Box::new(node))
         }
     }
@@ -43,6 +44,13 @@ fn backend(src: &Source) -> Result<Box<dyn Backend>> {
 fn reject_sim_flags(src: &Source) -> Result<()> {
     if src.profile.is_some() || !src.fault.is_empty() || !src.busy.is_empty() {
         bail!("--profile, --fault and --busy apply to --backend sim only");
+    }
+    if src.nodes != 1 {
+        bail!(
+            "--nodes {} applies to --backend sim only: for a real multi-node sweep, run \
+             nccl-tests under mpirun and read its log with `microbench import`",
+            src.nodes
+        );
     }
     Ok(())
 }

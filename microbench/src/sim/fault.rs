@@ -1,7 +1,8 @@
 //! Faults the sim can inject, so that the tuner and agent meet broken hardware in tests.
 //!
 //! Written `kind:key=value,...` on the command line, e.g. `nvlink-degraded:gpu=3`,
-//! `slow-gpu:gpu=5,factor=0.7`, `pcie-downtrained:gpu=2`, `nic-down:nic=1`.
+//! `slow-gpu:gpu=5,factor=0.7`, `pcie-downtrained:gpu=2`, `nic-down:nic=1`,
+//! `fabric-slow:factor=0.5`.
 
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;
@@ -36,9 +37,15 @@ pub enum Fault {
         /// NIC position.
         nic: u32,
     },
+    /// The scale-out fabric delivers `factor` of its healthy rate to every inter-node
+    /// collective (an oversubscribed spine, a congested or mis-routed rail).
+    FabricSlow {
+        /// Fraction of the healthy rate, in (0, 1].
+        factor: f64,
+    },
 }
 
-const KINDS: &str = "nvlink-degraded:gpu=N[,divisor=2], slow-gpu:gpu=N,factor=F, pcie-downtrained:gpu=N[,width=W], nic-down:nic=N";
+const KINDS: &str = "nvlink-degraded:gpu=N[,divisor=2], slow-gpu:gpu=N,factor=F, pcie-downtrained:gpu=N[,width=W], nic-down:nic=N, fabric-slow:factor=F";
 
 fn bad(text: &str, expected: String) -> Error {
     Error::BadValue {
@@ -65,6 +72,7 @@ impl FromStr for Fault {
             "slow-gpu" => &["gpu", "factor"],
             "pcie-downtrained" => &["gpu", "width"],
             "nic-down" => &["nic"],
+            "fabric-slow" => &["factor"],
             _ => {
                 return Err(bad(
                     text,
@@ -89,6 +97,18 @@ impl FromStr for Fault {
         };
         let required =
             |key: &str| int(key)?.ok_or_else(|| bad(text, format!("{kind} needs {key}=N")));
+        let factor = || -> Result<f64> {
+            let raw = values
+                .get("factor")
+                .ok_or_else(|| bad(text, format!("{kind} needs factor=F, 0 < F <= 1")))?;
+            let factor: f64 = raw
+                .parse()
+                .map_err(|_| bad(text, format!("factor `{raw}` is not a number")))?;
+            if !(factor > 0.0 && factor <= 1.0) {
+                return Err(bad(text, format!("factor `{raw}` must be in (0, 1]")));
+            }
+            Ok(factor)
+        };
         Ok(match kind {
             "nvlink-degraded" => {
                 let divisor = int("divisor")?.unwrap_or(2);
@@ -100,28 +120,18 @@ impl FromStr for Fault {
                     divisor,
                 }
             }
-            "slow-gpu" => {
-                let raw = values
-                    .get("factor")
-                    .ok_or_else(|| bad(text, "slow-gpu needs factor=F, 0 < F <= 1".into()))?;
-                let factor: f64 = raw
-                    .parse()
-                    .map_err(|_| bad(text, format!("factor `{raw}` is not a number")))?;
-                if !(factor > 0.0 && factor <= 1.0) {
-                    return Err(bad(text, format!("factor `{raw}` must be in (0, 1]")));
-                }
-                Fault::SlowGpu {
-                    gpu: required("gpu")?,
-                    factor,
-                }
-            }
+            "slow-gpu" => Fault::SlowGpu {
+                gpu: required("gpu")?,
+                factor: factor()?,
+            },
             "pcie-downtrained" => Fault::PcieDowntrained {
                 gpu: required("gpu")?,
                 width: int("width")?,
             },
-            _ => Fault::NicDown {
+            "nic-down" => Fault::NicDown {
                 nic: required("nic")?,
             },
+            _ => Fault::FabricSlow { factor: factor()? },
         })
     }
 }
@@ -134,6 +144,7 @@ impl Fault {
             | Fault::SlowGpu { gpu, .. }
             | Fault::PcieDowntrained { gpu, .. } => ("gpu", gpu, gpus),
             Fault::NicDown { nic } => ("nic", nic, nics),
+            Fault::FabricSlow { .. } => return Ok(()),
         };
         if index >= count {
             return Err(Error::BadValue {
@@ -177,6 +188,10 @@ mod tests {
             "nic-down:nic=1".parse::<Fault>().unwrap(),
             Fault::NicDown { nic: 1 }
         );
+        assert_eq!(
+            "fabric-slow:factor=0.5".parse::<Fault>().unwrap(),
+            Fault::FabricSlow { factor: 0.5 }
+        );
     }
 
     #[test]
@@ -190,6 +205,14 @@ mod tests {
         assert_eq!(
             msg("slow-gpu:gpu=5"),
             "--fault `slow-gpu:gpu=5`: slow-gpu needs factor=F, 0 < F <= 1"
+        );
+        assert_eq!(
+            msg("fabric-slow:factor=0"),
+            "--fault `fabric-slow:factor=0`: factor `0` must be in (0, 1]"
+        );
+        assert_eq!(
+            msg("fabric-slow"),
+            "--fault `fabric-slow`: fabric-slow needs factor=F, 0 < F <= 1"
         );
         assert_eq!(
             msg("nic-down:gpu=1"),

@@ -33,6 +33,12 @@ const HOST_COPY_SHARE: f64 = 0.85;
 const HBM_COPY_SHARE: f64 = 0.9;
 /// A busy GPU shares its time with the job already on it.
 const BUSY_SPEED: f64 = 0.5;
+/// Share of the NIC line rate an inter-node ring reaches on an idle fabric (InfiniBand and
+/// RoCE nccl-tests busbw: about 90% of line rate at large sizes).
+const NET_SHARE: f64 = 0.9;
+/// Per-step latency of a ring that crosses the network, against NVLink's: a NIC round trip
+/// takes several microseconds, an NVLink hop about one.
+const NET_HOP_SCALE: f64 = 4.0;
 
 /// The sim backend.
 #[derive(Debug, Clone)]
@@ -42,6 +48,7 @@ pub struct SimBackend {
     noise: Noise,
     busy: BTreeSet<u32>,
     topology: Topology,
+    nodes: u32,
 }
 
 impl SimBackend {
@@ -57,7 +64,23 @@ impl SimBackend {
             noise: Noise::new(seed),
             busy: BTreeSet::new(),
             topology,
+            nodes: 1,
         })
+    }
+
+    /// Spreads every collective over `nodes` identical nodes, the same GPUs on each, as
+    /// nccl-tests does under `mpirun` across hosts: records are `inter_node` with
+    /// `ranks = GPUs x nodes`. GEMMs and copies stay on this node.
+    pub fn set_nodes(&mut self, nodes: u32) -> Result<()> {
+        if nodes == 0 {
+            return Err(Error::BadValue {
+                field: "--nodes",
+                value: "0".into(),
+                expected: "1 or more nodes".into(),
+            });
+        }
+        self.nodes = nodes;
+        Ok(())
     }
 
     /// Marks `gpus` as running someone else's job: [`Backend::activity`] reports them busy and
@@ -171,7 +194,50 @@ impl SimBackend {
         )
     }
 
+    /// One GPU's share of the node's active NICs, as an inter-node ring drives it: each GPU
+    /// uses its own rail, so a down NIC costs every GPU its share.
+    fn nic_share_bytes_per_s(&self) -> f64 {
+        let t = &self.topology;
+        let active: f64 = t
+            .nics
+            .iter()
+            .filter(|n| n.is_active())
+            .filter_map(|n| n.rate_bytes_per_s)
+            .sum();
+        let fabric: f64 = self
+            .faults
+            .iter()
+            .map(|f| match *f {
+                Fault::FabricSlow { factor } => factor,
+                _ => 1.0,
+            })
+            .product();
+        active / t.gpus.len().max(1) as f64 * NET_SHARE * fabric
+    }
+
+    /// Bus bandwidth and per-step latency scale of a collective over `gpus` on each node.
+    /// Across nodes the ring crosses one NIC per member at each node boundary, so it runs at
+    /// the members' NIC shares, never faster than the members reach inside a node.
     fn collective_bytes_per_s(&self, kind: Kind, gpus: &[u32]) -> (f64, f64) {
+        let (inside, scale) = self.node_bytes_per_s(kind, gpus);
+        if self.nodes < 2 {
+            return (inside, scale);
+        }
+        let members = match kind {
+            // Each boundary pair of a send/recv ring uses one NIC.
+            Kind::SendRecv => 1.0,
+            _ => gpus.len() as f64,
+        };
+        let net = members * self.nic_share_bytes_per_s() * self.group_speed(gpus);
+        let inside = if gpus.len() > 1 {
+            inside
+        } else {
+            f64::INFINITY
+        };
+        (inside.min(net), scale.max(NET_HOP_SCALE))
+    }
+
+    fn node_bytes_per_s(&self, kind: Kind, gpus: &[u32]) -> (f64, f64) {
         let (ring, scale) = self.ring_bytes_per_s(gpus);
         let bw = match kind {
             Kind::SendRecv if gpus.len() > 1 => {
@@ -208,7 +274,8 @@ impl SimBackend {
                     });
                 }
                 let (bw, scale) = self.collective_bytes_per_s(*kind, gpus);
-                model::collective_time(*kind, gpus.len() as u32, *bytes, bw, scale).0
+                let ranks = gpus.len() as u32 * self.nodes;
+                model::collective_time(*kind, ranks, *bytes, bw, scale).0
             }
             Point::Gemm { gpu, shape, dtype } => {
                 let peak = self
@@ -255,6 +322,20 @@ impl SimBackend {
             ranks,
         }
     }
+
+    /// A collective's group: on this node, or across the nodes with the device index of each
+    /// rank in rank order, as `microbench import` reads an `mpirun` log.
+    fn collective_group(&self, gpus: &[u32]) -> Group {
+        if self.nodes < 2 {
+            return self.group(gpus.to_vec(), gpus.len() as u32);
+        }
+        let per_rank = gpus.repeat(self.nodes as usize);
+        Group {
+            ranks: per_rank.len() as u32,
+            scope: Scope::InterNode,
+            ..self.group(per_rank, 0)
+        }
+    }
 }
 
 impl Backend for SimBackend {
@@ -296,7 +377,7 @@ impl Backend for SimBackend {
             } => [false, true]
                 .into_iter()
                 .map(|in_place| {
-                    let group = self.group(gpus.clone(), gpus.len() as u32);
+                    let group = self.collective_group(gpus);
                     let mut r = Record::transfer(
                         *kind,
                         record::Backend::Sim,
@@ -766,6 +847,46 @@ mod tests {
             .iter()
             .filter(|r| r.kind == Kind::Gemm)
             .all(|r| r.dtype == Dtype::Fp16));
+    }
+
+    /// Across 8 DGX A100 (8 x 25 GB/s HDR NICs each): one GPU per node runs at its rail's
+    /// share, 0.9 x 25 GB/s; eight per node drive all eight rails, which NVLink can carry;
+    /// `fabric-slow` scales the network and only the network; send/recv uses one NIC.
+    #[test]
+    fn across_nodes_collectives_run_at_the_nic_shares() {
+        let busbw = |faults: &[&str], nodes: u32, kind: Kind, gpus: &[u32]| {
+            let mut n = node("dgx-a100", faults);
+            n.set_nodes(nodes).unwrap();
+            let r = one(
+                &n,
+                Point::Collective {
+                    kind,
+                    gpus: gpus.to_vec(),
+                    bytes: 4 << 30,
+                    dtype: Dtype::Bf16,
+                },
+            );
+            assert_eq!(r.group.scope, Scope::InterNode);
+            assert_eq!(r.group.ranks, gpus.len() as u32 * nodes);
+            assert_eq!(r.group.gpus.len(), r.group.ranks as usize);
+            r.busbw.unwrap()
+        };
+        let rail = 0.9 * 25e9;
+        let one_gpu = busbw(&[], 8, Kind::AllReduce, &[0]);
+        assert!((0.97 * rail..rail).contains(&one_gpu), "{one_gpu}");
+        let all = busbw(&[], 2, Kind::AllReduce, &[0, 1, 2, 3, 4, 5, 6, 7]);
+        assert!((0.97 * 8.0 * rail..8.0 * rail).contains(&all), "{all}");
+        let slow = busbw(&["fabric-slow:factor=0.5"], 8, Kind::AllReduce, &[0]);
+        assert!((slow / one_gpu - 0.5).abs() < 0.02, "{slow} vs {one_gpu}");
+        let pair = busbw(&[], 2, Kind::SendRecv, &[0, 1]);
+        assert!((0.97 * rail..rail).contains(&pair), "{pair}");
+        // Inside one node nothing changes.
+        let mut local = node("dgx-a100", &["fabric-slow:factor=0.5"]);
+        local.set_nodes(1).unwrap();
+        let inside = collective(&local, Kind::AllReduce, &[0, 1], &BIG);
+        assert!(inside.iter().all(|r| r.group.scope == Scope::IntraNode));
+        assert!(inside.last().unwrap().busbw.unwrap() > 100e9);
+        assert!(local.set_nodes(0).is_err());
     }
 
     #[test]

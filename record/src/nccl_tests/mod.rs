@@ -330,8 +330,18 @@ all_gather_perf -g 4
             scope: Scope::IntraNode,
             ranks: 4,
         };
+        // Two GPUs on each of two hosts: the device list must carry the second host.
+        let across = Group {
+            gpus: vec![0, 1, 0, 1],
+            scope: Scope::InterNode,
+            ..group.clone()
+        };
         let mut records = Vec::new();
-        for (bytes, time_s) in [(8u64, 9.5e-6), (1 << 20, 2.1e-5), (1 << 30, 3.3e-3)] {
+        let points = [(8u64, 9.5e-6), (1 << 20, 2.1e-5), (1 << 30, 3.3e-3)];
+        for (group, (bytes, time_s)) in [&group, &across]
+            .into_iter()
+            .flat_map(|g| points.into_iter().map(move |p| (g, p)))
+        {
             for in_place in [false, true] {
                 let timing = Timing {
                     time_s,
@@ -356,6 +366,7 @@ all_gather_perf -g 4
         assert!(text.contains(
             "     1048576        131072  bfloat16    none      -1    21.00   49.93   37.45    N/A    21.00   49.93   37.45    N/A"
         ), "{text}");
+        assert!(text.contains("on sim-node+1 device  1"), "{text}");
         let parsed = parse(&text).unwrap();
         assert_eq!(parsed.warnings, vec![], "{text}");
         assert_eq!(parsed.records.len(), records.len());

@@ -2,7 +2,8 @@
 //! that log parsers and habits built around nccl-tests keep working on microbench output.
 
 use super::convention;
-use crate::{Kind, Record};
+use crate::{Kind, Record, Scope};
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 /// Records that have no nccl-tests table.
@@ -57,10 +58,12 @@ fn write_table(out: &mut String, table: &[&Record]) {
         .map_or("-".to_string(), |n| n.to_string());
     // The first lines are the ones nccl-tests prints, so `parse` reads the table back.
     let _ = writeln!(out, "# Collective test starting: {stem}_perf");
+    // One process drives every GPU of a node; across nodes mpirun starts one per GPU.
+    let inter = first.group.scope == Scope::InterNode;
     let _ = writeln!(
         out,
         "# nThread 1 nGpus {} minBytes {} maxBytes {} iters: {iters} validation: 0 backend: {} clock: {}",
-        first.group.ranks,
+        if inter { 1 } else { first.group.ranks },
         sizes[0],
         sizes[sizes.len() - 1],
         first.backend,
@@ -69,10 +72,21 @@ fn write_table(out: &mut String, table: &[&Record]) {
     if !first.group.gpus.is_empty() {
         let node = first.group.node.as_deref().unwrap_or("-");
         let _ = writeln!(out, "#\n# Using devices");
+        // Across nodes, ranks fill the hosts in blocks of the distinct devices (a uniform
+        // launch); the record names only rank 0's host, so the others get a `+k` suffix.
+        let per_host = if inter {
+            first.group.gpus.iter().collect::<BTreeSet<_>>().len()
+        } else {
+            first.group.gpus.len()
+        };
         for (rank, gpu) in first.group.gpus.iter().enumerate() {
+            let host = match rank / per_host {
+                0 => node.to_string(),
+                k => format!("{node}+{k}"),
+            };
             let _ = writeln!(
                 out,
-                "#  Rank {rank:2} Group  0 Pid      - on {node:>10} device {gpu:2} [-] {}",
+                "#  Rank {rank:2} Group  0 Pid      - on {host:>10} device {gpu:2} [-] {}",
                 first.backend
             );
         }
