@@ -240,6 +240,21 @@ pub fn price(nominal: Scenario, args: &MeasureArgs) -> anyhow::Result<Priced> {
                 .collect::<Vec<_>>(),
         ));
     }
+    if fits
+        .fleet
+        .iter()
+        .any(|f| f.scope == record::Scope::InterNode)
+    {
+        let e = &nominal.efficiency;
+        notes.push(format!(
+            "inter-node measurements are idle-fabric sweeps; a job shares the fabric, so they \
+             are priced at {:.0}% of their bandwidth (catalog: {:.2} of line rate in a job, \
+             {:.2} idle)",
+            100.0 * e.network_busbw / e.network_idle_busbw,
+            e.network_busbw,
+            e.network_idle_busbw
+        ));
+    }
     // Measurements of another GPU than the one the cluster preset prices would be read as
     // efficiencies of the wrong datasheet: say so loudly instead.
     for model in m

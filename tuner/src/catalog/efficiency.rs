@@ -35,8 +35,12 @@ pub struct Efficiency {
     pub nvlink_busbw: f64,
     /// Bus bandwidth through PCIe switches against the PCIe x16 line rate.
     pub pcie_busbw: f64,
-    /// Bus bandwidth over the scale-out fabric against the NIC line rate.
+    /// Bus bandwidth over the scale-out fabric against the NIC line rate, inside a job.
     pub network_busbw: f64,
+    /// The same in a sweep on an idle fabric, which is what nccl-tests and calibration
+    /// measure; measured inter-node figures are priced at `network_busbw / network_idle_busbw`
+    /// of themselves.
+    pub network_idle_busbw: f64,
     /// Start-up latency of one collective step over NVLink, seconds.
     pub nvlink_latency_s: f64,
     /// The same through PCIe.
@@ -98,6 +102,7 @@ pub const NOMINAL: Efficiency = Efficiency {
     // shared with their own pipeline traffic, see about two thirds of it (the DP-heavy
     // published runs, RoCE and InfiniBand alike).
     network_busbw: 0.68,
+    network_idle_busbw: 0.90,
     nvlink_latency_s: 10e-6,
     pcie_latency_s: 15e-6,
     network_latency_s: 30e-6,

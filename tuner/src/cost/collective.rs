@@ -1,6 +1,7 @@
 //! Collective communication time: the [`CollectiveModel`] interface and its nominal
 //! (catalog) implementation. Measured implementations plug in through the same trait.
 
+use record::Kind;
 use serde::Serialize;
 
 use crate::catalog::{gpus::pcie_x16_bytes_per_s, Cluster, Efficiency};
@@ -23,6 +24,18 @@ pub enum Collective {
 }
 
 impl Collective {
+    /// The collective a record kind measures; `None` for GEMMs and copies.
+    pub fn of(kind: Kind) -> Option<Collective> {
+        Some(match kind {
+            Kind::AllReduce => Collective::AllReduce,
+            Kind::AllGather => Collective::AllGather,
+            Kind::ReduceScatter => Collective::ReduceScatter,
+            Kind::AllToAll => Collective::AllToAll,
+            Kind::SendRecv => Collective::SendRecv,
+            _ => return None,
+        })
+    }
+
     /// nccl-tests bus-bandwidth factor for `n` ranks: busbw = algbw x factor
     /// (nccl-tests doc/PERFORMANCE.md): 2(n-1)/n for all-reduce, (n-1)/n for all-gather,
     /// reduce-scatter and all-to-all, 1 for send/recv.
@@ -72,6 +85,7 @@ pub struct NominalCollectives {
     nvlink_busbw: f64,
     pcie_busbw: f64,
     nic_share_busbw: f64,
+    network_contention: f64,
     latency: [f64; 3],
 }
 
@@ -82,6 +96,7 @@ impl NominalCollectives {
             nvlink_busbw: cluster.gpu.nvlink_bytes_per_s * eff.nvlink_busbw,
             pcie_busbw: pcie_x16_bytes_per_s(cluster.gpu.pcie_gen) * eff.pcie_busbw,
             nic_share_busbw: cluster.nic_share_bytes_per_s() * eff.network_busbw,
+            network_contention: eff.network_busbw / eff.network_idle_busbw,
             latency: [
                 eff.nvlink_latency_s,
                 eff.pcie_latency_s,
@@ -90,20 +105,34 @@ impl NominalCollectives {
         }
     }
 
-    /// Bus bandwidth of a group, bytes/s. Across nodes, a group with g members per node drives
-    /// g GPUs' share of the node's NICs, never more than its members reach inside the node.
-    pub fn busbw(&self, group: &GroupSpan) -> f64 {
-        let intra = if self.nvlink_busbw > 0.0 {
+    /// The share of an idle-fabric measurement a job gets across nodes: the catalog's in-job
+    /// network efficiency over its idle one.
+    pub fn network_contention(&self) -> f64 {
+        self.network_contention
+    }
+
+    /// Bus bandwidth inside one node: NVLink where the GPUs have it, else PCIe.
+    pub fn intra_busbw(&self) -> f64 {
+        if self.nvlink_busbw > 0.0 {
             self.nvlink_busbw
         } else {
             self.pcie_busbw
+        }
+    }
+
+    /// Bus bandwidth of a collective on a group, bytes/s. Across nodes, a group with g members
+    /// per node drives g GPUs' share of the node's NICs, never more than its members reach
+    /// inside the node; a send/recv pair crosses one NIC whatever the count.
+    pub fn busbw(&self, collective: Collective, group: &GroupSpan) -> f64 {
+        let intra = self.intra_busbw();
+        let members = match collective {
+            Collective::SendRecv => 1,
+            _ => group.members_per_node,
         };
         match group.link {
             LinkClass::Nvlink => self.nvlink_busbw,
             LinkClass::Pcie => self.pcie_busbw,
-            LinkClass::Network => {
-                (f64::from(group.members_per_node) * self.nic_share_busbw).min(intra)
-            }
+            LinkClass::Network => (f64::from(members) * self.nic_share_busbw).min(intra),
         }
     }
 }
@@ -115,7 +144,7 @@ impl CollectiveModel for NominalCollectives {
         }
         let steps = f64::from(group.ranks).log2().ceil();
         let alpha = self.latency[group.link as usize];
-        alpha * steps + bytes * collective.busbw_factor(group.ranks) / self.busbw(group)
+        alpha * steps + bytes * collective.busbw_factor(group.ranks) / self.busbw(collective, group)
     }
 
     fn source(&self, _: Collective, _: &GroupSpan) -> Source {
@@ -155,9 +184,13 @@ mod tests {
         let c = catalog::cluster("dgx-h100").unwrap();
         let m = NominalCollectives::new(&c, &NOMINAL);
         let net = NOMINAL.network_busbw;
-        assert!((m.busbw(&span(16, 1, &c)) - 8.0 * 50e9 * net).abs() < 1.0);
-        assert!((m.busbw(&span(64, 8, &c)) - 50e9 * net).abs() < 1.0);
-        assert!((m.busbw(&span(8, 1, &c)) - 450e9 * NOMINAL.nvlink_busbw).abs() < 1.0);
+        let ar = Collective::AllReduce;
+        assert!((m.busbw(ar, &span(16, 1, &c)) - 8.0 * 50e9 * net).abs() < 1.0);
+        assert!((m.busbw(ar, &span(64, 8, &c)) - 50e9 * net).abs() < 1.0);
+        assert!((m.busbw(ar, &span(8, 1, &c)) - 450e9 * NOMINAL.nvlink_busbw).abs() < 1.0);
+        // Send/recv between two nodes of eight: each pair has one rail.
+        let sr = m.busbw(Collective::SendRecv, &span(16, 1, &c));
+        assert!((sr - 50e9 * net).abs() < 1.0);
         let bytes = 256e6;
         let inside = m.time_s(Collective::AllReduce, &span(8, 1, &c), bytes);
         let across = m.time_s(Collective::AllReduce, &span(16, 1, &c), bytes);

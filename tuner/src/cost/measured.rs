@@ -28,9 +28,9 @@ pub struct MeasuredCollectives {
 
 /// How a measured figure answers a question about a group.
 enum Answer<'a> {
-    /// Same collective, scope and rank count.
+    /// Same collective, scope, rank count and members per node.
     Exact(&'a FleetCurve),
-    /// Same collective and scope, another rank count.
+    /// Same collective and scope, another rank count or members per node.
     Nearest(&'a FleetCurve),
     /// Nothing measured.
     None,
@@ -71,17 +71,46 @@ impl MeasuredCollectives {
         let Some(list) = self.curves.get(&(kind_of(c), scope)) else {
             return Answer::None;
         };
-        if let Some(exact) = list.iter().find(|f| f.ranks == group.ranks) {
+        // A curve with the group's own members per node is preferred where they matter.
+        let members =
+            |f: &FleetCurve| !drives_nics(c, group) || f.members_per_node == group.members_per_node;
+        if let Some(exact) = list.iter().find(|f| f.ranks == group.ranks && members(f)) {
             return Answer::Exact(exact);
         }
         list.iter()
             .min_by_key(|f| {
-                (f64::from(f.ranks).log2() - f64::from(group.ranks).log2())
-                    .abs()
-                    .mul_add(1000.0, 0.0) as u64
+                let distance = (f64::from(f.ranks).log2() - f64::from(group.ranks).log2()).abs();
+                (!members(f), (distance * 1000.0) as u64)
             })
             .map_or(Answer::None, Answer::Nearest)
     }
+
+    /// The bus bandwidth a curve measured on another group implies for `group`. The ring
+    /// model keeps busbw across rank counts; across nodes each member drives its own share of
+    /// the NICs, so busbw scales with the members per node, up to what they reach inside one
+    /// node (measured, else the catalog's), and the job gets its in-job share of the
+    /// idle-fabric figure.
+    fn carried_busbw(&self, c: Collective, f: &FleetCurve, group: &GroupSpan) -> f64 {
+        if group.link != LinkClass::Network {
+            return f.busbw_bytes_per_s;
+        }
+        let shared = f.busbw_bytes_per_s * self.nominal.network_contention();
+        if !drives_nics(c, group) || f.members_per_node == group.members_per_node {
+            return shared;
+        }
+        let scaled =
+            shared * f64::from(group.members_per_node) / f64::from(f.members_per_node.max(1));
+        let inside = self
+            .intra_floor(c, group)
+            .map_or(self.nominal.intra_busbw(), |i| i.busbw_bytes_per_s);
+        scaled.min(inside)
+    }
+}
+
+/// Whether the members per node set a group's rate: across nodes each member drives its own
+/// share of the NICs, except in send/recv, whose pairs cross one NIC each whatever the count.
+fn drives_nics(c: Collective, group: &GroupSpan) -> bool {
+    group.link == LinkClass::Network && c != Collective::SendRecv
 }
 
 impl CollectiveModel for MeasuredCollectives {
@@ -97,13 +126,18 @@ impl CollectiveModel for MeasuredCollectives {
             return self.nominal.time_s(c, group, bytes).max(floor);
         }
         match self.lookup(c, group) {
+            // Across nodes the job shares the fabric that was measured idle: its bytes move
+            // as a larger message would on the idle fabric.
+            Answer::Exact(f) if group.link == LinkClass::Network => {
+                f.curve.time_s(bytes / self.nominal.network_contention())
+            }
             Answer::Exact(f) => f.curve.time_s(bytes),
             // Ring model: bus bandwidth holds across rank counts, latency grows with the steps
             // (Thakur et al. 2005, §4); the measured busbw carries over, alpha scales.
             Answer::Nearest(f) => {
                 let steps = |n: u32| f64::from(n).log2().ceil().max(1.0);
                 f.alpha_s * steps(group.ranks) / steps(f.ranks)
-                    + bytes * c.busbw_factor(group.ranks) / f.busbw_bytes_per_s
+                    + bytes * c.busbw_factor(group.ranks) / self.carried_busbw(c, f, group)
             }
             Answer::None => self.nominal.time_s(c, group, bytes),
         }
@@ -144,6 +178,7 @@ mod tests {
             kind,
             scope: Scope::IntraNode,
             ranks,
+            members_per_node: ranks,
             alpha_s: 20e-6,
             beta_bytes_per_s: busbw / factor,
             busbw_bytes_per_s: busbw,
@@ -173,5 +208,36 @@ mod tests {
             m.source(Collective::AllReduce, &span(16, 1, &c)),
             Source::Nominal
         );
+    }
+
+    /// Two DGX A100 measured as one 16-rank all-reduce, eight GPUs per node: 177 GB/s busbw
+    /// over eight 25 GB/s rails on an idle fabric. Inside a job, the catalog's 0.68 of line
+    /// rate against 0.90 idle leaves 75.6% of that. A data-parallel group of 16 with one
+    /// member per node drives one rail, so it gets an eighth.
+    #[test]
+    fn members_per_node_carry_across_nodes() {
+        let c = catalog::cluster("dgx-a100").unwrap();
+        let across = FleetCurve {
+            scope: Scope::InterNode,
+            members_per_node: 8,
+            ..curve(Kind::AllReduce, 16, 177e9)
+        };
+        let m = MeasuredCollectives::new(NominalCollectives::new(&c, &NOMINAL), &[across]);
+        let full = span(16, 1, &c);
+        assert_eq!(full.members_per_node, 8);
+        assert_eq!(m.source(Collective::AllReduce, &full), Source::Measured);
+        let k = 0.68 / 0.90;
+        let bytes = 1e9;
+        let busbw_of = |t: f64| bytes * Collective::AllReduce.busbw_factor(16) / (t - 20e-6);
+        let exact = busbw_of(m.time_s(Collective::AllReduce, &full, bytes));
+        assert!((exact / (177e9 * k) - 1.0).abs() < 1e-3, "{exact}");
+        let dp = span(16, 8, &c);
+        assert_eq!((dp.members_per_node, dp.link), (1, LinkClass::Network));
+        assert_eq!(m.source(Collective::AllReduce, &dp), Source::Extrapolated);
+        let busbw = busbw_of(m.time_s(Collective::AllReduce, &dp, bytes));
+        assert!((busbw / (177e9 * k / 8.0) - 1.0).abs() < 1e-9, "{busbw}");
+        // Four members per node: half the rails, still under NVLink.
+        let four = busbw_of(m.time_s(Collective::AllReduce, &span(16, 2, &c), bytes));
+        assert!((four / (177e9 * k / 2.0) - 1.0).abs() < 1e-9, "{four}");
     }
 }

@@ -8,6 +8,9 @@ pub mod gemm;
 use std::collections::BTreeMap;
 
 use record::{busbw_factor, Dtype, Kind, Record, Scope};
+
+use crate::catalog::Cluster;
+use crate::placement::{span, GroupSpan};
 use serde::Serialize;
 
 use alpha_beta::Curve;
@@ -52,6 +55,8 @@ pub struct NodeCurve {
     pub scope: Scope,
     /// Ranks.
     pub ranks: u32,
+    /// Ranks on each node: all of them inside a node; see [`members_per_node`].
+    pub members_per_node: u32,
     /// The fit.
     pub curve: Curve,
     /// Bus bandwidth of the large-size piece, beta x the nccl-tests factor, bytes/s.
@@ -69,6 +74,8 @@ pub struct FleetCurve {
     pub scope: Scope,
     /// Ranks.
     pub ranks: u32,
+    /// Ranks on each node.
+    pub members_per_node: u32,
     /// Aggregated latency, seconds.
     pub alpha_s: f64,
     /// Aggregated algorithm bandwidth, bytes/s.
@@ -127,10 +134,40 @@ const MIN_GEMM_S: f64 = 50e-6;
 /// Sizes at which node curves are aggregated into the fleet curve.
 const FLEET_POINTS: u32 = 40;
 
-/// A sweep's key: node, collective, scope, ranks.
-type SweepKey = (String, Kind, Scope, u32);
+/// A sweep's key: node, collective, scope, ranks, members per node.
+type SweepKey = (String, Kind, Scope, u32, u32);
+/// A fleet curve's key: collective, scope, ranks, members per node.
+type FleetKey = (Kind, Scope, u32, u32);
 /// A GEMM point: m, n, k and efficiency against the datasheet peak.
 type GemmPoint = (f64, f64, f64, f64);
+
+/// Ranks a collective record puts on each node. Inside a node, all of them. Across nodes, the
+/// distinct device indices of its rank list (nccl-tests' device list; a uniform launch puts
+/// the same devices on every host), and one per node when the log printed no device list:
+/// the `-g 1` sweep that data-parallel groups look like.
+pub fn members_per_node(r: &Record) -> u32 {
+    match r.group.scope {
+        Scope::IntraNode => r.group.ranks,
+        Scope::InterNode => {
+            let distinct: std::collections::BTreeSet<u32> = r.group.gpus.iter().copied().collect();
+            (distinct.len() as u32).clamp(1, r.group.ranks.max(1))
+        }
+    }
+}
+
+/// The group a curve measured, placed on `cluster` to price it from the catalog.
+pub fn measured_group(
+    scope: Scope,
+    ranks: u32,
+    members_per_node: u32,
+    cluster: &Cluster,
+) -> GroupSpan {
+    let stride = match scope {
+        Scope::IntraNode => 1,
+        Scope::InterNode => (cluster.gpus_per_node / members_per_node.max(1)).max(1),
+    };
+    span(ranks, stride, cluster)
+}
 
 fn node_of(r: &Record) -> String {
     r.group
@@ -151,7 +188,7 @@ pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
         match r.kind {
             k if k.is_collective() && !r.in_place => {
                 sweeps
-                    .entry((node, k, r.group.scope, r.group.ranks))
+                    .entry((node, k, r.group.scope, r.group.ranks, members_per_node(r)))
                     .or_default()
                     .push((r.bytes as f64, r.timing.time_s));
             }
@@ -183,7 +220,7 @@ pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
     }
     let curves: Vec<NodeCurve> = sweeps
         .into_iter()
-        .filter_map(|((node, kind, scope, ranks), pts)| {
+        .filter_map(|((node, kind, scope, ranks, members_per_node), pts)| {
             let curve = alpha_beta::fit(&pts)?;
             let factor = busbw_factor(kind, ranks).unwrap_or(1.0);
             let busbw_bytes_per_s = curve.beta_bytes_per_s() * factor;
@@ -195,6 +232,7 @@ pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
                 kind,
                 scope,
                 ranks,
+                members_per_node,
                 curve,
                 busbw_bytes_per_s,
                 bytes_range,
@@ -216,14 +254,14 @@ pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
     let memory: Vec<(String, f64)> = hbm.into_iter().filter(|(_, v)| *v > 0.0).collect();
 
     let mut stragglers = Vec::new();
-    let mut groups: BTreeMap<(Kind, Scope, u32), Vec<&NodeCurve>> = BTreeMap::new();
+    let mut groups: BTreeMap<FleetKey, Vec<&NodeCurve>> = BTreeMap::new();
     for c in &curves {
         groups
-            .entry((c.kind, c.scope, c.ranks))
+            .entry((c.kind, c.scope, c.ranks, c.members_per_node))
             .or_default()
             .push(c);
     }
-    for ((kind, scope, ranks), cs) in &groups {
+    for ((kind, scope, ranks, _), cs) in &groups {
         let values: Vec<(String, f64)> = cs
             .iter()
             .map(|c| (c.node.clone(), c.busbw_bytes_per_s))
@@ -268,7 +306,7 @@ pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
     let agg = opts.aggregate;
     let fleet: Vec<FleetCurve> = groups
         .iter()
-        .filter_map(|((kind, scope, ranks), cs)| {
+        .filter_map(|((kind, scope, ranks, members_per_node), cs)| {
             let cs: Vec<&&NodeCurve> = cs.iter().filter(|c| kept(&c.node)).collect();
             if cs.is_empty() {
                 return None;
@@ -293,6 +331,7 @@ pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
                 kind: *kind,
                 scope: *scope,
                 ranks: *ranks,
+                members_per_node: *members_per_node,
                 alpha_s: curve.alpha_s(),
                 beta_bytes_per_s: curve.beta_bytes_per_s(),
                 busbw_bytes_per_s: curve.beta_bytes_per_s() * factor,

@@ -5,10 +5,9 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, Table};
 use serde::Serialize;
 
 use crate::catalog::{Cluster, NOMINAL};
-use crate::cost::collective::NominalCollectives;
-use crate::fit::{Fits, FleetCurve, NodeCurve};
+use crate::cost::collective::{Collective, NominalCollectives};
+use crate::fit::{measured_group, Fits, FleetCurve, NodeCurve};
 use crate::ingest::Measurements;
-use crate::placement::span;
 
 /// One fitted curve in the report.
 #[derive(Debug, Clone, Serialize)]
@@ -21,6 +20,8 @@ pub struct CurveRow {
     pub scope: String,
     /// Ranks.
     pub ranks: u32,
+    /// Ranks on each node.
+    pub members_per_node: u32,
     /// Latency, seconds.
     pub alpha_s: f64,
     /// Bus bandwidth, bytes/s.
@@ -60,18 +61,20 @@ impl FitReport {
     /// Builds the report; nominal figures come from `cluster`.
     pub fn new(fits: &Fits, cluster: &Cluster, m: &Measurements) -> FitReport {
         let nominal = NominalCollectives::new(cluster, &NOMINAL);
-        let nominal_busbw = |ranks: u32, inter: bool| {
-            let stride = if inter { cluster.gpus_per_node } else { 1 };
-            nominal.busbw(&span(ranks, stride, cluster))
+        let nominal_busbw = |kind, scope, ranks, members| {
+            Collective::of(kind).map_or(0.0, |c| {
+                nominal.busbw(c, &measured_group(scope, ranks, members, cluster))
+            })
         };
         let node_row = |c: &NodeCurve| CurveRow {
             node: c.node.clone(),
             collective: c.kind.as_str().to_string(),
             scope: c.scope.as_str().to_string(),
             ranks: c.ranks,
+            members_per_node: c.members_per_node,
             alpha_s: c.curve.alpha_s(),
             busbw_bytes_per_s: c.busbw_bytes_per_s,
-            nominal_busbw_bytes_per_s: nominal_busbw(c.ranks, c.scope == record::Scope::InterNode),
+            nominal_busbw_bytes_per_s: nominal_busbw(c.kind, c.scope, c.ranks, c.members_per_node),
             r2: Some(c.curve.r2),
             max_rel_error: Some(c.curve.max_rel_error),
             rms_rel_error: c.curve.rms_rel_error,
@@ -84,9 +87,10 @@ impl FitReport {
             collective: f.kind.as_str().to_string(),
             scope: f.scope.as_str().to_string(),
             ranks: f.ranks,
+            members_per_node: f.members_per_node,
             alpha_s: f.alpha_s,
             busbw_bytes_per_s: f.busbw_bytes_per_s,
-            nominal_busbw_bytes_per_s: nominal_busbw(f.ranks, f.scope == record::Scope::InterNode),
+            nominal_busbw_bytes_per_s: nominal_busbw(f.kind, f.scope, f.ranks, f.members_per_node),
             r2: None,
             max_rel_error: None,
             rms_rel_error: f.rms_rel_error,
@@ -124,6 +128,7 @@ pub fn table(r: &FitReport) -> String {
         "collective",
         "scope",
         "ranks",
+        "per node",
         "alpha us",
         "busbw GB/s",
         "nominal GB/s",
@@ -138,6 +143,7 @@ pub fn table(r: &FitReport) -> String {
             Cell::new(&c.collective),
             Cell::new(&c.scope),
             Cell::new(c.ranks),
+            Cell::new(c.members_per_node),
             Cell::new(format!("{:.1}", c.alpha_s * 1e6)),
             Cell::new(format!(
                 "{:.1}{}",

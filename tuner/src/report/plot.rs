@@ -6,33 +6,21 @@ use std::path::Path;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use record::{Kind, Record, Scope};
+use record::Record;
 
 use crate::catalog::{Cluster, NOMINAL};
 use crate::cost::collective::{Collective, CollectiveModel, NominalCollectives};
 use crate::error::TunerError;
-use crate::fit::Fits;
-use crate::placement::span;
+use crate::fit::{measured_group, members_per_node, Fits};
 
 const COLS: usize = 3;
 const PANEL: (u32, u32) = (400, 360);
-
-fn collective(kind: Kind) -> Option<Collective> {
-    Some(match kind {
-        Kind::AllReduce => Collective::AllReduce,
-        Kind::AllGather => Collective::AllGather,
-        Kind::ReduceScatter => Collective::ReduceScatter,
-        Kind::AllToAll => Collective::AllToAll,
-        Kind::SendRecv => Collective::SendRecv,
-        _ => return None,
-    })
-}
 
 fn size(fits: &Fits) -> (u32, u32) {
     let panels = fits
         .fleet
         .iter()
-        .filter(|f| collective(f.kind).is_some())
+        .filter(|f| Collective::of(f.kind).is_some())
         .count();
     (
         PANEL.0 * COLS as u32,
@@ -50,12 +38,12 @@ fn draw<DB: DrawingBackend>(
     let panels: Vec<_> = fits
         .fleet
         .iter()
-        .filter(|f| collective(f.kind).is_some())
+        .filter(|f| Collective::of(f.kind).is_some())
         .collect();
     let areas = root.split_evenly((panels.len().div_ceil(COLS).max(1), COLS));
     let nominal = NominalCollectives::new(cluster, &NOMINAL);
     for (area, f) in areas.iter().zip(&panels) {
-        let Some(c) = collective(f.kind) else {
+        let Some(c) = Collective::of(f.kind) else {
             continue;
         };
         let pts: Vec<(f64, f64)> = records
@@ -64,6 +52,7 @@ fn draw<DB: DrawingBackend>(
                 r.kind == f.kind
                     && r.group.scope == f.scope
                     && r.group.ranks == f.ranks
+                    && members_per_node(r) == f.members_per_node
                     && !r.in_place
             })
             .map(|r| (r.bytes as f64, r.timing.time_s * 1e6))
@@ -77,19 +66,15 @@ fn draw<DB: DrawingBackend>(
         let (ymin, ymax) = pts
             .iter()
             .fold((f64::MAX, 0.0f64), |(a, b), p| (a.min(p.1), b.max(p.1)));
-        let stride = if f.scope == Scope::InterNode {
-            cluster.gpus_per_node
-        } else {
-            1
-        };
-        let group = span(f.ranks, stride, cluster);
+        let group = measured_group(f.scope, f.ranks, f.members_per_node, cluster);
         let title = format!(
-            "{} x{} {}: fleet {:.0} GB/s, nominal {:.0} GB/s",
+            "{} x{} ({}/node) {}: fleet {:.0} GB/s, nominal {:.0} GB/s",
             f.kind.as_str(),
             f.ranks,
+            f.members_per_node,
             f.scope.as_str(),
             f.busbw_bytes_per_s / 1e9,
-            nominal.busbw(&group) / 1e9
+            nominal.busbw(c, &group) / 1e9
         );
         let Ok(mut chart) = ChartBuilder::on(area)
             .caption(title, ("sans-serif", 14))
