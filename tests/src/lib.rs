@@ -52,19 +52,25 @@ pub fn agent_bin() -> &'static Path {
     BIN.get_or_init(|| workspace_bin("agent", "agent"))
 }
 
+/// Runs the workspace binary `bin` of `package` with `args` and returns its standard output;
+/// panics with its stderr when it fails.
+pub fn output_of(package: &str, bin: &str, args: &[&str]) -> String {
+    let out = Command::new(workspace_bin(package, bin))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running {bin}: {e}"));
+    assert!(
+        out.status.success(),
+        "{bin} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
 /// Runs `tuner` with `args` and parses its JSON output (`--format json`, or a JSON-writing
 /// command); panics with its stderr when it fails.
 pub fn tuner_json(args: &[&str]) -> serde_json::Value {
-    let out = Command::new(workspace_bin("tuner", "tuner"))
-        .args(args)
-        .output()
-        .expect("tuner runs");
-    assert!(
-        out.status.success(),
-        "tuner {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
+    serde_json::from_str(&output_of("tuner", "tuner", args)).unwrap_or(serde_json::Value::Null)
 }
 
 /// Flags for a sim agent of `profile` named `node`, keeping state in `state`, with no start

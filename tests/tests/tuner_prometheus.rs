@@ -7,7 +7,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use meshfit_e2e::{
-    have, sim_args, tuner_json, wait_calibrated, wait_for, workspace_bin, Agent, Prometheus,
+    have, output_of, sim_args, tuner_json, wait_calibrated, wait_for, workspace_bin, Agent,
+    Prometheus,
 };
 use serde_json::Value;
 
@@ -102,8 +103,10 @@ fn recommend_from_prometheus_and_the_same_ranking_from_its_snapshot() {
     assert_eq!(live["meshes"][0]["sources"]["compute"], "measured");
 
     let snap = dir.path().join("snap.json");
-    let out = Command::new(workspace_bin("tuner", "tuner"))
-        .args([
+    output_of(
+        "tuner",
+        "tuner",
+        &[
             "snapshot",
             "--prometheus",
             &url,
@@ -111,13 +114,7 @@ fn recommend_from_prometheus_and_the_same_ranking_from_its_snapshot() {
             "1h",
             "-o",
             snap.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
     );
     let text = std::fs::read_to_string(&snap).unwrap();
     assert!(

@@ -3,38 +3,28 @@
 //! `tuner recommend --measurements`, and asserts the direction of the change and its cause.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use meshfit_e2e::{tuner_json, workspace_bin};
+use meshfit_e2e::{output_of, tuner_json};
 use serde_json::Value;
+
+/// The sizes every sweep covers: 1 KiB to 4 GiB in steps of 4x.
+const SWEEP: [&str; 6] = ["-b", "1K", "-e", "4G", "-f", "4"];
+
+/// Runs the sim microbench with `faults` and `args`, JSON lines out.
+fn sim(profile: &str, faults: &[&str], args: &[&str]) -> String {
+    let mut all = vec!["--backend", "sim", "--profile", profile, "--json"];
+    for f in faults {
+        all.extend(["--fault", f]);
+    }
+    all.extend(args);
+    output_of("microbench", "microbench", &all)
+}
 
 /// Calibrates one sim node and returns its records, renamed to `node`.
 fn calibrate(profile: &str, node: &str, seed: u32, faults: &[&str]) -> String {
-    let mut cmd = Command::new(workspace_bin("microbench", "microbench"));
-    cmd.args([
-        "--backend",
-        "sim",
-        "--profile",
-        profile,
-        "--seed",
-        &seed.to_string(),
-        "--json",
-    ]);
-    for f in faults {
-        cmd.args(["--fault", f]);
-    }
-    let out = cmd
-        .args(["calibrate", "-b", "1K", "-e", "4G", "-f", "4"])
-        .output()
-        .expect("microbench runs");
-    assert!(
-        out.status.success(),
-        "microbench: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .replace(&format!("sim-{profile}"), node)
+    let seed = seed.to_string();
+    let args = [&["--seed", &seed, "calibrate"][..], &SWEEP].concat();
+    sim(profile, faults, &args).replace(&format!("sim-{profile}"), node)
 }
 
 /// Writes a fleet of `n` nodes (the one named in `faulty` with its faults) to a JSON-lines file.
@@ -266,25 +256,14 @@ fn degraded_nvlink_node_is_flagged_and_excluding_it_restores_the_ranking() {
 /// nccl-tests style sweeps across `nodes` sim nodes, every GPU of each taking part, of the
 /// collectives a data-parallel and pipeline layout uses.
 fn across_nodes(dir: &Path, profile: &str, nodes: u32, faults: &[&str]) -> PathBuf {
-    let mut text = String::new();
-    for kind in ["all-reduce", "reduce-scatter", "all-gather", "send-recv"] {
-        let mut cmd = Command::new(workspace_bin("microbench", "microbench"));
-        cmd.args(["--backend", "sim", "--profile", profile, "--json"]);
-        cmd.args(["--nodes", &nodes.to_string()]);
-        for f in faults {
-            cmd.args(["--fault", f]);
-        }
-        let out = cmd
-            .args([kind, "-b", "1K", "-e", "4G", "-f", "4", "-d", "bf16"])
-            .output()
-            .expect("microbench runs");
-        assert!(
-            out.status.success(),
-            "microbench: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        text.push_str(&String::from_utf8(out.stdout).unwrap());
-    }
+    let nodes_flag = nodes.to_string();
+    let text: String = ["all-reduce", "reduce-scatter", "all-gather", "send-recv"]
+        .into_iter()
+        .map(|kind| {
+            let args = [&["--nodes", &nodes_flag, kind, "-d", "bf16"][..], &SWEEP].concat();
+            sim(profile, faults, &args)
+        })
+        .collect();
     let path = dir.join(format!("{profile}-x{nodes}-{}.jsonl", faults.len()));
     std::fs::write(&path, text).unwrap();
     path
