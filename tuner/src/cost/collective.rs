@@ -111,6 +111,24 @@ impl NominalCollectives {
         self.network_contention
     }
 
+    /// The bus bandwidth a sweep of `collective` on `group` would show: the job's figure inside
+    /// a node, and across nodes the idle fabric's, above the in-job one the model prices.
+    pub fn sweep_busbw(&self, collective: Collective, group: &GroupSpan) -> f64 {
+        self.busbw(collective, group) / self.sweep_share(group)
+    }
+
+    /// The time a sweep would show for `bytes`; see [`Self::sweep_busbw`].
+    pub fn sweep_time_s(&self, collective: Collective, group: &GroupSpan, bytes: f64) -> f64 {
+        self.time_s(collective, group, bytes * self.sweep_share(group))
+    }
+
+    fn sweep_share(&self, group: &GroupSpan) -> f64 {
+        match group.link {
+            LinkClass::Network => self.network_contention,
+            _ => 1.0,
+        }
+    }
+
     /// Bus bandwidth inside one node: NVLink where the GPUs have it, else PCIe.
     pub fn intra_busbw(&self) -> f64 {
         if self.nvlink_busbw > 0.0 {
@@ -188,6 +206,11 @@ mod tests {
         assert!((m.busbw(ar, &span(16, 1, &c)) - 8.0 * 50e9 * net).abs() < 1.0);
         assert!((m.busbw(ar, &span(64, 8, &c)) - 50e9 * net).abs() < 1.0);
         assert!((m.busbw(ar, &span(8, 1, &c)) - 450e9 * NOMINAL.nvlink_busbw).abs() < 1.0);
+        // A sweep on an idle fabric shows 0.90 of line rate where a job gets 0.68.
+        let dp = span(64, 8, &c);
+        assert!((m.sweep_busbw(ar, &dp) - 50e9 * NOMINAL.network_idle_busbw).abs() < 1.0);
+        let inside = span(8, 1, &c);
+        assert_eq!(m.sweep_busbw(ar, &inside), m.busbw(ar, &inside));
         // Send/recv between two nodes of eight: each pair has one rail.
         let sr = m.busbw(Collective::SendRecv, &span(16, 1, &c));
         assert!((sr - 50e9 * net).abs() < 1.0);

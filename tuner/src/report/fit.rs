@@ -26,7 +26,8 @@ pub struct CurveRow {
     pub alpha_s: f64,
     /// Bus bandwidth, bytes/s.
     pub busbw_bytes_per_s: f64,
-    /// The catalog's bus bandwidth for the same group, bytes/s.
+    /// The catalog's bus bandwidth for the same group, as a sweep would show it (across nodes,
+    /// on an idle fabric), bytes/s.
     pub nominal_busbw_bytes_per_s: f64,
     /// R² of log time (per node only).
     pub r2: Option<f64>,
@@ -63,7 +64,7 @@ impl FitReport {
         let nominal = NominalCollectives::new(cluster, &NOMINAL);
         let nominal_busbw = |kind, scope, ranks, members| {
             Collective::of(kind).map_or(0.0, |c| {
-                nominal.busbw(c, &measured_group(scope, ranks, members, cluster))
+                nominal.sweep_busbw(c, &measured_group(scope, ranks, members, cluster))
             })
         };
         let node_row = |c: &NodeCurve| CurveRow {

@@ -9,7 +9,7 @@ use plotters::prelude::*;
 use record::Record;
 
 use crate::catalog::{Cluster, NOMINAL};
-use crate::cost::collective::{Collective, CollectiveModel, NominalCollectives};
+use crate::cost::collective::{Collective, NominalCollectives};
 use crate::error::TunerError;
 use crate::fit::{measured_group, members_per_node, Fits};
 
@@ -74,7 +74,7 @@ fn draw<DB: DrawingBackend>(
             f.members_per_node,
             f.scope.as_str(),
             f.busbw_bytes_per_s / 1e9,
-            nominal.busbw(c, &group) / 1e9
+            nominal.sweep_busbw(c, &group) / 1e9
         );
         let Ok(mut chart) = ChartBuilder::on(area)
             .caption(title, ("sans-serif", 14))
@@ -102,7 +102,9 @@ fn draw<DB: DrawingBackend>(
             .collect();
         let fitted = xs.iter().map(|&x| (x, f.curve.time_s(x) * 1e6));
         let _ = chart.draw_series(LineSeries::new(fitted, RED.stroke_width(2)));
-        let catalog = xs.iter().map(|&x| (x, nominal.time_s(c, &group, x) * 1e6));
+        let catalog = xs
+            .iter()
+            .map(|&x| (x, nominal.sweep_time_s(c, &group, x) * 1e6));
         let _ = chart.draw_series(LineSeries::new(catalog, BLACK.stroke_width(1)));
     }
     let _ = root.present();
