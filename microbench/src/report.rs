@@ -215,12 +215,13 @@ mod tests {
     use super::*;
     use record::{Backend, Clock, Dtype, Group, Scope, Timing};
 
-    fn record(bytes: u64, time_s: f64) -> Record {
+    /// A sim transfer of `bytes` among `gpus` with `ranks` senders, timed at `time_s`.
+    fn transfer(kind: Kind, gpus: Vec<u32>, ranks: u32, bytes: u64, time_s: f64) -> Record {
         let group = Group {
             node: None,
-            gpus: vec![0, 1],
+            gpus,
             scope: Scope::IntraNode,
-            ranks: 2,
+            ranks,
         };
         let timing = Timing {
             time_s,
@@ -229,39 +230,27 @@ mod tests {
             iters: Some(1),
             clock: Clock::Model,
         };
-        Record::transfer(
-            Kind::AllReduce,
-            Backend::Sim,
-            group,
-            bytes,
-            Dtype::Bf16,
-            timing,
-        )
+        let dtype = if kind == Kind::P2pCopy {
+            Dtype::Uint8
+        } else {
+            Dtype::Bf16
+        };
+        Record::transfer(kind, Backend::Sim, group, bytes, dtype, timing)
+    }
+
+    fn record(bytes: u64, time_s: f64) -> Record {
+        transfer(Kind::AllReduce, vec![0, 1], 2, bytes, time_s)
     }
 
     #[test]
     fn p2p_matrix_has_a_row_per_source() {
         let copy = |src: u32, dst: u32, senders: u32, time_s: f64| {
-            let group = Group {
-                node: None,
-                gpus: vec![src, dst],
-                scope: Scope::IntraNode,
-                ranks: senders,
-            };
-            let timing = Timing {
-                time_s,
-                time_min_s: None,
-                time_max_s: None,
-                iters: Some(1),
-                clock: Clock::Model,
-            };
-            Record::transfer(
+            transfer(
                 Kind::P2pCopy,
-                Backend::Sim,
-                group,
+                vec![src, dst],
+                senders,
                 1_000_000_000,
-                Dtype::Uint8,
-                timing,
+                time_s,
             )
         };
         let records = [

@@ -373,13 +373,7 @@ impl Calibration {
             iters,
             warmup,
         };
-        for kind in [
-            Kind::AllReduce,
-            Kind::AllGather,
-            Kind::ReduceScatter,
-            Kind::AllToAll,
-            Kind::SendRecv,
-        ] {
+        for kind in Kind::COLLECTIVES {
             plan.extend(Plan::collectives(
                 kind,
                 &groups,

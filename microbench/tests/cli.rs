@@ -13,6 +13,11 @@ fn microbench(args: &[&str]) -> assert_cmd::assert::Assert {
         .assert()
 }
 
+/// `microbench --backend sim --profile <profile>` followed by `args`.
+fn sim(profile: &str, args: &[&str]) -> assert_cmd::assert::Assert {
+    microbench(&[&["--backend", "sim", "--profile", profile][..], args].concat())
+}
+
 fn stdout(a: &assert_cmd::assert::Assert) -> String {
     String::from_utf8(a.get_output().stdout.clone()).unwrap()
 }
@@ -58,19 +63,10 @@ fn without_a_driver_every_gpu_command_says_so_in_one_line() {
 
 #[test]
 fn sim_sweep_prints_nccl_tests_tables_and_json_records() {
-    let a = microbench(&[
-        "--backend",
-        "sim",
-        "--profile",
+    let a = sim(
         "dgx-a100",
-        "all-reduce",
-        "-b",
-        "1M",
-        "-e",
-        "4M",
-        "-g",
-        "4",
-    ])
+        &["all-reduce", "-b", "1M", "-e", "4M", "-g", "4"],
+    )
     .success();
     let text = stdout(&a);
     assert!(
@@ -91,18 +87,10 @@ fn sim_sweep_prints_nccl_tests_tables_and_json_records() {
         .iter()
         .all(|r| r.backend == record::Backend::Sim && r.group.ranks == 4));
 
-    let a = microbench(&[
-        "--backend",
-        "sim",
-        "--profile",
+    let a = sim(
         "dgx-a100",
-        "--json",
-        "all-gather",
-        "-b",
-        "1M",
-        "-e",
-        "4M",
-    ])
+        &["--json", "all-gather", "-b", "1M", "-e", "4M"],
+    )
     .success();
     let records = record::read_json_lines(&stdout(&a)).unwrap();
     assert_eq!(records.len(), 6);
@@ -113,65 +101,31 @@ fn sim_sweep_prints_nccl_tests_tables_and_json_records() {
 
 #[test]
 fn sim_gemm_copy_and_topo() {
-    let a = microbench(&[
-        "--backend",
-        "sim",
-        "--profile",
+    let a = sim(
         "hgx-h200",
-        "gemm",
-        "--shape",
-        "8192x8192x8192",
-        "--gpu",
-        "0",
-    ])
+        &["gemm", "--shape", "8192x8192x8192", "--gpu", "0"],
+    )
     .success();
     assert!(
         stdout(&a).contains("    bf16       8192       8192       8192"),
         "{}",
         stdout(&a)
     );
-    let a = microbench(&[
-        "--backend",
-        "sim",
-        "--profile",
+    let a = sim(
         "hgx-h200",
-        "--json",
-        "copy",
-        "--path",
-        "hbm,h2d",
-        "--gpu",
-        "1",
-        "-b",
-        "1G",
-        "-e",
-        "1G",
-    ])
+        &[
+            "--json", "copy", "--path", "hbm,h2d", "--gpu", "1", "-b", "1G", "-e", "1G",
+        ],
+    )
     .success();
     assert_eq!(record::read_json_lines(&stdout(&a)).unwrap().len(), 2);
-    let a = microbench(&[
-        "--backend",
-        "sim",
-        "--profile",
-        "dgx-h100",
-        "--fault",
-        "nvlink-degraded:gpu=3",
-        "topo",
-    ])
-    .success();
+    let a = sim("dgx-h100", &["--fault", "nvlink-degraded:gpu=3", "topo"]).success();
     assert!(
         stdout(&a).contains("GPU3\tNV9\tNV9\tNV9\t X \tNV9"),
         "{}",
         stdout(&a)
     );
-    let a = microbench(&[
-        "--backend",
-        "sim",
-        "--profile",
-        "dgx-h100",
-        "--json",
-        "topo",
-    ])
-    .success();
+    let a = sim("dgx-h100", &["--json", "topo"]).success();
     let topo: serde_json::Value = serde_json::from_str(&stdout(&a)).unwrap();
     assert_eq!(topo["links"][0][1], "NV18");
     assert_eq!(topo["nvswitch"], true);
@@ -179,19 +133,18 @@ fn sim_gemm_copy_and_topo() {
 
 #[test]
 fn unsupported_points_are_skipped_with_exit_code_2() {
-    let a = microbench(&[
-        "--backend",
-        "sim",
-        "--profile",
+    let a = sim(
         "dgx-a100",
-        "gemm",
-        "--dtype",
-        "bf16,fp8",
-        "--shape",
-        "1024x1024x1024",
-        "--gpu",
-        "0",
-    ])
+        &[
+            "gemm",
+            "--dtype",
+            "bf16,fp8",
+            "--shape",
+            "1024x1024x1024",
+            "--gpu",
+            "0",
+        ],
+    )
     .code(2);
     assert!(
         stderr(&a).contains(

@@ -27,16 +27,18 @@ named_enum! {
 }
 
 impl Kind {
-    /// True for the NCCL collectives, which nccl-tests tables describe.
+    /// The NCCL collectives, which nccl-tests tables describe.
+    pub const COLLECTIVES: [Kind; 5] = [
+        Kind::AllReduce,
+        Kind::AllGather,
+        Kind::ReduceScatter,
+        Kind::AllToAll,
+        Kind::SendRecv,
+    ];
+
+    /// True for the NCCL collectives.
     pub fn is_collective(self) -> bool {
-        matches!(
-            self,
-            Kind::AllReduce
-                | Kind::AllGather
-                | Kind::ReduceScatter
-                | Kind::AllToAll
-                | Kind::SendRecv
-        )
+        Kind::COLLECTIVES.contains(&self)
     }
 }
 

@@ -31,13 +31,7 @@ fn node(i: u32) -> Node {
     let wobble =
         1.0 + 0.03 * ((i * 7919 % 13) as f64 / 13.0) - if i % 100 == 42 { 0.3 } else { 0.0 };
     let mut records = Vec::new();
-    for kind in [
-        Kind::AllReduce,
-        Kind::AllGather,
-        Kind::ReduceScatter,
-        Kind::AllToAll,
-        Kind::SendRecv,
-    ] {
+    for kind in Kind::COLLECTIVES {
         for ranks in [2u32, 4, 8] {
             let busbw = 360e9 * wobble;
             let factor = record::busbw_factor(kind, ranks).unwrap();

@@ -157,7 +157,7 @@ fn explain_says_why_a_mesh_is_impossible() {
 
 #[test]
 fn explain_breaks_a_fixed_mesh_into_terms() {
-    let out = stdout_of(&[
+    let args = [
         "explain",
         "--model",
         "70b",
@@ -171,7 +171,8 @@ fn explain_breaks_a_fixed_mesh_into_terms() {
         "8",
         "--microbatches",
         "64",
-    ]);
+    ];
+    let out = stdout_of(&args);
     for term in [
         "compute",
         "TP all-reduce",
@@ -182,24 +183,8 @@ fn explain_breaks_a_fixed_mesh_into_terms() {
     ] {
         assert!(out.contains(term), "{term} missing:\n{out}");
     }
-    let json: Value = serde_json::from_str(&stdout_of(&[
-        "explain",
-        "--model",
-        "70b",
-        "--gpus",
-        "512",
-        "--tp",
-        "8",
-        "--pp",
-        "8",
-        "--dp",
-        "8",
-        "--microbatches",
-        "64",
-        "--format",
-        "json",
-    ]))
-    .unwrap();
+    let json: Value =
+        serde_json::from_str(&stdout_of(&[&args[..], &["--format", "json"]].concat())).unwrap();
     let m = &json["meshes"][0];
     assert_eq!(
         (

@@ -665,13 +665,7 @@ mod tests {
         for p in profiles() {
             let sim = SimBackend::new(p.clone(), vec![], 1).unwrap();
             let gpus: Vec<u32> = (0..p.gpus).collect();
-            for kind in [
-                Kind::AllReduce,
-                Kind::AllGather,
-                Kind::ReduceScatter,
-                Kind::AllToAll,
-                Kind::SendRecv,
-            ] {
+            for kind in Kind::COLLECTIVES {
                 let records = collective(&sim, kind, &gpus, &Sweep::DEFAULT);
                 let busbw: Vec<f64> = records
                     .iter()
