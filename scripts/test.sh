@@ -14,9 +14,9 @@ for component in rustfmt clippy; do
   fi
 done
 
-# The tests read real data from ../shared/data beside the checkout.
-if [ ! -d ../shared/data ]; then
-  echo "scripts/test.sh: ../shared/data is missing: the tests read the published runs and nccl-tests logs there" >&2
+# The tests read the repository's own copy of the real data (data/, copied from shared/data).
+if [ ! -d data/nccl-tests ]; then
+  echo "scripts/test.sh: data/ is missing: the tests read the published runs and nccl-tests logs there" >&2
   exit 1
 fi
 

@@ -8,7 +8,7 @@ use record::nccl_tests::{parse, parse_with, ImportOptions, ParseError, Warning};
 use record::{Backend, Clock, Kind, Record, Scope};
 use std::path::PathBuf;
 
-const LOGS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/nccl-tests");
+const LOGS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../data/nccl-tests");
 
 struct Expected {
     file_prefix: &'static str,

@@ -25,7 +25,7 @@ fn stderr_of_failure(args: &[&str]) -> String {
 
 const RUNS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../shared/data/published-runs.yaml"
+    "/../data/published-runs.yaml"
 );
 
 #[test]

@@ -7,7 +7,7 @@ use tuner::validate::parse_runs;
 fn runs() -> tuner::validate::RunsFile {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/data/published-runs.yaml"
+        "/../data/published-runs.yaml"
     );
     let text =
         std::fs::read_to_string(path).expect("shared/data/published-runs.yaml beside the checkout");

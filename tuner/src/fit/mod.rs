@@ -398,7 +398,7 @@ mod tests {
     /// positive and of the order of the small-size times.
     #[test]
     fn fits_real_nccl_tests_logs() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/nccl-tests");
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../data/nccl-tests");
         let mut checked = 0;
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
