@@ -47,6 +47,16 @@ pub struct Config {
     pub busy_file: Option<PathBuf>,
     /// Sim: time each point takes, as a real kernel would (sim only).
     pub sim_point_delay: Span,
+    /// Sim: the driver reports PIDs shifted by this much, as from another PID namespace
+    /// (an agent in a container without `hostPID`; sim only).
+    pub sim_pid_offset: u32,
+    /// The `microbench` binary that calibrates, as a child process; by default the one next
+    /// to the agent's executable, else the first on `PATH`.
+    pub microbench_bin: Option<PathBuf>,
+    /// Where the agent reads a GPU process's environment to know its calibration child when
+    /// the driver reports PIDs the agent does not share: `/proc` with `hostPID: true`, or the
+    /// host's `/proc` mounted read-only.
+    pub host_proc: PathBuf,
     /// Bearer token for `POST /v1/calibrate`; without one the endpoint answers 401.
     pub calibrate_token: Option<Secret>,
     /// A GPU counts as idle up to this utilisation, in percent.
@@ -93,6 +103,9 @@ impl Default for Config {
             busy: Vec::new(),
             busy_file: None,
             sim_point_delay: Span::from_secs(0),
+            sim_pid_offset: 0,
+            microbench_bin: None,
+            host_proc: PathBuf::from("/proc"),
             calibrate_token: None,
             max_utilization_percent: 5,
             max_memory_used_ratio: 0.05,
@@ -176,6 +189,15 @@ pub struct Args {
     /// Sim time per point.
     #[arg(long, env = "MESHFIT_SIM_POINT_DELAY")]
     pub sim_point_delay: Option<Span>,
+    /// Sim PID shift of the driver's process list.
+    #[arg(long, env = "MESHFIT_SIM_PID_OFFSET")]
+    pub sim_pid_offset: Option<u32>,
+    /// The microbench binary to calibrate with.
+    #[arg(long, env = "MESHFIT_MICROBENCH_BIN")]
+    pub microbench_bin: Option<PathBuf>,
+    /// The host's /proc, for the calibration child's token.
+    #[arg(long, env = "MESHFIT_HOST_PROC")]
+    pub host_proc: Option<PathBuf>,
     /// Bearer token for POST /v1/calibrate.
     #[arg(long, env = "MESHFIT_CALIBRATE_TOKEN", hide_env_values = true)]
     pub calibrate_token: Option<Secret>,
@@ -243,6 +265,8 @@ impl Config {
             seed,
             busy,
             sim_point_delay,
+            sim_pid_offset,
+            host_proc,
             max_utilization_percent,
             max_memory_used_ratio,
             busy_check_interval,
@@ -256,7 +280,13 @@ impl Config {
             dtype,
             gemm_dtypes
         );
-        overlay_some!(node_name, profile, busy_file, calibrate_token);
+        overlay_some!(
+            node_name,
+            profile,
+            busy_file,
+            microbench_bin,
+            calibrate_token
+        );
         config.check()?;
         Ok(config)
     }
@@ -377,6 +407,7 @@ impl Config {
                     ("busy", !self.busy.is_empty()),
                     ("busy_file", self.busy_file.is_some()),
                     ("sim_point_delay", !self.sim_point_delay.0.is_zero()),
+                    ("sim_pid_offset", self.sim_pid_offset != 0),
                 ];
                 match sim_only.iter().find(|(_, set)| *set) {
                     Some((field, _)) => {

@@ -48,6 +48,14 @@ pub enum Error {
         /// Why.
         source: std::io::Error,
     },
+    /// The calibration child could not be started.
+    #[error("starting {program}: {source}")]
+    Child {
+        /// The microbench binary.
+        program: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The HTTP server failed.
     #[error("HTTP server: {0}")]
     Serve(std::io::Error),

@@ -2,9 +2,12 @@
 //! the results and live counters as Prometheus metrics.
 //!
 //! - [`config::Config`]: settings from defaults, YAML, `MESHFIT_*` variables and flags.
-//! - [`node::Node`]: the GPUs (NVML, CUDA, NCCL) or the sim, behind one trait.
+//! - [`node::Node`]: the GPUs (NVML only) or the sim, behind one trait.
 //! - [`scheduler::Scheduler`]: when calibration runs (interval, jitter, idle gate) and how it
 //!   stops (a job appears, shutdown, watchdog).
+//! - [`calibrate`]: one run: plan, the `microbench calibrate --json` child ([`child`]),
+//!   collect, persist. The agent never loads CUDA or NCCL itself (issue 10).
+//! - [`identity`]: the run's own child among the GPU processes, across PID namespaces.
 //! - [`sampler`]: live counters, host and process figures every few seconds.
 //! - [`state`]: the calibration kept across restarts, written atomically.
 //! - [`cache::Cache`]: what the scheduler and the sampler last learnt; all a scrape reads.
@@ -16,9 +19,12 @@
 #![deny(missing_docs)]
 
 pub mod cache;
+pub mod calibrate;
+pub mod child;
 pub mod config;
 mod error;
 pub mod http;
+pub mod identity;
 pub mod metrics;
 pub mod node;
 pub mod sampler;
@@ -35,17 +41,19 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// Time the scheduler gets at shutdown to stop a run and save it; SIGTERM must end the
-/// process within 2 s.
+/// Time the scheduler gets at shutdown to stop the calibration child and save what it
+/// measured; SIGTERM must end the process within 2 s.
 const STOP_SCHEDULER: Duration = Duration::from_millis(1500);
 /// Time open HTTP connections get to finish at shutdown.
 const STOP_SERVER: Duration = Duration::from_millis(300);
 
 /// Runs the agent until `shutdown` completes. Fails at start on a state directory that
-/// cannot be written, a bad sim profile or fault, or an address that cannot be bound; once
+/// cannot be written, a bad sim profile or fault, no microbench binary, or an address that
+/// cannot be bound; once
 /// serving, it does not fail: a node without GPUs serves host metrics and `meshfit_up 0`.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<()> {
     state::check_dir(&config.state_dir)?;
+    let microbench = child::find_microbench(config.microbench_bin.as_deref())?;
     let node: Arc<dyn node::Node> = node::build(&config)?.into();
     let node_name = config.node_name.clone().unwrap_or_else(host_name);
     let calibration = match state::load(&config.state_dir)? {
@@ -87,6 +95,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
         cache: cache.clone(),
         config: config.clone(),
         trigger: trigger.clone(),
+        microbench,
     };
     let scheduled = {
         let (node, cache, stop) = (node.clone(), cache.clone(), stop_rx.clone());

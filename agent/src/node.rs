@@ -1,18 +1,18 @@
-//! The hardware the agent works on: this node's GPUs through NVML, CUDA and NCCL, or the sim.
+//! The hardware the agent watches: this node's GPUs through NVML, or the sim.
 //!
-//! [`Node`] is what the scheduler and the sampler need: discovery, what runs on each GPU,
-//! live counters and timing one point. Every call blocks, so callers run it off the async
-//! threads.
+//! [`Node`] is what the scheduler and the sampler need: discovery, what runs on each GPU and
+//! live counters, and the microbench flags that time the same node in the calibration child.
+//! The agent itself never loads CUDA, cuBLAS or NCCL (issue 10). Every call blocks, so
+//! callers run it off the async threads.
 
 use crate::config::{BackendKind, Config};
 use crate::error::Result;
 use microbench::discovery::{self, Counters, Topology};
-use microbench::kernels::{CopyPath, Outcome, Point};
-use microbench::sweep::Plan;
-use microbench::{sim, Backend, GpuBackend, SimBackend};
+use microbench::sim::{self, ProcessTable, SimBackend};
+use microbench::Backend;
+use record::Record;
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock, RwLock};
-use std::time::Duration;
 
 /// One node's GPUs.
 pub trait Node: Send + Sync {
@@ -22,13 +22,19 @@ pub trait Node: Send + Sync {
     /// Live counters per GPU, including what runs on it.
     fn counters(&self) -> microbench::Result<Vec<Counters>>;
 
-    /// Times one point; a failure of the point itself is in the outcome, a failure of the
-    /// backend (no driver, no library) is the error.
-    fn measure(&self, point: &Point, iters: u32, warmup: u32) -> microbench::Result<Outcome>;
-
     /// What produced the numbers: `sim` or `cuda`, for the `backend` label.
     fn source(&self) -> record::Backend;
+
+    /// The microbench flags that select this node's backend in the calibration child.
+    fn backend_args(&self) -> Vec<String>;
+
+    /// A record the child measured on this node; the sim counts its NVLink traffic.
+    fn observe(&self, _record: &Record) {}
 }
+
+/// The sim's GPU process table, in the state directory: the calibration child holds the GPUs
+/// there while it lives, and the sim node reports it like NVML would.
+pub const SIM_PROCESSES_DIR: &str = "sim-gpu-processes";
 
 /// Builds the node `config` asks for. Sim settings are checked here, so a bad profile or
 /// fault stops the start.
@@ -44,23 +50,40 @@ pub fn build(config: &Config) -> Result<Box<dyn Node>> {
                 .collect::<microbench::Result<Vec<sim::Fault>>>()?;
             let mut backend = SimBackend::new(sim::profile(name)?, faults, config.seed)?;
             backend.set_busy(&config.busy)?;
+            let processes = config.state_dir.join(SIM_PROCESSES_DIR);
+            let mut args = vec![
+                "--backend".to_string(),
+                "sim".into(),
+                "--profile".into(),
+                name.into(),
+                "--seed".into(),
+                config.seed.to_string(),
+                "--sim-point-delay-ms".into(),
+                config.sim_point_delay.0.as_millis().to_string(),
+                "--sim-processes".into(),
+                processes.display().to_string(),
+                "--sim-pid-offset".into(),
+                config.sim_pid_offset.to_string(),
+            ];
+            for f in &config.faults {
+                args.extend(["--fault".to_string(), f.clone()]);
+            }
             Box::new(SimNode {
                 base_busy: config.busy.clone(),
                 backend: RwLock::new(backend),
                 busy_file: config.busy_file.clone(),
-                point_delay: config.sim_point_delay.0,
+                processes: ProcessTable::new(processes, config.sim_pid_offset),
+                args,
                 traffic: Mutex::new(Vec::new()),
             })
         }
     })
 }
 
-/// This node's GPUs: NVML for discovery and counters (kept loaded once it loads), CUDA and
-/// NCCL (loaded on the first calibration) for timing.
+/// This node's GPUs: NVML for discovery and counters, kept loaded once it loads.
 #[derive(Default)]
 pub struct GpuNode {
     live: OnceLock<discovery::LiveReader>,
-    gpu: OnceLock<GpuBackend>,
 }
 
 impl Node for GpuNode {
@@ -79,48 +102,33 @@ impl Node for GpuNode {
         live.read()
     }
 
-    fn measure(&self, point: &Point, iters: u32, warmup: u32) -> microbench::Result<Outcome> {
-        let gpu = match self.gpu.get() {
-            Some(gpu) => gpu,
-            None => {
-                let created = GpuBackend::new()?;
-                self.gpu.get_or_init(|| created)
-            }
-        };
-        run_one(gpu, point, iters, warmup)
-    }
-
     fn source(&self) -> record::Backend {
         record::Backend::Cuda
     }
+
+    fn backend_args(&self) -> Vec<String> {
+        vec!["--backend".into(), "nccl".into()]
+    }
 }
 
-/// Times one point through [`Backend::run`], which sorts point failures from fatal ones.
-fn run_one(
-    backend: &dyn Backend,
-    point: &Point,
-    iters: u32,
-    warmup: u32,
-) -> microbench::Result<Outcome> {
-    let plan = Plan {
-        points: vec![point.clone()],
-        iters,
-        warmup,
-    };
-    backend.run(&plan, &mut |_| {})
-}
+/// The PID the sim reports for another job on a busy GPU: above Linux's largest pid_max
+/// (2^22), so it is no process of this host.
+const SIM_JOB_PID: u32 = (1 << 22) + 1;
 
 /// Sim idle power and temperature, and under load (H100 SXM: about 70 W idle, 700 W TDP).
 const SIM_POWER_W: [f64; 2] = [70.0, 600.0];
 const SIM_TEMPERATURE_C: [u32; 2] = [34, 68];
 
 /// The sim backend, with busy GPUs that can change while the agent runs (from `busy_file`),
-/// a time per point, and NVLink byte counters that grow with the traffic it models.
+/// the calibration child on the GPUs while it lives (from the process table), and NVLink
+/// byte counters that grow with the traffic it measured.
 pub struct SimNode {
     backend: RwLock<SimBackend>,
     base_busy: Vec<u32>,
     busy_file: Option<PathBuf>,
-    point_delay: Duration,
+    processes: ProcessTable,
+    /// The child's backend flags.
+    args: Vec<String>,
     /// NVLink bytes per GPU, sent and received (the sim's collectives and p2p copies).
     traffic: Mutex<Vec<[u64; 2]>>,
 }
@@ -155,17 +163,17 @@ impl SimNode {
             .set_busy(&busy)
     }
 
-    fn add_traffic(&self, point: &Point, iters: u32) {
-        let (gpus, bytes) = match point {
-            Point::Collective { gpus, bytes, .. } => (gpus.clone(), *bytes),
-            Point::Copy {
-                path: path @ CopyPath::P2p { .. },
-                bytes,
-            } => (path.gpus(), *bytes),
-            _ => return,
-        };
+    fn add_traffic(&self, record: &Record) {
+        if !(record.kind.is_collective() || record.kind == record::Kind::P2pCopy) {
+            return;
+        }
+        let (gpus, bytes, iters) = (
+            &record.group.gpus,
+            record.bytes,
+            record.timing.iters.unwrap_or(1),
+        );
         if let Ok(mut traffic) = self.traffic.lock() {
-            for g in gpus {
+            for &g in gpus {
                 if traffic.len() <= g as usize {
                     traffic.resize(g as usize + 1, [0, 0]);
                 }
@@ -196,10 +204,20 @@ impl Node for SimNode {
         let topology = backend.topology()?;
         let traffic = self.traffic.lock().map_err(|_| poisoned())?.clone();
         let activity = backend.activity()?;
+        let held = self.processes.read();
         Ok(activity
             .iter()
             .map(|a| {
                 let gpu = &topology.gpus[a.gpu as usize];
+                let job = a.is_busy().then_some((SIM_JOB_PID, gpu.memory_bytes / 2));
+                let (pids, memory): (Vec<u32>, Vec<u64>) = job
+                    .into_iter()
+                    .chain(
+                        held.iter()
+                            .filter(|p| p.gpus.contains(&a.gpu))
+                            .map(|p| (p.pid, p.memory_bytes)),
+                    )
+                    .unzip();
                 let load = usize::from(a.is_busy());
                 let moved = traffic.get(a.gpu as usize).copied().unwrap_or([0, 0]);
                 let slowed = gpu.clocks.sm_mhz < gpu.clocks.sm_max_mhz;
@@ -208,8 +226,8 @@ impl Node for SimNode {
                 Counters {
                     gpu: a.gpu,
                     utilization_percent: Some(a.utilization_percent),
-                    processes: Some(a.processes),
-                    memory_used_bytes: Some(if a.is_busy() { gpu.memory_bytes / 2 } else { 0 }),
+                    processes: Some(pids),
+                    memory_used_bytes: Some(memory.iter().sum()),
                     power_watts: Some(SIM_POWER_W[load]),
                     energy_joules: None,
                     temperature_celsius: Some(SIM_TEMPERATURE_C[load]),
@@ -227,21 +245,15 @@ impl Node for SimNode {
             .collect())
     }
 
-    fn measure(&self, point: &Point, iters: u32, warmup: u32) -> microbench::Result<Outcome> {
-        if !self.point_delay.is_zero() {
-            std::thread::sleep(self.point_delay);
-        }
-        let outcome = run_one(
-            &*self.backend.read().map_err(|_| poisoned())?,
-            point,
-            iters,
-            warmup,
-        )?;
-        self.add_traffic(point, iters);
-        Ok(outcome)
-    }
-
     fn source(&self) -> record::Backend {
         record::Backend::Sim
+    }
+
+    fn backend_args(&self) -> Vec<String> {
+        self.args.clone()
+    }
+
+    fn observe(&self, record: &Record) {
+        self.add_traffic(record);
     }
 }

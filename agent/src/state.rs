@@ -71,6 +71,10 @@ pub struct Run {
     pub points_done: usize,
     /// Points planned.
     pub points_total: usize,
+    /// True when the run ended early or failed but kept records: what the calibration
+    /// child measured before it was stopped (issue 10).
+    #[serde(default)]
+    pub partial: bool,
     /// Points that failed, and why; the run went on without them.
     pub failures: Vec<String>,
     /// Why it stopped early, when it did.
@@ -229,6 +233,7 @@ mod tests {
             result,
             points_done: 1,
             points_total: 2,
+            partial: false,
             failures: vec![],
             reason: None,
         }

@@ -32,7 +32,8 @@ pub struct Source {
     #[arg(long, global = true)]
     pub profile: Option<String>,
     /// Sim fault, repeatable: nvlink-degraded:gpu=N, slow-gpu:gpu=N,factor=F,
-    /// pcie-downtrained:gpu=N, nic-down:nic=N, fabric-slow:factor=F.
+    /// pcie-downtrained:gpu=N, nic-down:nic=N, fabric-slow:factor=F; and for tests of a
+    /// caller, hang:after=N and panic:after=N (the point after the first N hangs or panics).
     #[arg(long, global = true, value_parser = parse_fault)]
     pub fault: Vec<Fault>,
     /// Sim noise seed; the same seed gives the same numbers.
@@ -45,6 +46,16 @@ pub struct Source {
     /// under mpirun); real multi-node sweeps come from nccl-tests logs through `import`.
     #[arg(long, global = true, default_value_t = 1)]
     pub nodes: u32,
+    /// Sim wall time per point in milliseconds, as a real kernel takes.
+    #[arg(long, global = true, default_value_t = 0)]
+    pub sim_point_delay_ms: u64,
+    /// Sim GPU process table: this run holds every GPU there while it lives, as NVML would
+    /// report it (the agent reads it; issue 10).
+    #[arg(long, global = true)]
+    pub sim_processes: Option<std::path::PathBuf>,
+    /// Sim: the driver reports PIDs shifted by this much, as from another PID namespace.
+    #[arg(long, global = true, default_value_t = 0, requires = "sim_processes")]
+    pub sim_pid_offset: u32,
 }
 
 /// `--backend` values.
@@ -75,7 +86,9 @@ pub enum Command {
     Gemm(GemmArgs),
     /// Copy bandwidth: peer-to-peer matrix, host to device, device to host, within HBM.
     Copy(CopyArgs),
-    /// Everything: every collective over every TP/EP group size, GEMMs and copies.
+    /// Everything: every collective over every TP/EP group size, GEMMs and copies. With
+    /// --json each point's records leave as it finishes. The agent runs this as its child,
+    /// with MESHFIT_CALIBRATION_RUN set so it knows its own GPU processes.
     Calibrate(CalibrateArgs),
     /// Read nccl-tests logs into measurement records.
     Import(ImportArgs),

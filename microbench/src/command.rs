@@ -5,13 +5,15 @@ use crate::cli::{BackendChoice, Cli, Command, ImportArgs, Source, SweepArgs};
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use microbench::discovery::{self, matrix::Matrix, Topology};
-use microbench::sweep::{self, Calibration, Plan, Sweep};
+use microbench::plan::Plan;
+use microbench::sweep::{self, Calibration, Sweep};
 use microbench::{report, sim, Backend, GpuBackend, SimBackend};
 use record::nccl_tests::{self, ImportOptions};
 use record::{Kind, Record};
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
+use std::time::Duration;
 
 /// Runs `cli`.
 pub fn run(cli: Cli) -> Result<ExitCode> {
@@ -36,14 +38,23 @@ fn backend(src: &Source) -> Result<Box<dyn Backend>> {
             let mut node = SimBackend::new(sim::profile(name)?, src.fault.clone(), src.seed)?;
             node.set_busy(&src.busy)?;
             node.set_nodes(src.nodes)?;
+            node.set_point_delay(Duration::from_millis(src.sim_point_delay_ms));
+            if let Some(dir) = &src.sim_processes {
+                node.hold_gpus(&sim::ProcessTable::new(dir, src.sim_pid_offset))?;
+            }
             Ok(Box::new(node))
         }
     }
 }
 
 fn reject_sim_flags(src: &Source) -> Result<()> {
-    if src.profile.is_some() || !src.fault.is_empty() || !src.busy.is_empty() {
-        bail!("--profile, --fault and --busy apply to --backend sim only");
+    if src.profile.is_some()
+        || !src.fault.is_empty()
+        || !src.busy.is_empty()
+        || src.sim_point_delay_ms > 0
+        || src.sim_processes.is_some()
+    {
+        bail!("--profile, --fault, --busy and --sim-* apply to --backend sim only");
     }
     if src.nodes != 1 {
         bail!(
@@ -169,24 +180,33 @@ fn measure(cli: &Cli) -> Result<ExitCode> {
     let node = backend(&cli.source)?;
     let topology = node.topology()?;
     let plan = plan(&cli.command, &topology)?;
-    let bar = std::io::stderr().is_terminal().then(|| {
+    let bar = (!cli.json && std::io::stderr().is_terminal()).then(|| {
         let bar = ProgressBar::new(plan.points.len() as u64);
         if let Ok(style) = ProgressStyle::with_template("{bar:40} {pos}/{len} points {elapsed}") {
             bar.set_style(style);
         }
         bar
     });
+    // JSON lines leave as each point finishes, so a reader (the agent, issue 10) keeps what
+    // was measured when it has to stop this process mid-run.
+    let mut streamed = Ok(());
     let outcome = node.run(&plan, &mut |p| {
         if let Some(bar) = &bar {
             bar.set_position(p.done as u64);
         }
+        if cli.json && streamed.is_ok() {
+            streamed = json_lines(p.records).and_then(|text| emit(&text));
+        }
+        if let Some(f) = p.failure {
+            eprintln!("microbench: skipped {}: {}", f.point, f.error);
+        }
     })?;
+    streamed?;
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    print_records(&outcome.records, cli.json)?;
-    for f in &outcome.failures {
-        eprintln!("microbench: skipped {}: {}", f.point, f.error);
+    if !cli.json {
+        print_records(&outcome.records, false)?;
     }
     Ok(if outcome.failures.is_empty() {
         ExitCode::SUCCESS
@@ -237,14 +257,10 @@ fn import(args: &ImportArgs, json: bool) -> Result<ExitCode> {
 }
 
 fn print_records(records: &[Record], json: bool) -> Result<()> {
-    let mut out = String::new();
     if json {
-        for r in records {
-            out.push_str(&serde_json::to_string(r)?);
-            out.push('\n');
-        }
-        return emit(&out);
+        return emit(&json_lines(records)?);
     }
+    let mut out = String::new();
     let collectives: Vec<Record> = records
         .iter()
         .filter(|r| r.kind.is_collective())
@@ -269,9 +285,20 @@ fn print_records(records: &[Record], json: bool) -> Result<()> {
     emit(&out)
 }
 
+/// One JSON line per record.
+fn json_lines(records: &[Record]) -> Result<String> {
+    let mut out = String::new();
+    for r in records {
+        out.push_str(&serde_json::to_string(r)?);
+        out.push('\n');
+    }
+    Ok(out)
+}
+
 /// Writes to stdout; a closed pipe (`| head`) ends output quietly instead of panicking.
 fn emit(text: &str) -> Result<()> {
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => Ok(other.context("writing to stdout")?),
     }

@@ -2,11 +2,14 @@
 //!
 //! - [`discovery`]: [`Topology`] (GPUs, the `nvidia-smi topo -m` link matrix, NICs) from NVML
 //!   and sysfs, printed like nvidia-smi by [`discovery::matrix::Matrix`].
-//! - [`kernels`]: the [`Backend`] trait and the real [`GpuBackend`] (CUDA, cuBLAS and NCCL
-//!   loaded at run time through cudarc; without a driver it fails with one clear error).
+//! - [`plan`]: the [`Point`]s of a [`Plan`], what every backend times.
+//! - [`kernels`]: the [`Backend`] trait and, with the default `cuda` feature, the real
+//!   `GpuBackend` (CUDA, cuBLAS and NCCL loaded at run time through cudarc; without a driver
+//!   it fails with one clear error). Without the feature (the agent's build) no GPU library
+//!   is linked or loaded: discovery and live counters need NVML only.
 //! - [`sim`]: [`SimBackend`], the same records from a physical model of a node profile, with
 //!   faults, seeded noise and busy GPUs for tests of the tuner and the agent.
-//! - [`sweep`]: [`Plan`]s of points (sizes as nccl-tests sweeps them, TP/EP groups, GEMM
+//! - [`sweep`]: building [`Plan`]s (sizes as nccl-tests sweeps them, TP/EP groups, GEMM
 //!   shapes, copy paths), and [`sweep::Calibration`], the full plan the agent runs.
 //! - [`report`]: tables and summaries of [`record::Record`]s for people.
 //!
@@ -26,12 +29,16 @@
 pub mod discovery;
 mod error;
 pub mod kernels;
+pub mod plan;
 pub mod report;
 pub mod sim;
 pub mod sweep;
 
 pub use discovery::Topology;
 pub use error::{Error, Result};
-pub use kernels::{Backend, GpuBackend, Outcome, Point, Progress};
+#[cfg(feature = "cuda")]
+pub use kernels::GpuBackend;
+pub use kernels::{Backend, Outcome, Progress};
+pub use plan::{Plan, Point};
 pub use sim::SimBackend;
-pub use sweep::{Plan, Sweep};
+pub use sweep::Sweep;

@@ -3,19 +3,8 @@
 
 use crate::discovery::Topology;
 use crate::error::{Error, Result};
-use crate::kernels::{CopyPath, Point};
+use crate::plan::{tensor_core_capability, CopyPath, Plan, Point};
 use record::{Dtype, Gemm, Kind};
-
-/// A plan: points to time, and how many iterations each.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
-    /// Points, in the order they are timed.
-    pub points: Vec<Point>,
-    /// Timed iterations per point (nccl-tests `-n`).
-    pub iters: u32,
-    /// Untimed iterations first (nccl-tests `-w`).
-    pub warmup: u32,
-}
 
 /// Sizes from `min_bytes` to `max_bytes`, multiplied by `factor` (`-f`) or, when `factor` is
 /// 1, increased by `increment` (`-i`), as nccl-tests steps them.
@@ -192,17 +181,6 @@ pub fn default_gemm_shapes() -> Vec<Gemm> {
         new
     });
     shapes
-}
-
-/// The compute capability whose tensor cores first took `dtype` (Volta fp16 7.0, Ampere bf16
-/// and tf32 8.0, Ada and Hopper fp8 8.9); `None` for types without tensor-core GEMMs.
-pub fn tensor_core_capability(dtype: Dtype) -> Option<[u32; 2]> {
-    match dtype {
-        Dtype::Fp16 => Some([7, 0]),
-        Dtype::Bf16 | Dtype::Tf32 => Some([8, 0]),
-        Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => Some([8, 9]),
-        _ => None,
-    }
 }
 
 impl Plan {

@@ -166,7 +166,7 @@ fn bad_values_name_the_field_and_what_is_allowed() {
         (&["--backend", "sim", "--profile", "dgx-h100", "all-reduce", "-b", "1G", "-e", "1M"], "-b/-e `1073741824..1048576`: 0 < minBytes <= maxBytes"),
         (&["--fault", "slow-gpu:gpu=1", "topo"], "slow-gpu needs factor=F"),
         (&["all-reduce", "-d", "complex"], "dtype `complex`: expected one of bf16"),
-                (&["--profile", "dgx-h100", "topo"], "--profile, --fault and --busy apply to --backend sim only"),
+                (&["--profile", "dgx-h100", "topo"], "--profile, --fault, --busy and --sim-* apply to --backend sim only"),
         (&["--backend", "sim", "--profile", "dgx-h100", "copy", "--path", "nvme"], "--path `nvme`: one of p2p, p2p-bidir, h2d, d2h, hbm"),
         (&["--nodes", "2", "all-reduce"], "--nodes 2 applies to --backend sim only: for a real multi-node sweep, run nccl-tests under mpirun"),
         (&["--backend", "sim", "--profile", "dgx-a100", "--nodes", "0", "all-reduce"], "--nodes `0`: 1 or more nodes"),

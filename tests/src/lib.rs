@@ -46,10 +46,13 @@ pub fn workspace_bin(package: &str, bin: &str) -> PathBuf {
     path
 }
 
-/// The `agent` binary.
+/// The `agent` binary, with the `microbench` binary it calibrates with beside it.
 pub fn agent_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| workspace_bin("agent", "agent"))
+    BIN.get_or_init(|| {
+        workspace_bin("microbench", "microbench");
+        workspace_bin("agent", "agent")
+    })
 }
 
 /// Runs the workspace binary `bin` of `package` with `args` and returns its standard output;

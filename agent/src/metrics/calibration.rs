@@ -289,8 +289,8 @@ fn collectives(records: &[Record], out: &mut Out) {
 mod tests {
     use super::*;
     use crate::cache::Cache;
-    use microbench::kernels::CopyPath;
-    use microbench::sweep::{Plan, Sweep};
+    use microbench::plan::{CopyPath, Plan};
+    use microbench::sweep::Sweep;
     use microbench::{sim, Backend, SimBackend};
     use record::Dtype;
 

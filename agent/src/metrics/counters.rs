@@ -22,8 +22,8 @@ const SIMPLE: [(&str, Type, &str, Pick); 9] = [
     (
         "meshfit_gpu_compute_processes",
         Type::Gauge,
-        "Compute processes running on the GPU.",
-        |r| r.processes.map(f64::from),
+        "Compute processes running on the GPU, the agent's calibration child included.",
+        |r| r.processes.as_ref().map(|p| p.len() as f64),
     ),
     (
         "meshfit_gpu_memory_used_bytes",

@@ -30,9 +30,10 @@ pub struct Counters {
     pub gpu: u32,
     /// Percent of the last sample period a kernel ran.
     pub utilization_percent: Option<u32>,
-    /// Compute processes running on the GPU other than the caller's own, so a calibrating
-    /// agent can tell a newly started job from its own kernels.
-    pub processes: Option<u32>,
+    /// PIDs of the compute processes on the GPU, as the driver reports them (host PIDs, in
+    /// a container without the host's PID namespace), so a calibrating agent can tell a
+    /// newly started job from its own calibration child.
+    pub processes: Option<Vec<u32>>,
     /// Memory in use, in bytes.
     pub memory_used_bytes: Option<u64>,
     /// Power draw in watts.
@@ -125,7 +126,7 @@ fn read(nvml: &Nvml) -> Result<Vec<Counters>> {
                 processes: d
                     .running_compute_processes()
                     .ok()
-                    .map(|p| p.iter().filter(|p| p.pid != std::process::id()).count() as u32),
+                    .map(|p| p.iter().map(|p| p.pid).collect()),
                 memory_used_bytes: d.memory_info().ok().map(|m| m.used),
                 power_watts: d.power_usage().ok().map(|mw| f64::from(mw) / 1e3),
                 energy_joules: d.total_energy_consumption().ok().map(|mj| mj as f64 / 1e3),

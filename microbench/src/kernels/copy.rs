@@ -3,8 +3,8 @@
 
 use super::summarize;
 use super::timer::{cuda, time_iterations};
-use super::CopyPath;
 use crate::error::{Error, Result};
+use crate::plan::CopyPath;
 use cudarc::driver::sys::{cuCtxEnablePeerAccess, cudaError_enum};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use record::{Clock, Timing};

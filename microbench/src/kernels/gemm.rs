@@ -5,7 +5,7 @@ use super::loader::{check_libraries, Library};
 use super::summarize;
 use super::timer::{cuda, time_iterations};
 use crate::error::{Error, Result};
-use crate::sweep::tensor_core_capability;
+use crate::plan::tensor_core_capability;
 
 use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
 use cudarc::cublas::CudaBlas;

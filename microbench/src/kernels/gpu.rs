@@ -4,9 +4,10 @@
 use super::collective::Communicators;
 use super::loader::{check_libraries, Library};
 use super::timer::cuda;
-use super::{check_iters, check_point, collective, copy, gemm, Backend, Point};
+use super::{check_iters, check_point, collective, copy, gemm, Backend};
 use crate::discovery::{self, Activity, Topology};
 use crate::error::{Error, Result};
+use crate::plan::Point;
 use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::CudaContext;
 use record::{Backend as Source, Dtype, Group, Record, Scope};

@@ -1,179 +1,42 @@
-//! Timing kernels: the [`Backend`] trait that the real GPU backend and the sim share, and the
-//! [`Point`]s a plan is made of.
+//! Timing kernels: the [`Backend`] trait that the real GPU backend and the sim share, and
+//! with the `cuda` feature the real one, [`GpuBackend`] (CUDA, cuBLAS, NCCL through cudarc).
+//! The agent builds without that feature: it never loads the GPU libraries (issue 10).
 
+#[cfg(feature = "cuda")]
 mod collective;
+#[cfg(feature = "cuda")]
 mod copy;
+#[cfg(feature = "cuda")]
 mod gemm;
+#[cfg(feature = "cuda")]
 mod gpu;
+#[cfg(feature = "cuda")]
 mod loader;
+#[cfg(feature = "cuda")]
 mod timer;
 
 use crate::discovery::{Activity, Topology};
 use crate::error::{Error, Result};
-use crate::sweep::Plan;
-use record::{Clock, Dtype, Gemm, Kind, Record, Timing};
-use std::fmt;
+use crate::plan::{Plan, Point};
+use record::{Clock, Record, Timing};
 
+#[cfg(feature = "cuda")]
 pub use gpu::GpuBackend;
+#[cfg(feature = "cuda")]
 pub use loader::{check_libraries, Library};
 
-/// One timed point of a plan.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Point {
-    /// An NCCL collective over `gpus` (one rank each) with a per-rank buffer of `bytes`.
-    Collective {
-        /// all_reduce, all_gather, reduce_scatter, all_to_all or send_recv.
-        kind: Kind,
-        /// Device indices, in rank order.
-        gpus: Vec<u32>,
-        /// Per-rank buffer, nccl-tests convention.
-        bytes: u64,
-        /// Element type.
-        dtype: Dtype,
-    },
-    /// A GEMM on one GPU.
-    Gemm {
-        /// Device index.
-        gpu: u32,
-        /// Shape.
-        shape: Gemm,
-        /// Operand type (accumulation in fp32).
-        dtype: Dtype,
-    },
-    /// A copy of `bytes`.
-    Copy {
-        /// Between what.
-        path: CopyPath,
-        /// Buffer size.
-        bytes: u64,
-    },
-}
-
-/// What a copy moves between.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CopyPath {
-    /// GPU to GPU; with `bidirectional`, both copy to each other at once.
-    P2p {
-        /// Source GPU.
-        src: u32,
-        /// Destination GPU.
-        dst: u32,
-        /// Both directions at once.
-        bidirectional: bool,
-    },
-    /// Pinned host memory to a GPU.
-    H2d {
-        /// Device index.
-        gpu: u32,
-    },
-    /// A GPU to pinned host memory.
-    D2h {
-        /// Device index.
-        gpu: u32,
-    },
-    /// Within one GPU's memory.
-    Hbm {
-        /// Device index.
-        gpu: u32,
-    },
-}
-
-impl CopyPath {
-    /// The record kind of this copy.
-    pub fn kind(self) -> Kind {
-        match self {
-            CopyPath::P2p { .. } => Kind::P2pCopy,
-            CopyPath::H2d { .. } => Kind::H2d,
-            CopyPath::D2h { .. } => Kind::D2h,
-            CopyPath::Hbm { .. } => Kind::HbmCopy,
-        }
-    }
-
-    /// GPUs taking part, source first.
-    pub fn gpus(self) -> Vec<u32> {
-        match self {
-            CopyPath::P2p { src, dst, .. } => vec![src, dst],
-            CopyPath::H2d { gpu } | CopyPath::D2h { gpu } | CopyPath::Hbm { gpu } => vec![gpu],
-        }
-    }
-
-    /// The record's `ranks`: GPUs that send (see [`record::busbw_factor`]).
-    pub fn senders(self) -> u32 {
-        match self {
-            CopyPath::P2p {
-                bidirectional: true,
-                ..
-            } => 2,
-            _ => 1,
-        }
-    }
-}
-
-impl Point {
-    /// GPUs taking part.
-    pub fn gpus(&self) -> Vec<u32> {
-        match self {
-            Point::Collective { gpus, .. } => gpus.clone(),
-            Point::Gemm { gpu, .. } => vec![*gpu],
-            Point::Copy { path, .. } => path.gpus(),
-        }
-    }
-
-    /// The record kind.
-    pub fn kind(&self) -> Kind {
-        match self {
-            Point::Collective { kind, .. } => *kind,
-            Point::Gemm { .. } => Kind::Gemm,
-            Point::Copy { path, .. } => path.kind(),
-        }
-    }
-}
-
-impl fmt::Display for Point {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let gpus = |g: &[u32]| g.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
-        match self {
-            Point::Collective {
-                kind,
-                gpus: g,
-                bytes,
-                dtype,
-            } => write!(f, "{kind} {dtype} {bytes} B on GPUs {}", gpus(g)),
-            Point::Gemm { gpu, shape, dtype } => write!(
-                f,
-                "gemm {dtype} {}x{}x{} on GPU {gpu}",
-                shape.m, shape.n, shape.k
-            ),
-            Point::Copy { path, bytes } => match path {
-                CopyPath::P2p {
-                    src,
-                    dst,
-                    bidirectional,
-                } => {
-                    write!(
-                        f,
-                        "p2p_copy {bytes} B GPU {src} {} GPU {dst}",
-                        if *bidirectional { "<->" } else { "->" }
-                    )
-                }
-                other => write!(
-                    f,
-                    "{} {bytes} B on GPU {}",
-                    other.kind(),
-                    gpus(&other.gpus())
-                ),
-            },
-        }
-    }
-}
-
-/// Progress through a plan, reported after each point.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Progress {
+/// Progress through a plan, reported after each point with what that point gave, so a caller
+/// can stream records as they come (`microbench calibrate --json`, read by the agent).
+#[derive(Debug, Clone, Copy)]
+pub struct Progress<'a> {
     /// Points finished.
     pub done: usize,
     /// Points in the plan.
     pub total: usize,
+    /// The records of the point just finished.
+    pub records: &'a [Record],
+    /// Why the point just finished could not be measured, when it could not.
+    pub failure: Option<&'a Failure>,
 }
 
 /// A point that could not be measured while the rest of the plan went on.
@@ -217,6 +80,7 @@ pub trait Backend {
         }
         let mut outcome = Outcome::default();
         for (done, point) in plan.points.iter().enumerate() {
+            let (records_before, failures_before) = (outcome.records.len(), outcome.failures.len());
             match self.measure(point, plan.iters, plan.warmup) {
                 Ok(records) => outcome.records.extend(records),
                 Err(
@@ -230,6 +94,8 @@ pub trait Backend {
             progress(Progress {
                 done: done + 1,
                 total: plan.points.len(),
+                records: &outcome.records[records_before..],
+                failure: outcome.failures.get(failures_before),
             });
         }
         Ok(outcome)
@@ -304,6 +170,7 @@ mod tests {
     #[test]
     fn backends_can_be_shared_across_threads() {
         fn shared<T: Send + Sync>() {}
+        #[cfg(feature = "cuda")]
         shared::<GpuBackend>();
         shared::<crate::SimBackend>();
     }

@@ -2,7 +2,9 @@
 //!
 //! Written `kind:key=value,...` on the command line, e.g. `nvlink-degraded:gpu=3`,
 //! `slow-gpu:gpu=5,factor=0.7`, `pcie-downtrained:gpu=2`, `nic-down:nic=1`,
-//! `fabric-slow:factor=0.5`.
+//! `fabric-slow:factor=0.5`. `hang:after=N` and `panic:after=N` break the process itself
+//! after N points, so the agent's handling of a calibration child that hangs or dies is
+//! tested without a GPU (issue 10).
 
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;
@@ -43,9 +45,19 @@ pub enum Fault {
         /// Fraction of the healthy rate, in (0, 1].
         factor: f64,
     },
+    /// The point after the first `after` never returns, as a hung kernel or collective.
+    Hang {
+        /// Points measured before the hang.
+        after: u32,
+    },
+    /// The point after the first `after` panics, as a library that lacks a symbol does.
+    Panic {
+        /// Points measured before the panic.
+        after: u32,
+    },
 }
 
-const KINDS: &str = "nvlink-degraded:gpu=N[,divisor=2], slow-gpu:gpu=N,factor=F, pcie-downtrained:gpu=N[,width=W], nic-down:nic=N, fabric-slow:factor=F";
+const KINDS: &str = "nvlink-degraded:gpu=N[,divisor=2], slow-gpu:gpu=N,factor=F, pcie-downtrained:gpu=N[,width=W], nic-down:nic=N, fabric-slow:factor=F, hang:after=N, panic:after=N";
 
 fn bad(text: &str, expected: String) -> Error {
     Error::BadValue {
@@ -73,6 +85,7 @@ impl FromStr for Fault {
             "pcie-downtrained" => &["gpu", "width"],
             "nic-down" => &["nic"],
             "fabric-slow" => &["factor"],
+            "hang" | "panic" => &["after"],
             _ => {
                 return Err(bad(
                     text,
@@ -131,6 +144,12 @@ impl FromStr for Fault {
             "nic-down" => Fault::NicDown {
                 nic: required("nic")?,
             },
+            "hang" => Fault::Hang {
+                after: int("after")?.unwrap_or(0),
+            },
+            "panic" => Fault::Panic {
+                after: int("after")?.unwrap_or(0),
+            },
             _ => Fault::FabricSlow { factor: factor()? },
         })
     }
@@ -144,7 +163,7 @@ impl Fault {
             | Fault::SlowGpu { gpu, .. }
             | Fault::PcieDowntrained { gpu, .. } => ("gpu", gpu, gpus),
             Fault::NicDown { nic } => ("nic", nic, nics),
-            Fault::FabricSlow { .. } => return Ok(()),
+            Fault::FabricSlow { .. } | Fault::Hang { .. } | Fault::Panic { .. } => return Ok(()),
         };
         if index >= count {
             return Err(Error::BadValue {
@@ -192,6 +211,11 @@ mod tests {
             "fabric-slow:factor=0.5".parse::<Fault>().unwrap(),
             Fault::FabricSlow { factor: 0.5 }
         );
+        assert_eq!(
+            "hang:after=3".parse::<Fault>().unwrap(),
+            Fault::Hang { after: 3 }
+        );
+        assert_eq!("panic".parse::<Fault>().unwrap(), Fault::Panic { after: 0 });
     }
 
     #[test]

@@ -7,19 +7,25 @@
 mod fault;
 mod model;
 mod noise;
+mod processes;
 mod profile;
 
 use crate::discovery::matrix::Matrix;
 use crate::discovery::{Activity, Clocks, Gpu, Link, Nic, Topology};
 use crate::error::{Error, Result};
-use crate::kernels::{check_iters, check_point, summarize, Backend, CopyPath, Point};
+use crate::kernels::{check_iters, check_point, summarize, Backend};
+use crate::plan::{CopyPath, Point};
 
 use noise::Noise;
 use record::{Clock, Dtype, Group, Kind, Record, Scope};
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 pub use fault::Fault;
 pub use model::Protocol;
+pub use processes::{GpuProcess, ProcessTable, Registration, CONTEXT_BYTES};
 pub use profile::{profile, profiles, Fabric, Peaks, Profile};
 
 /// Share of the NVLink rate a ring collective reaches (NCCL's Simple protocol on H100: about
@@ -49,6 +55,12 @@ pub struct SimBackend {
     busy: BTreeSet<u32>,
     topology: Topology,
     nodes: u32,
+    /// Wall time each point takes, as a real kernel would.
+    point_delay: Duration,
+    /// Points measured so far, for the `hang` and `panic` faults.
+    measured: Arc<AtomicU32>,
+    /// This process's entry in a shared process table, while it holds the GPUs.
+    held: Option<Arc<Registration>>,
 }
 
 impl SimBackend {
@@ -65,7 +77,44 @@ impl SimBackend {
             busy: BTreeSet::new(),
             topology,
             nodes: 1,
+            point_delay: Duration::ZERO,
+            measured: Arc::default(),
+            held: None,
         })
+    }
+
+    /// Makes every point take `delay` of wall time, as a real kernel does, so a run lasts long
+    /// enough to be stopped midway.
+    pub fn set_point_delay(&mut self, delay: Duration) {
+        self.point_delay = delay;
+    }
+
+    /// Holds every GPU of the node, as CUDA contexts do, in `table` until this backend is
+    /// dropped, so readers of the table see this process on the GPUs.
+    pub fn hold_gpus(&mut self, table: &ProcessTable) -> Result<()> {
+        let gpus: Vec<u32> = (0..self.profile.gpus).collect();
+        self.held = Some(Arc::new(table.register(&gpus)?));
+        Ok(())
+    }
+
+    /// Applies the point delay and the process faults (`hang`, `panic`) before a point.
+    fn before_point(&self) {
+        let n = self.measured.fetch_add(1, Ordering::SeqCst);
+        for fault in &self.faults {
+            match *fault {
+                Fault::Hang { after } if n >= after => loop {
+                    std::thread::sleep(Duration::from_secs(3600));
+                },
+                // Injected on purpose: the agent must survive a calibration child that dies.
+                Fault::Panic { after } if n >= after => {
+                    panic!("sim fault panic:after={after} at point {n}")
+                }
+                _ => {}
+            }
+        }
+        if !self.point_delay.is_zero() {
+            std::thread::sleep(self.point_delay);
+        }
     }
 
     /// Spreads every collective over `nodes` identical nodes, the same GPUs on each, as
@@ -359,6 +408,7 @@ impl Backend for SimBackend {
     fn measure(&self, point: &Point, iters: u32, _warmup: u32) -> Result<Vec<Record>> {
         check_iters(iters)?;
         check_point(point, self.topology.gpus.len())?;
+        self.before_point();
         let model_s = self.model_time(point)?;
         let timing = |tag: &str| {
             summarize(
@@ -563,7 +613,8 @@ fn build_topology(p: &Profile, faults: &[Fault]) -> Result<Topology> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sweep::{groups, Plan, Sweep};
+    use crate::plan::Plan;
+    use crate::sweep::{groups, Sweep};
     use record::Gemm;
 
     fn node(profile_name: &str, faults: &[&str]) -> SimBackend {

@@ -1,0 +1,185 @@
+//! What a run times: the [`Point`]s of a [`Plan`], the [`CopyPath`]s copies move along, and
+//! which GEMM types each GPU generation has tensor cores for. The kernels, the sim and the
+//! sweeps that build plans all read this module; it reads none of them (issue 10).
+
+use record::{Dtype, Gemm, Kind, Record};
+use std::fmt;
+
+/// A plan: points to time, and how many iterations each.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Points, in the order they are timed.
+    pub points: Vec<Point>,
+    /// Timed iterations per point (nccl-tests `-n`).
+    pub iters: u32,
+    /// Untimed iterations first (nccl-tests `-w`).
+    pub warmup: u32,
+}
+
+/// One timed point of a plan.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Point {
+    /// An NCCL collective over `gpus` (one rank each) with a per-rank buffer of `bytes`.
+    Collective {
+        /// all_reduce, all_gather, reduce_scatter, all_to_all or send_recv.
+        kind: Kind,
+        /// Device indices, in rank order.
+        gpus: Vec<u32>,
+        /// Per-rank buffer, nccl-tests convention.
+        bytes: u64,
+        /// Element type.
+        dtype: Dtype,
+    },
+    /// A GEMM on one GPU.
+    Gemm {
+        /// Device index.
+        gpu: u32,
+        /// Shape.
+        shape: Gemm,
+        /// Operand type (accumulation in fp32).
+        dtype: Dtype,
+    },
+    /// A copy of `bytes`.
+    Copy {
+        /// Between what.
+        path: CopyPath,
+        /// Buffer size.
+        bytes: u64,
+    },
+}
+
+/// What a copy moves between.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyPath {
+    /// GPU to GPU; with `bidirectional`, both copy to each other at once.
+    P2p {
+        /// Source GPU.
+        src: u32,
+        /// Destination GPU.
+        dst: u32,
+        /// Both directions at once.
+        bidirectional: bool,
+    },
+    /// Pinned host memory to a GPU.
+    H2d {
+        /// Device index.
+        gpu: u32,
+    },
+    /// A GPU to pinned host memory.
+    D2h {
+        /// Device index.
+        gpu: u32,
+    },
+    /// Within one GPU's memory.
+    Hbm {
+        /// Device index.
+        gpu: u32,
+    },
+}
+
+impl CopyPath {
+    /// The record kind of this copy.
+    pub fn kind(self) -> Kind {
+        match self {
+            CopyPath::P2p { .. } => Kind::P2pCopy,
+            CopyPath::H2d { .. } => Kind::H2d,
+            CopyPath::D2h { .. } => Kind::D2h,
+            CopyPath::Hbm { .. } => Kind::HbmCopy,
+        }
+    }
+
+    /// GPUs taking part, source first.
+    pub fn gpus(self) -> Vec<u32> {
+        match self {
+            CopyPath::P2p { src, dst, .. } => vec![src, dst],
+            CopyPath::H2d { gpu } | CopyPath::D2h { gpu } | CopyPath::Hbm { gpu } => vec![gpu],
+        }
+    }
+
+    /// The record's `ranks`: GPUs that send (see [`record::busbw_factor`]).
+    pub fn senders(self) -> u32 {
+        match self {
+            CopyPath::P2p {
+                bidirectional: true,
+                ..
+            } => 2,
+            _ => 1,
+        }
+    }
+}
+
+impl Point {
+    /// GPUs taking part.
+    pub fn gpus(&self) -> Vec<u32> {
+        match self {
+            Point::Collective { gpus, .. } => gpus.clone(),
+            Point::Gemm { gpu, .. } => vec![*gpu],
+            Point::Copy { path, .. } => path.gpus(),
+        }
+    }
+
+    /// The record kind.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Point::Collective { kind, .. } => *kind,
+            Point::Gemm { .. } => Kind::Gemm,
+            Point::Copy { path, .. } => path.kind(),
+        }
+    }
+}
+
+impl fmt::Display for Point {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let gpus = |g: &[u32]| g.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+        match self {
+            Point::Collective {
+                kind,
+                gpus: g,
+                bytes,
+                dtype,
+            } => write!(f, "{kind} {dtype} {bytes} B on GPUs {}", gpus(g)),
+            Point::Gemm { gpu, shape, dtype } => write!(
+                f,
+                "gemm {dtype} {}x{}x{} on GPU {gpu}",
+                shape.m, shape.n, shape.k
+            ),
+            Point::Copy { path, bytes } => match path {
+                CopyPath::P2p {
+                    src,
+                    dst,
+                    bidirectional,
+                } => {
+                    write!(
+                        f,
+                        "p2p_copy {bytes} B GPU {src} {} GPU {dst}",
+                        if *bidirectional { "<->" } else { "->" }
+                    )
+                }
+                other => write!(
+                    f,
+                    "{} {bytes} B on GPU {}",
+                    other.kind(),
+                    gpus(&other.gpus())
+                ),
+            },
+        }
+    }
+}
+
+/// The compute capability whose tensor cores first took `dtype` (Volta fp16 7.0, Ampere bf16
+/// and tf32 8.0, Ada and Hopper fp8 8.9); `None` for types without tensor-core GEMMs.
+pub fn tensor_core_capability(dtype: Dtype) -> Option<[u32; 2]> {
+    match dtype {
+        Dtype::Fp16 => Some([7, 0]),
+        Dtype::Bf16 | Dtype::Tf32 => Some([8, 0]),
+        Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => Some([8, 9]),
+        _ => None,
+    }
+}
+
+/// True for the last record a point yields: a collective yields an out-of-place then an
+/// in-place record (nccl-tests' order), every other point one. A reader of streamed records
+/// counts finished points with it.
+pub fn closes_point(record: &Record) -> bool {
+    !record.kind.is_collective() || record.in_place
+}
