@@ -396,3 +396,131 @@ fn new_token() -> String {
         random.hash_one((std::process::id(), Instant::now()))
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{BackendKind, Span};
+    use crate::state::Calibration;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
+
+    const RECORD: &str = r#"{"kind":"hbm_copy","backend":"sim","gpus":[0],"scope":"intra_node","ranks":1,"bytes":1024,"dtype":"uint8","time_s":1e-6,"clock":"model"}"#;
+
+    /// A stand-in for microbench: a shell script that ignores its arguments.
+    fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    struct Setup {
+        _dir: tempfile::TempDir,
+        dir: PathBuf,
+        node: Arc<dyn Node>,
+        cache: Cache,
+        config: Config,
+        topology: Arc<Topology>,
+    }
+
+    fn setup() -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            state_dir: dir.path().to_path_buf(),
+            backend: BackendKind::Sim,
+            profile: Some("dgx-h100".into()),
+            min_bytes: 1 << 20,
+            max_bytes: 1 << 20,
+            point_timeout: Span(Duration::from_millis(300)),
+            busy_check_interval: Span(Duration::from_millis(50)),
+            ..Config::default()
+        };
+        let node: Arc<dyn Node> = crate::node::build(&config).unwrap().into();
+        let topology = Arc::new(node.topology().unwrap());
+        Setup {
+            dir: dir.path().to_path_buf(),
+            _dir: dir,
+            node,
+            cache: Cache::new("n1".into(), record::Backend::Sim, Calibration::default()),
+            config,
+            topology,
+        }
+    }
+
+    impl Setup {
+        async fn run(&self, microbench: &PathBuf) -> (RunResult, Run, Duration) {
+            let calibrator = Calibrator {
+                node: &self.node,
+                cache: &self.cache,
+                config: &self.config,
+                microbench,
+            };
+            let (_tx, mut rx) = watch::channel(false);
+            let start = Instant::now();
+            let result = calibrator.calibrate(&self.topology, &mut rx).await;
+            let run = self.cache.snapshot().calibration.last_run.clone().unwrap();
+            (result, run, start.elapsed())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_hung_child_is_stopped_at_the_point_timeout_and_the_next_run_proceeds() {
+        let s = setup();
+        let hangs = script(&s.dir, "hangs", &format!("echo '{RECORD}'\nexec sleep 30"));
+        let (result, run, took) = s.run(&hangs).await;
+        assert_eq!(result, RunResult::Watchdog);
+        assert!(took < Duration::from_secs(2), "{took:?}");
+        assert!(run
+            .reason
+            .unwrap()
+            .contains("hung for more than point_timeout 300ms"));
+        assert!(run.partial);
+        assert_eq!(run.points_done, 1);
+        assert_eq!(s.cache.snapshot().calibration.records.len(), 1);
+        assert!(!s.cache.snapshot().running);
+        assert!(s.dir.join(state::FILE_NAME).exists());
+        // Nothing of the hung run is left to wait for.
+        let works = script(&s.dir, "works", &format!("echo '{RECORD}'"));
+        let (result, run, _) = s.run(&works).await;
+        assert_eq!(result, RunResult::Success, "{run:?}");
+        assert!(!run.partial);
+    }
+
+    #[tokio::test]
+    async fn a_child_that_dies_is_reported_with_its_last_words() {
+        let s = setup();
+        let dies = script(
+            &s.dir,
+            "dies",
+            &format!("echo '{RECORD}'\necho 'microbench: internal error: boom' >&2\nexit 101"),
+        );
+        let (result, run, _) = s.run(&dies).await;
+        assert_eq!(result, RunResult::Failed);
+        assert_eq!(
+            run.reason.as_deref(),
+            Some("microbench ended with exit status: 101: microbench: internal error: boom")
+        );
+        assert!(run.partial);
+        let missing = s.dir.join("no-such-microbench");
+        let (result, run, _) = s.run(&missing).await;
+        assert_eq!(result, RunResult::Failed);
+        assert!(run.reason.unwrap().contains("no-such-microbench"));
+    }
+
+    #[test]
+    fn the_child_plans_what_the_agent_plans() {
+        let s = setup();
+        let planned = plan(&s.config, &s.topology, s.node.as_ref()).unwrap();
+        let args = planned.args.join(" ");
+        assert!(
+            args.starts_with(
+                "calibrate --json --minbytes 1048576 --maxbytes 1048576 --stepfactor 2 \
+                 --iters 20 --warmup_iters 5 --datatype bf16 --gemm-dtype bf16,fp16,tf32,fp8_e4m3 \
+                 --backend sim --profile dgx-h100"
+            ),
+            "{args}"
+        );
+        assert!(!planned.plan.points.is_empty());
+    }
+}

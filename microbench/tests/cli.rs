@@ -232,3 +232,45 @@ fn import_without_the_collective_asks_for_it() {
         stderr(&a)
     );
 }
+
+/// Issue 10: the agent reads `calibrate --json` as it streams. A run that dies midway has
+/// already printed every record of the points before, one JSON line each; the sim process
+/// table shows the run on every GPU while it lives and not after.
+#[test]
+fn calibrate_streams_records_and_a_panic_keeps_what_came_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("processes");
+    let a = sim(
+        "dgx-h100",
+        &[
+            "--fault",
+            "panic:after=3",
+            "--sim-processes",
+            table.to_str().unwrap(),
+            "calibrate",
+            "--json",
+            "-b",
+            "1M",
+            "-e",
+            "1M",
+        ],
+    )
+    .failure()
+    .code(101);
+    let lines: Vec<record::Record> = stdout(&a)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Three collective points: out-of-place and in-place records each.
+    assert_eq!(lines.len(), 6, "{}", stdout(&a));
+    assert!(lines.iter().all(|r| r.backend == record::Backend::Sim));
+    assert!(
+        stderr(&a).starts_with("microbench: internal error: sim fault panic:after=3 at point 3"),
+        "{}",
+        stderr(&a)
+    );
+    // The process is gone, so it holds no GPU.
+    assert!(microbench::sim::ProcessTable::new(&table, 0)
+        .read()
+        .is_empty());
+}

@@ -193,8 +193,202 @@ fn sigterm_mid_run_stops_within_two_seconds_and_keeps_what_was_measured() {
     let v: serde_json::Value = serde_json::from_str(&saved).unwrap();
     assert_eq!(v["format_version"], 1);
     assert_eq!(v["calibration"]["last_run"]["result"], "aborted_shutdown");
+    assert_eq!(v["calibration"]["last_run"]["partial"], true);
     assert!(!v["calibration"]["records"].as_array().unwrap().is_empty());
     assert!(v["calibration"]["last_success_timestamp"].is_null());
+    // The calibration child went with the agent (issue 10).
+    assert_eq!(live_children(dir.path()), Vec::<u32>::new());
+}
+
+/// PIDs of calibration children alive now, from the sim's GPU process table in `state`.
+fn live_children(state: &Path) -> Vec<u32> {
+    let table = state.join("sim-gpu-processes");
+    std::fs::read_dir(&table)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .filter_map(|e| e.file_name().to_str()?.strip_suffix(".json")?.parse().ok())
+                .filter(|pid: &u32| {
+                    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                        !s.rsplit_once(')')
+                            .is_some_and(|(_, st)| st.trim_start().starts_with('Z'))
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The run `/v1/results` reports last.
+fn last_run(agent: &Agent) -> serde_json::Value {
+    let results: serde_json::Value = serde_json::from_str(&agent.get("/v1/results").body).unwrap();
+    results["last_run"].clone()
+}
+
+/// Issue 10: a child whose point hangs is stopped within the watchdog bound, keeps what it
+/// measured, and the next run starts on time (no thread is left stuck in the point).
+#[test]
+fn a_hung_child_is_stopped_by_the_watchdog_and_the_next_run_proceeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start(
+        &sim(
+            dir.path(),
+            "node-a",
+            &[
+                "--fault",
+                "hang:after=5",
+                "--point-timeout",
+                "500ms",
+                "--busy-check-interval",
+                "50ms",
+                "--interval",
+                "1s",
+            ],
+        ),
+        &[],
+        &dir.path().join("log"),
+    );
+    assert!(
+        wait_for(Duration::from_secs(20), || agent
+            .metric("meshfit_calibration_runs_total{result=\"watchdog\"")
+            .is_some_and(|n| n >= 2.0)),
+        "{}",
+        agent.log_text()
+    );
+    let run = last_run(&agent);
+    assert_eq!(run["result"], "watchdog");
+    assert_eq!(run["partial"], true);
+    assert_eq!(run["points_done"], 5);
+    let took = run["duration_s"].as_f64().unwrap();
+    assert!((0.5..1.5).contains(&took), "{took} s");
+    assert!(run["reason"]
+        .as_str()
+        .unwrap()
+        .contains("hung for more than point_timeout 500ms"));
+}
+
+/// Issue 10: a child that panics is reported (log, `failed` runs, the reason) and the next
+/// run still starts.
+#[test]
+fn a_child_that_panics_is_reported_and_the_next_run_proceeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut agent = Agent::start(
+        &sim(
+            dir.path(),
+            "node-a",
+            &["--fault", "panic:after=5", "--interval", "1s"],
+        ),
+        &[],
+        &dir.path().join("log"),
+    );
+    assert!(
+        wait_for(Duration::from_secs(20), || agent
+            .metric("meshfit_calibration_runs_total{result=\"failed\"")
+            .is_some_and(|n| n >= 2.0)),
+        "{}",
+        agent.log_text()
+    );
+    let run = last_run(&agent);
+    assert_eq!(run["result"], "failed");
+    assert_eq!(run["partial"], true);
+    let reason = run["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("microbench ended with exit status: 101: microbench: internal error: sim fault panic:after=5"),
+        "{reason}"
+    );
+    assert!(agent
+        .log_text()
+        .contains("calibration child: microbench: internal error"));
+    assert!(agent.alive());
+}
+
+/// Issue 10: the sim reports what the child holds on the GPUs while it runs; after the run
+/// nothing is held and no process is left on any GPU.
+#[test]
+fn no_gpu_memory_is_held_between_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start(
+        &sim(dir.path(), "node-a", &["--sim-point-delay", "2ms"]),
+        &[],
+        &dir.path().join("log"),
+    );
+    let used = "meshfit_gpu_memory_used_bytes{gpu=\"0\"";
+    assert!(
+        wait_for(Duration::from_secs(20), || agent
+            .metric(used)
+            .is_some_and(|b| b > 0.0)),
+        "{}",
+        agent.log_text()
+    );
+    assert_eq!(
+        agent.metric("meshfit_gpu_compute_processes{gpu=\"0\""),
+        Some(1.0)
+    );
+    wait_calibrated(&agent);
+    assert!(wait_for(Duration::from_secs(5), || agent.metric(used) == Some(0.0)));
+    let text = agent.metrics();
+    for line in text.lines().filter(|l| {
+        l.starts_with("meshfit_gpu_memory_used_bytes{")
+            || l.starts_with("meshfit_gpu_compute_processes{")
+    }) {
+        assert!(line.ends_with(" 0"), "{line}");
+    }
+    assert_eq!(live_children(dir.path()), Vec::<u32>::new());
+}
+
+/// Issue 10: where the driver reports PIDs of another namespace (a container without
+/// `hostPID`), the child is known by its token in the host's /proc; without that view the
+/// agent takes its own child for a job, which is why the DaemonSet needs one of them.
+#[test]
+fn the_child_is_known_by_its_token_across_pid_namespaces() {
+    let dir = tempfile::tempdir().unwrap();
+    let (seen, blind) = (dir.path().join("seen"), dir.path().join("blind"));
+    let host_proc = seen.join("sim-gpu-processes").join("proc");
+    let with_host_proc = Agent::start(
+        &sim(
+            &seen,
+            "node-a",
+            &[
+                "--sim-pid-offset",
+                "100000",
+                "--host-proc",
+                host_proc.to_str().unwrap(),
+                "--sim-point-delay",
+                "1ms",
+                "--busy-check-interval",
+                "50ms",
+            ],
+        ),
+        &[],
+        &dir.path().join("seen.log"),
+    );
+    let without = Agent::start(
+        &sim(
+            &blind,
+            "node-b",
+            &[
+                "--sim-pid-offset",
+                "100000",
+                "--sim-point-delay",
+                "1ms",
+                "--busy-check-interval",
+                "50ms",
+                "--busy-retry",
+                "1h",
+            ],
+        ),
+        &[],
+        &dir.path().join("blind.log"),
+    );
+    wait_calibrated(&with_host_proc);
+    assert_eq!(last_run(&with_host_proc)["result"], "success");
+    assert!(wait_for(Duration::from_secs(20), || last_run(&without)
+        ["result"]
+        == "aborted_busy"));
+    assert!(last_run(&without)["reason"]
+        .as_str()
+        .unwrap()
+        .starts_with("a job appeared: GPU 0 runs 1 compute process(es)"));
 }
 
 #[test]
@@ -237,6 +431,11 @@ fn a_job_appearing_mid_run_stops_it_within_a_second() {
         .contains("GPU 2"));
     assert!(!results["records"].as_array().unwrap().is_empty());
     assert_eq!(agent.metric(SUCCESS_TS), None);
+    // The child was killed with the run: it holds nothing on the idle GPUs.
+    assert_eq!(live_children(dir.path()), Vec::<u32>::new());
+    assert!(wait_for(Duration::from_secs(3), || agent
+        .metric("meshfit_gpu_memory_used_bytes{gpu=\"0\"")
+        == Some(0.0)));
 }
 
 #[test]
