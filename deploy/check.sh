@@ -90,9 +90,11 @@ promtool check rules helm/meshfit/rules/meshfit.rules.yaml
 promtool test rules prometheus/meshfit.rules.test.yaml
 
 # --- the whole chain -----------------------------------------------------------------------
-say "building agent and tuner for the end-to-end check"
+say "building agent, microbench and tuner for the end-to-end check"
 bins=()
 target=${CARGO_TARGET_DIR:-$repo/target}
+# The agent calibrates by running the microbench binary beside it (issue 10).
+(cd "$repo" && cargo build --locked --quiet --bin microbench)
 for bin in agent tuner; do
   if (cd "$repo" && cargo build --locked --quiet --bin "$bin") 2>"$work/build-$bin.log"; then
     bins+=("$target/debug/$bin")
