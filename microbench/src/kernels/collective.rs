@@ -1,21 +1,44 @@
 //! NCCL collectives within a node, one process driving every GPU of the group (one rank per
 //! GPU, `ncclCommInitAll`), timed like nccl-tests: out-of-place, then in-place.
+//!
+//! A collective that fails, reports an asynchronous error (`ncclCommGetAsyncError`, polled
+//! while the loop runs) or does not finish in time has its communicators aborted
+//! (`ncclCommAbort`, which stops their kernels) before its buffers are freed; the next point
+//! builds new ones. Every NCCL group opened is closed, even when an enqueue fails (issue 10).
 
 use super::summarize;
-use super::timer::{cuda, time_iterations};
+use super::timer::{cuda, time_iterations, Wait};
 use crate::error::{Error, Result};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtrMut};
 use cudarc::nccl::result as nccl;
-use cudarc::nccl::sys::{ncclComm_t, ncclDataType_t, ncclRedOp_t};
+use cudarc::nccl::sys::{self, ncclComm_t, ncclDataType_t, ncclRedOp_t, ncclResult_t};
 use record::{Clock, Dtype, Kind, Timing};
-use std::ffi::c_void;
+use std::ffi::{c_void, CStr};
 use std::sync::Arc;
+
+/// NCCL's name and description of a result, e.g. `ncclUnhandledCudaError: unhandled cuda error`.
+fn describe(result: ncclResult_t) -> String {
+    // SAFETY: ncclGetErrorString returns a pointer to a static, NUL-terminated string for every
+    // result code; NCCL is loaded (every caller has made an NCCL call first).
+    let text = unsafe { CStr::from_ptr(sys::ncclGetErrorString(result)) };
+    format!("{result:?}: {}", text.to_string_lossy())
+}
 
 fn nccl_err(call: &'static str, gpu: u32) -> impl Fn(nccl::NcclError) -> Error {
     move |e| Error::Cuda {
         call,
         gpu,
-        message: format!("{:?}", e.0),
+        message: describe(e.0),
+    }
+}
+
+/// The NCCL call that enqueues `kind` (all-to-all and send/recv are grouped sends and receives).
+fn call_of(kind: Kind) -> &'static str {
+    match kind {
+        Kind::AllReduce => "ncclAllReduce",
+        Kind::AllGather => "ncclAllGather",
+        Kind::ReduceScatter => "ncclReduceScatter",
+        _ => "ncclSend/ncclRecv",
     }
 }
 
@@ -57,8 +80,8 @@ unsafe impl Send for Communicators {}
 impl Drop for Communicators {
     fn drop(&mut self) {
         for &c in &self.comms {
-            // SAFETY: each comm came from ncclCommInitAll and is destroyed once. A failure
-            // here cannot be acted on.
+            // SAFETY: each comm came from ncclCommInitAll and is destroyed once (an aborted
+            // group has none left). A failure here cannot be acted on.
             let _ = unsafe { nccl::comm_destroy(c) };
         }
     }
@@ -84,6 +107,41 @@ impl Communicators {
     pub(super) fn gpus(&self) -> &[u32] {
         &self.gpus
     }
+
+    /// True once aborted: the group is unusable and is replaced at its next use.
+    pub(super) fn aborted(&self) -> bool {
+        self.comms.is_empty()
+    }
+
+    /// Aborts every communicator: NCCL stops their kernels and frees them, so a hung or broken
+    /// collective releases the GPUs.
+    fn abort(&mut self) {
+        for (c, gpu) in std::mem::take(&mut self.comms).into_iter().zip(&self.gpus) {
+            // SAFETY: each comm came from ncclCommInitAll and, taken out of `comms`, is aborted
+            // once and never used again.
+            if let Err(e) = unsafe { nccl::comm_abort(c) } {
+                eprintln!("microbench: ncclCommAbort on GPU {gpu}: {}", describe(e.0));
+            }
+        }
+    }
+
+    /// The first asynchronous error any rank reports (a peer gone, a network or CUDA failure
+    /// while kernels ran).
+    fn async_error(&self) -> Result<()> {
+        for (&comm, &gpu) in self.comms.iter().zip(&self.gpus) {
+            let mut state = ncclResult_t::ncclSuccess;
+            // SAFETY: `comm` is a live communicator of this group and `state` a valid place for
+            // the result.
+            unsafe { sys::ncclCommGetAsyncError(comm, &mut state) }
+                .result()
+                .map_err(nccl_err("ncclCommGetAsyncError", gpu))?;
+            state.result().map_err(nccl_err(
+                "NCCL asynchronous error (ncclCommGetAsyncError)",
+                gpu,
+            ))?;
+        }
+        Ok(())
+    }
 }
 
 /// One rank's buffers: send and receive, as device addresses.
@@ -95,16 +153,17 @@ struct Rank {
 }
 
 /// Times `kind` over `group` at `bytes` per rank (nccl-tests' size), out-of-place and in-place.
+/// On any failure the group is aborted before the buffers are freed (NCCL kernels may still be
+/// using them).
 pub(super) fn measure(
-    group: &Communicators,
+    group: &mut Communicators,
     kind: Kind,
     bytes: u64,
     dtype: Dtype,
     iters: u32,
     warmup: u32,
 ) -> Result<[Timing; 2]> {
-    let (contexts, gpus) = (&group.contexts, &group.gpus);
-    let n = contexts.len();
+    let n = group.contexts.len();
     let es = dtype.size_bytes();
     let elems = bytes / es;
     // Buffer sizes per rank in bytes, nccl-tests' convention: all-gather receives `bytes`
@@ -117,7 +176,7 @@ pub(super) fn measure(
     };
     let mut buffers: Vec<(CudaSlice<u8>, CudaSlice<u8>)> = Vec::with_capacity(n);
     let mut streams = Vec::with_capacity(n);
-    for (ctx, &gpu) in contexts.iter().zip(gpus) {
+    for (ctx, &gpu) in group.contexts.iter().zip(&group.gpus) {
         let stream = ctx.new_stream().map_err(cuda("cuStreamCreate", gpu))?;
         let alloc = |len: u64| {
             stream
@@ -141,16 +200,20 @@ pub(super) fn measure(
         });
     }
     let ty = nccl_type(dtype);
+    let shared: &Communicators = group;
+    let check = || shared.async_error();
     let timed = |in_place: bool| -> Result<Timing> {
-        let step = || issue(&group.comms, &ranks, kind, elems, es, ty, in_place);
-        let mut samples = time_iterations(&streams, iters, warmup, step)?;
+        let step = || issue(&shared.comms, &ranks, kind, elems, es, ty, in_place);
+        let mut samples = time_iterations(&streams, iters, warmup, Wait::Watch(&check), step)?;
         Ok(summarize(&mut samples, Clock::CudaEvent))
     };
-    let oop = timed(false)?;
-    let ip = timed(true)?;
-    // The buffers stay mapped (guards alive) until both timings are done.
+    let timings = timed(false).and_then(|oop| Ok([oop, timed(true)?]));
+    if timings.is_err() {
+        group.abort();
+    }
+    // The buffers stay mapped (guards alive) until both timings are done or the group aborted.
     drop(guards);
-    Ok([oop, ip])
+    timings
 }
 
 /// Enqueues one collective on every rank inside one NCCL group, as a single thread driving
@@ -164,13 +227,30 @@ fn issue(
     ty: ncclDataType_t,
     in_place: bool,
 ) -> Result<()> {
+    let gpu = ranks.first().map_or(0, |r| r.gpu);
+    nccl::group_start().map_err(nccl_err("ncclGroupStart", gpu))?;
+    let enqueued = enqueue(comms, ranks, kind, elems, es, ty, in_place);
+    // The group is closed even when an enqueue failed: an open group would swallow the calls
+    // of the next point. The enqueue's error, the first, is the one reported.
+    let closed = nccl::group_end().map_err(nccl_err("ncclGroupEnd", gpu));
+    enqueued.and(closed.map(|_| ()))
+}
+
+/// Enqueues one rank's share of `kind` on every rank, inside an open group.
+fn enqueue(
+    comms: &[ncclComm_t],
+    ranks: &[Rank],
+    kind: Kind,
+    elems: u64,
+    es: u64,
+    ty: ncclDataType_t,
+    in_place: bool,
+) -> Result<()> {
     let n = ranks.len() as u64;
     let per_rank = (elems / n) as usize;
-    let gpu = ranks[0].gpu;
-    nccl::group_start().map_err(nccl_err("ncclGroupStart", gpu))?;
     for (r, (rank, &comm)) in ranks.iter().zip(comms).enumerate() {
         let stream = rank.stream.cu_stream() as _;
-        let err = nccl_err("nccl collective", rank.gpu);
+        let err = nccl_err(call_of(kind), rank.gpu);
         let send = if in_place { rank.recv } else { rank.send };
         let chunk = per_rank as u64 * es;
         // SAFETY: the addresses are live device buffers of this rank's GPU, sized for the
@@ -272,6 +352,5 @@ fn issue(
         }
         .map_err(err)?;
     }
-    nccl::group_end().map_err(nccl_err("ncclGroupEnd", gpu))?;
     Ok(())
 }

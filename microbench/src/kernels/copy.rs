@@ -2,7 +2,7 @@
 //! and within one GPU's memory.
 
 use super::summarize;
-use super::timer::{cuda, time_iterations};
+use super::timer::{cuda, time_iterations, Wait};
 use crate::error::{Error, Result};
 use crate::plan::CopyPath;
 use cudarc::driver::sys::{cuCtxEnablePeerAccess, cudaError_enum};
@@ -63,7 +63,7 @@ pub(super) fn measure(
             } else {
                 vec![(gpus[1], sb.clone())]
             };
-            time_iterations(&streams, iters, warmup, || {
+            time_iterations(&streams, iters, warmup, Wait::Block, || {
                 sb.memcpy_dtod(&on_a, &mut on_b)
                     .map_err(cuda("cuMemcpyPeerAsync", gpus[1]))?;
                 if bidirectional {
@@ -81,7 +81,7 @@ pub(super) fn measure(
                 .map_err(cuda("cuMemHostAlloc", gpu))?;
             let mut dev = alloc(&s, gpu)?;
             let to_device = matches!(path, CopyPath::H2d { .. });
-            time_iterations(&[(gpu, s.clone())], iters, warmup, || {
+            time_iterations(&[(gpu, s.clone())], iters, warmup, Wait::Block, || {
                 if to_device {
                     s.memcpy_htod(&host, &mut dev)
                         .map_err(cuda("cuMemcpyHtoDAsync", gpu))
@@ -95,7 +95,7 @@ pub(super) fn measure(
             let s = stream(0)?;
             let src = alloc(&s, gpu)?;
             let mut dst = alloc(&s, gpu)?;
-            time_iterations(&[(gpu, s.clone())], iters, warmup, || {
+            time_iterations(&[(gpu, s.clone())], iters, warmup, Wait::Block, || {
                 s.memcpy_dtod(&src, &mut dst)
                     .map_err(cuda("cuMemcpyDtoDAsync", gpu))
             })?

@@ -3,7 +3,7 @@
 
 use super::loader::{check_libraries, Library};
 use super::summarize;
-use super::timer::{cuda, time_iterations};
+use super::timer::{cuda, time_iterations, Wait};
 use crate::error::{Error, Result};
 use crate::plan::tensor_core_capability;
 
@@ -154,7 +154,7 @@ fn measure_gemm_ex(
             message: e.to_string(),
         })
     };
-    let mut samples = time_iterations(&[(gpu, stream.clone())], iters, warmup, step)?;
+    let mut samples = time_iterations(&[(gpu, stream.clone())], iters, warmup, Wait::Block, step)?;
     Ok(summarize(&mut samples, Clock::CudaEvent))
 }
 
@@ -163,7 +163,7 @@ fn measure_gemm_ex(
 /// left unset, which cuBLASLt reads as 1.
 mod lt {
     use super::super::summarize;
-    use super::super::timer::{cuda, time_iterations};
+    use super::super::timer::{cuda, time_iterations, Wait};
     use super::dim;
     use crate::error::{Error, Result};
     use cudarc::cublaslt::result as lt;
@@ -323,7 +323,8 @@ mod lt {
             }
             .map_err(blas("cublasLtMatmul"))
         };
-        let mut samples = time_iterations(&[(gpu, stream.clone())], iters, warmup, step)?;
+        let mut samples =
+            time_iterations(&[(gpu, stream.clone())], iters, warmup, Wait::Block, step)?;
         Ok(summarize(&mut samples, Clock::CudaEvent))
     }
 }

@@ -44,11 +44,12 @@ impl GpuBackend {
         })
     }
 
-    /// Runs `f` on the communicators of `gpus`, creating them on first use.
+    /// Runs `f` on the communicators of `gpus`, creating them on first use; a group `f`
+    /// aborted is dropped, so the next point builds a new one.
     fn with_communicators<T>(
         &self,
         gpus: &[u32],
-        f: impl FnOnce(&Communicators) -> Result<T>,
+        f: impl FnOnce(&mut Communicators) -> Result<T>,
     ) -> Result<T> {
         // A panic while the lock was held cannot leave a communicator half made: entries are
         // pushed whole. So a poisoned lock is still a usable cache.
@@ -67,7 +68,11 @@ impl GpuBackend {
                 cache.len() - 1
             }
         };
-        f(&cache[at])
+        let result = f(&mut cache[at]);
+        if cache[at].aborted() {
+            cache.remove(at);
+        }
+        result
     }
 
     fn context(&self, gpu: u32) -> Result<Arc<CudaContext>> {

@@ -3,8 +3,26 @@
 
 use crate::error::{Error, Result};
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaStream, DriverError};
+use cudarc::driver::{CudaEvent, CudaStream, DriverError};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Longest a timed loop may run before it is given up as hung: far above any calibration point
+/// (an 8 GiB all-reduce over PCIe takes about a second per iteration, and there are 25).
+const HUNG_AFTER: Duration = Duration::from_secs(120);
+
+/// Time between polls of a watched loop; the timing itself is on the GPU's events.
+const POLL: Duration = Duration::from_micros(200);
+
+/// How the host waits for a timed loop to finish.
+pub(super) enum Wait<'a> {
+    /// Blocks in the driver: a hung copy or GEMM cannot be stopped from here, only with the
+    /// process (the agent's watchdog ends the calibration child).
+    Block,
+    /// Polls the loop's last events, calling `check` in between (NCCL's asynchronous errors),
+    /// and gives up after [`HUNG_AFTER`], so the caller can abort its communicators.
+    Watch(&'a dyn Fn() -> Result<()>),
+}
 
 /// Converts a CUDA driver error on `gpu` into ours.
 pub(super) fn cuda(call: &'static str, gpu: u32) -> impl Fn(DriverError) -> Error {
@@ -22,6 +40,7 @@ pub(super) fn time_iterations(
     streams: &[(u32, Arc<CudaStream>)],
     iters: u32,
     warmup: u32,
+    wait: Wait,
     mut step: impl FnMut() -> Result<()>,
 ) -> Result<Vec<f64>> {
     for _ in 0..warmup {
@@ -38,8 +57,16 @@ pub(super) fn time_iterations(
         let ends = streams.iter().map(record).collect::<Result<Vec<_>>>()?;
         marks.push((starts, ends));
     }
-    for (gpu, s) in streams {
-        s.synchronize().map_err(cuda("cuStreamSynchronize", *gpu))?;
+    match wait {
+        Wait::Block => {
+            for (gpu, s) in streams {
+                s.synchronize().map_err(cuda("cuStreamSynchronize", *gpu))?;
+            }
+        }
+        Wait::Watch(check) => {
+            let last = marks.last().map(|(_, ends)| ends.as_slice()).unwrap_or(&[]);
+            watch(streams, last, check)?;
+        }
     }
     marks
         .iter()
@@ -54,4 +81,37 @@ pub(super) fn time_iterations(
             Ok(longest)
         })
         .collect()
+}
+
+/// Waits until every event of `ends` (one per stream) has completed, calling `check` between
+/// polls; an error of `check`, or no completion within [`HUNG_AFTER`], ends the wait.
+fn watch(
+    streams: &[(u32, Arc<CudaStream>)],
+    ends: &[CudaEvent],
+    check: &dyn Fn() -> Result<()>,
+) -> Result<()> {
+    let start = Instant::now();
+    loop {
+        let mut done = true;
+        for (end, (gpu, _)) in ends.iter().zip(streams) {
+            done &= end.try_is_complete().map_err(cuda("cuEventQuery", *gpu))?;
+        }
+        if done {
+            return Ok(());
+        }
+        check()?;
+        if start.elapsed() > HUNG_AFTER {
+            let (gpu, _) = streams.first().ok_or_else(|| Error::BadValue {
+                field: "streams",
+                value: "[]".into(),
+                expected: "at least one stream to wait on".into(),
+            })?;
+            return Err(Error::Cuda {
+                call: "cuEventQuery (end of the timed loop)",
+                gpu: *gpu,
+                message: format!("not complete after {HUNG_AFTER:?}: given up as hung"),
+            });
+        }
+        std::thread::sleep(POLL);
+    }
 }
