@@ -42,7 +42,7 @@ impl Collector for Topology {
         for g in &t.gpus {
             let cc = format!("{}.{}", g.compute_capability[0], g.compute_capability[1]);
             let mut labels = gpu_labels(g).to_vec();
-            labels.push(("modelName", g.name.clone()));
+            labels.push(("model_name", g.name.clone()));
             labels.push(("compute_capability", cc));
             info.sample(&borrow(&labels), 1.0);
         }
