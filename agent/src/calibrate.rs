@@ -32,8 +32,10 @@ use tokio::sync::watch;
 /// the agent, child included, within 2 s.
 pub const STOP_GRACE: Duration = Duration::from_millis(500);
 
-/// Longest a stopped child's last output and exit are waited for, after the grace.
-const STOP_WAIT: Duration = Duration::from_secs(1);
+/// Longest a stopped child's last output and exit are waited for, after the grace: with it,
+/// a child stuck in the driver still leaves time to save the run within the agent's 1.5 s
+/// for stopping the scheduler.
+const STOP_WAIT: Duration = Duration::from_millis(500);
 
 /// stderr lines of the child kept for the run's reason when it fails.
 const TAIL_LINES: usize = 5;

@@ -65,9 +65,10 @@ pub struct Config {
     pub max_memory_used_ratio: f64,
     /// How often a running calibration checks that the GPUs are still idle.
     pub busy_check_interval: Span,
-    /// Longest one point may take before it is reported hung.
+    /// Longest the calibration child may go without finishing a point; then it is stopped
+    /// as hung.
     pub point_timeout: Span,
-    /// Longest a whole calibration may take.
+    /// Longest a whole calibration may take; then the child is stopped.
     pub run_timeout: Span,
     /// Longest an HTTP request may take.
     pub request_timeout: Span,

@@ -583,6 +583,25 @@ fn bad_config_stops_the_start_and_names_the_field() {
         err.contains("--profile `dgx-h999`: one of dgx-h100"),
         "{err}"
     );
+    let (code, err) = run(&[
+        "--backend",
+        "sim",
+        "--profile",
+        "dgx-h100",
+        "--listen",
+        "127.0.0.1:0",
+        "--state-dir",
+        dir.path().to_str().unwrap(),
+        "--microbench-bin",
+        "/nonexistent/microbench",
+    ]);
+    assert_eq!(
+        (code, err.trim()),
+        (
+            Some(1),
+            "agent: microbench_bin `/nonexistent/microbench`: an existing microbench executable"
+        )
+    );
     let (code, err) = run(&["--interval", "soon"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("--interval") && err.contains("soon"), "{err}");
