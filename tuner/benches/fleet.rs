@@ -10,7 +10,7 @@ use tuner::cost::Scenario;
 use tuner::fit::{fit_all, FitOptions};
 use tuner::ingest::snapshot::{Node, Snapshot, TimeRange, FORMAT_VERSION};
 use tuner::ingest::{files, Measurements};
-use tuner::mesh::{Precision, Training};
+use tuner::mesh::{FlashKernel, Framework, Precision, ReduceDtype, Training};
 use tuner::search::{search, Constraints};
 
 const NODES: u32 = 1000;
@@ -138,6 +138,10 @@ fn pipeline(text: &str) -> f64 {
         optimizer: "adam",
         flash_attention: true,
         overlap_grad_reduce: true,
+        flash_kernel: FlashKernel::Flash2,
+        tp_comm_overlap: false,
+        framework: Framework::Megatron,
+        grad_reduce: ReduceDtype::Fp32,
     };
     // A 4,096-GPU job placed on the fleet: 8,000 GPUs split no layout of a 2,048-sequence batch.
     let s = Scenario::measured(model, training, cluster, 4096, NOMINAL, &fits);

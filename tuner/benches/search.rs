@@ -4,7 +4,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 
 use tuner::catalog::{self, NOMINAL};
 use tuner::cost::Scenario;
-use tuner::mesh::{Precision, Training};
+use tuner::mesh::{FlashKernel, Framework, Precision, ReduceDtype, Training};
 use tuner::search::{search, Constraints};
 
 fn scenario() -> Scenario {
@@ -17,6 +17,10 @@ fn scenario() -> Scenario {
         optimizer: "adam",
         flash_attention: true,
         overlap_grad_reduce: true,
+        flash_kernel: FlashKernel::Flash2,
+        tp_comm_overlap: false,
+        framework: Framework::Megatron,
+        grad_reduce: ReduceDtype::Fp32,
     };
     Scenario::nominal(
         model,

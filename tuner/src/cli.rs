@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use tuner::catalog::{self, Cluster, NOMINAL};
 use tuner::cost::{Evaluation, Scenario};
 use tuner::error::bad_input;
-use tuner::mesh::{Precision, Recompute, Training};
+use tuner::mesh::{FlashKernel, Framework, Precision, ReduceDtype, Recompute, Training};
 use tuner::report::doc::{Document, MeshDoc};
 use tuner::report::{explain, launch, table};
 use tuner::search::{self, Constraints};
@@ -73,9 +73,18 @@ enum Command {
     },
     /// Predict published runs and score the predictions.
     Validate {
-        /// Runs file (format 1), such as shared/data/published-runs.yaml.
+        /// Runs files (format 1), such as data/published-runs.yaml data/more-runs.yaml.
+        #[arg(long, num_args = 1.., required = true)]
+        runs: Vec<PathBuf>,
+        /// Print the summaries only, not one row per run.
         #[arg(long)]
-        runs: PathBuf,
+        summary: bool,
+        /// Refit the fitted efficiencies to these runs and score with the refit.
+        #[arg(long)]
+        fit: bool,
+        /// Refit the fitted efficiencies without each source in turn and score that source.
+        #[arg(long, conflicts_with = "fit")]
+        leave_one_source_out: bool,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
@@ -161,6 +170,13 @@ struct JobArgs {
     /// Price gradient reduction that waits for backward to finish.
     #[arg(long)]
     no_overlap_grad_reduce: bool,
+    /// Framework whose gradient bucketing and kernels are priced.
+    #[arg(long, value_enum, default_value_t = Framework::Megatron)]
+    framework: Framework,
+    /// Gradient reduction type (default: fp32, what Megatron-LM and torchtitan do under bf16;
+    /// bf16 for DeepSpeed, which reduces in the training type).
+    #[arg(long, value_enum)]
+    grad_reduce: Option<ReduceDtype>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
@@ -335,6 +351,16 @@ impl JobArgs {
             optimizer: "adam",
             flash_attention: !self.no_flash_attention,
             overlap_grad_reduce: !self.no_overlap_grad_reduce,
+            flash_kernel: match self.framework {
+                Framework::Megatron => FlashKernel::Newest,
+                Framework::Deepspeed | Framework::Fsdp => FlashKernel::Flash2,
+            },
+            tp_comm_overlap: self.framework == Framework::Megatron,
+            framework: self.framework,
+            grad_reduce: self.grad_reduce.unwrap_or(match self.framework {
+                Framework::Deepspeed => ReduceDtype::Bf16,
+                Framework::Megatron | Framework::Fsdp => ReduceDtype::Fp32,
+            }),
         };
         Ok((
             Scenario::nominal(model, training, cluster, gpus, NOMINAL),
@@ -368,13 +394,13 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             format,
         } => fit_command(&measure, &cluster, plot.as_deref(), format)?,
         Command::Snapshot { measure, output } => snapshot_command(&measure, &output)?,
-        Command::Validate { runs, format } => {
-            let text = std::fs::read_to_string(&runs)
-                .with_context(|| format!("reading {}", runs.display()))?;
-            let file = validate::parse_runs(&text, &runs.display().to_string())?;
-            let v = validate::validate(&file, &NOMINAL)?;
-            render(format, &v, || table::validation(&v))?
-        }
+        Command::Validate {
+            runs,
+            summary,
+            fit,
+            leave_one_source_out,
+            format,
+        } => validate_command(&runs, summary, fit, leave_one_source_out, format)?,
         Command::Models => table::models(),
         Command::Clusters => table::clusters(),
     };
@@ -398,6 +424,34 @@ fn render<T: serde::Serialize>(
         Format::Json => serde_json::to_string_pretty(value)? + "\n",
         Format::Yaml => serde_saphyr::to_string(value).context("rendering YAML")?,
     })
+}
+
+fn validate_command(
+    paths: &[PathBuf],
+    summary_only: bool,
+    fit: bool,
+    leave_one_source_out: bool,
+    format: Format,
+) -> anyhow::Result<String> {
+    let files = paths
+        .iter()
+        .map(|p| {
+            let text =
+                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            Ok(validate::parse_runs(&text, &p.display().to_string())?)
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if leave_one_source_out {
+        let rows = validate::fitting::leave_one_source_out(&files, &NOMINAL);
+        return render(format, &rows, || table::held_out(&rows));
+    }
+    let efficiency = if fit {
+        validate::fitting::fit(&files, &NOMINAL, None)
+    } else {
+        NOMINAL
+    };
+    let v = validate::validate(&files, &efficiency);
+    render(format, &v, || table::validation(&v, summary_only))
 }
 
 fn emit(kind: Emit, scenario: &Scenario, e: &Evaluation) -> String {

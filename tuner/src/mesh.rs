@@ -117,6 +117,75 @@ impl fmt::Display for Mesh {
     }
 }
 
+/// The training framework whose behaviour the model prices: how the data-parallel gradients are
+/// bucketed and which kernels a layer launches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Framework {
+    /// Megatron-LM / Megatron-Core (NeMo): gradients in buckets of max(40M, 1M x dp) parameters
+    /// (`megatron/core/distributed/distributed_data_parallel.py`, `bucket_size` default).
+    Megatron,
+    /// DeepSpeed and Megatron-DeepSpeed: one flat gradient buffer reduced after backward.
+    Deepspeed,
+    /// PyTorch FSDP / FSDP2 (torchtitan, llm-foundry, NeMo AutoModel): one unit per layer; under
+    /// ZeRO-0..2 the DDP default of 25 MB buckets (`bucket_cap_mb`).
+    Fsdp,
+}
+
+impl fmt::Display for Framework {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Framework::Megatron => "megatron",
+            Framework::Deepspeed => "deepspeed",
+            Framework::Fsdp => "fsdp",
+        })
+    }
+}
+
+/// Number format of the data-parallel gradient reduction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ReduceDtype {
+    /// Gradients reduced in bf16 (Megatron `--grad-reduce-in-bf16`, FSDP `reduce_dtype=bf16`).
+    Bf16,
+    /// Gradients reduced in fp32: Megatron's default under bf16 (it sets
+    /// `accumulate_allreduce_grads_in_fp32`), torchtitan's `mixed_precision_reduce` default.
+    Fp32,
+}
+
+impl ReduceDtype {
+    /// Bytes per gradient element on the wire.
+    pub fn bytes(self) -> f64 {
+        match self {
+            ReduceDtype::Bf16 => 2.0,
+            ReduceDtype::Fp32 => 4.0,
+        }
+    }
+}
+
+impl fmt::Display for ReduceDtype {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ReduceDtype::Bf16 => "bf16",
+            ReduceDtype::Fp32 => "fp32",
+        })
+    }
+}
+
+/// The fused attention kernel a stack runs, when it runs one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum FlashKernel {
+    /// FlashAttention-1 and its Triton port (2022-2023 stacks such as llm-foundry's
+    /// `attn_impl: triton`).
+    Flash1,
+    /// FlashAttention-2 (PyTorch SDPA, the flash-attn package).
+    Flash2,
+    /// The architecture's newest kernel: FlashAttention-3 or cuDNN fused attention through
+    /// Transformer Engine, which Megatron-Core runs on Hopper.
+    Newest,
+}
+
 /// What the job trains on, independent of the layout.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Training {
@@ -133,6 +202,15 @@ pub struct Training {
     /// Data-parallel gradient reduction overlaps the backward pass (Megatron
     /// `--overlap-grad-reduce`, PyTorch DDP buckets). Megatron-LM before 2023 could not.
     pub overlap_grad_reduce: bool,
+    /// Which fused attention kernel, when `flash_attention`.
+    pub flash_kernel: FlashKernel,
+    /// Tensor-parallel collectives overlap the GEMMs they feed (Transformer Engine's
+    /// userbuffers, Megatron `--tp-comm-overlap`; torchtitan's async TP).
+    pub tp_comm_overlap: bool,
+    /// The framework whose bucketing and kernels are priced.
+    pub framework: Framework,
+    /// Number format of the gradient reduction.
+    pub grad_reduce: ReduceDtype,
 }
 
 impl Training {

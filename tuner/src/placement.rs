@@ -71,6 +71,9 @@ pub struct Placement {
     pub ep: GroupSpan,
     /// Data parallel group of the dense weights.
     pub dp: GroupSpan,
+    /// Gradient-reduction group of the dense weights: DP x CP ranks, since context-parallel
+    /// ranks hold the same weights (Megatron reduces over the DP x CP group).
+    pub grad: GroupSpan,
     /// Data parallel group of the expert weights (dp / ep ranks).
     pub expert_dp: GroupSpan,
     /// Two neighbouring pipeline stages.
@@ -86,6 +89,7 @@ impl Placement {
             cp: span(mesh.cp, mesh.tp, cluster),
             ep: span(mesh.ep, inner, cluster),
             dp: span(mesh.dp, inner, cluster),
+            grad: span(mesh.dp * mesh.cp, mesh.tp, cluster),
             expert_dp: span(mesh.dp / mesh.ep, inner * mesh.ep, cluster),
             pp: span(if mesh.pp > 1 { 2 } else { 1 }, inner * mesh.dp, cluster),
         }

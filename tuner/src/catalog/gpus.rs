@@ -25,8 +25,26 @@ pub struct Gpu {
     pub nvlink_bytes_per_s: f64,
     /// PCIe generation of the host link (x16).
     pub pcie_gen: u32,
+    /// Streaming multiprocessors, over which GEMM tiles are spread in waves.
+    pub sms: u32,
+    /// Architecture, which decides the kernels' achieved efficiencies.
+    pub arch: Arch,
     /// Where the figures come from.
     pub source: &'static str,
+}
+
+/// GPU architecture generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arch {
+    /// A100 (sm_80).
+    Ampere,
+    /// L40S (sm_89).
+    Ada,
+    /// H100, H800, H200 (sm_90).
+    Hopper,
+    /// B200, GB200 (sm_100).
+    Blackwell,
 }
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -44,6 +62,8 @@ pub const GPUS: &[Gpu] = &[
         hbm_bytes_per_s: 1555e9,
         nvlink_bytes_per_s: 300e9,
         pcie_gen: 4,
+        sms: 108,
+        arch: Arch::Ampere,
         source: "NVIDIA A100 Tensor Core GPU datasheet (2021), SXM4 40GB column; NVLink 600 GB/s both directions",
     },
     Gpu {
@@ -56,6 +76,8 @@ pub const GPUS: &[Gpu] = &[
         hbm_bytes_per_s: 2039e9,
         nvlink_bytes_per_s: 300e9,
         pcie_gen: 4,
+        sms: 108,
+        arch: Arch::Ampere,
         source: "NVIDIA A100 Tensor Core GPU datasheet (2021), SXM4 80GB column; NVLink 600 GB/s both directions",
     },
     Gpu {
@@ -68,6 +90,8 @@ pub const GPUS: &[Gpu] = &[
         hbm_bytes_per_s: 3.35e12,
         nvlink_bytes_per_s: 450e9,
         pcie_gen: 5,
+        sms: 132,
+        arch: Arch::Hopper,
         source: "NVIDIA H100 Tensor Core GPU datasheet (2023), H100 SXM column, sparse figures halved; NVLink 900 GB/s both directions; 81559 MiB per nvidia-smi",
     },
     Gpu {
@@ -80,6 +104,8 @@ pub const GPUS: &[Gpu] = &[
         hbm_bytes_per_s: 2.0e12,
         nvlink_bytes_per_s: 0.0,
         pcie_gen: 5,
+        sms: 114,
+        arch: Arch::Hopper,
         source: "NVIDIA H100 Tensor Core GPU datasheet (2023), H100 PCIe column, sparse figures halved; the optional 2-GPU NVLink bridge is not modelled",
     },
     Gpu {
@@ -92,6 +118,8 @@ pub const GPUS: &[Gpu] = &[
         hbm_bytes_per_s: 3.35e12,
         nvlink_bytes_per_s: 200e9,
         pcie_gen: 5,
+        sms: 132,
+        arch: Arch::Hopper,
         source: "NVIDIA H800 product brief: H100 SXM compute with NVLink cut to 400 GB/s both directions (DeepSeek-V3 report, §3.1)",
     },
     Gpu {
@@ -104,6 +132,8 @@ pub const GPUS: &[Gpu] = &[
         hbm_bytes_per_s: 4.8e12,
         nvlink_bytes_per_s: 450e9,
         pcie_gen: 5,
+        sms: 132,
+        arch: Arch::Hopper,
         source: "NVIDIA H200 Tensor Core GPU datasheet (2024), H200 SXM column, sparse figures halved; 143771 MiB per nvidia-smi",
     },
     Gpu {
@@ -116,6 +146,8 @@ pub const GPUS: &[Gpu] = &[
         hbm_bytes_per_s: 8.0e12,
         nvlink_bytes_per_s: 900e9,
         pcie_gen: 5,
+        sms: 148,
+        arch: Arch::Blackwell,
         source: "NVIDIA DGX B200 datasheet (2024): 72 PF fp8 training / 8 GPUs (sparse, halved), 1440 GB and 64 TB/s HBM3e / 8; NVLink 5 1.8 TB/s both directions",
     },
     Gpu {
@@ -128,6 +160,8 @@ pub const GPUS: &[Gpu] = &[
         hbm_bytes_per_s: 8.0e12,
         nvlink_bytes_per_s: 900e9,
         pcie_gen: 6,
+        sms: 148,
+        arch: Arch::Blackwell,
         source: "NVIDIA GB200 NVL72 datasheet (2024): 360 PF bf16 sparse / 72 GPUs halved, 13.4 TB HBM3e / 72, 8 TB/s per GPU; NVLink 5 1.8 TB/s both directions",
     },
     Gpu {
@@ -140,6 +174,8 @@ pub const GPUS: &[Gpu] = &[
         hbm_bytes_per_s: 864e9,
         nvlink_bytes_per_s: 0.0,
         pcie_gen: 4,
+        sms: 142,
+        arch: Arch::Ada,
         source: "NVIDIA L40S datasheet (2023), sparse figures halved; GDDR6 48 GB ECC on, 46068 MiB per nvidia-smi; no NVLink",
     },
 ];

@@ -10,8 +10,8 @@ use std::path::Path;
 use crate::error::TunerError;
 use crate::model::ModelShape;
 pub use clusters::{ClusterPreset, CLUSTERS};
-pub use efficiency::{Efficiency, NOMINAL};
-pub use gpus::{Gpu, GPUS};
+pub use efficiency::{ArchKernels, Efficiency, NOMINAL};
+pub use gpus::{Arch, Gpu, GPUS};
 
 /// A resolved cluster: one node design plus the GPU figures, ready for the cost model.
 #[derive(Debug, Clone, PartialEq)]

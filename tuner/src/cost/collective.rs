@@ -69,6 +69,14 @@ pub enum Source {
 pub trait CollectiveModel {
     /// Seconds for one collective.
     fn time_s(&self, collective: Collective, group: &GroupSpan, bytes: f64) -> f64;
+    /// Seconds for `calls` equal collectives that move `bytes` in all: frameworks issue one
+    /// call per bucket or per layer, and each pays its own latency.
+    fn calls_s(&self, collective: Collective, group: &GroupSpan, bytes: f64, calls: f64) -> f64 {
+        if calls <= 0.0 {
+            return 0.0;
+        }
+        calls * self.time_s(collective, group, bytes / calls)
+    }
     /// Where the figure for this collective and group comes from.
     fn source(&self, collective: Collective, group: &GroupSpan) -> Source;
     /// Relative 1-sigma uncertainty of the figure: the fit residuals for measured figures, 0
@@ -78,15 +86,100 @@ pub trait CollectiveModel {
     }
 }
 
-/// Alpha-beta model from datasheet line rates and catalog efficiencies:
-/// t = alpha_link x ceil(log2 n) + S x factor / busbw_link (Hockney 1994; busbw as nccl-tests).
+/// NCCL's algorithms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Algorithm {
+    /// Ring: n-1 steps per pass, full bus bandwidth.
+    Ring,
+    /// Double binary tree (all-reduce only): 2 log2(nodes) network steps, half the algorithm
+    /// bandwidth of a ring and a tenth less bus bandwidth.
+    Tree,
+}
+
+/// NCCL's protocols.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// 8-byte lines with inline flags: lowest latency, a quarter of the bandwidth.
+    Ll,
+    /// 128-byte lines: low latency, 92% of the bandwidth; NVLink only.
+    Ll128,
+    /// Plain copies behind fences: full bandwidth, highest latency.
+    Simple,
+}
+
+const PROTOCOLS: [Protocol; 3] = [Protocol::Ll, Protocol::Ll128, Protocol::Simple];
+
+/// NCCL's cost model (`src/graph/tuning.cc`, NCCL 2.1x): per-call base latency by algorithm
+/// and protocol, us.
+fn base_latency_us(a: Algorithm, p: Protocol) -> f64 {
+    match (a, p) {
+        (Algorithm::Tree, Protocol::Ll) => 6.8,
+        (Algorithm::Tree, Protocol::Ll128) => 14.0,
+        (Algorithm::Tree, Protocol::Simple) => 0.0,
+        (Algorithm::Ring, Protocol::Ll) => 6.6,
+        (Algorithm::Ring, Protocol::Ll128) => 14.0,
+        (Algorithm::Ring, Protocol::Simple) => 8.4,
+    }
+}
+
+/// NCCL's per-step (hop) latency by link, algorithm and protocol, us (`hwLat` in
+/// `src/graph/tuning.cc`).
+fn hop_latency_us(link: LinkClass, a: Algorithm, p: Protocol) -> f64 {
+    let table = match link {
+        LinkClass::Nvlink => [[0.52, 1.2, 28.0], [0.47, 1.9, 3.4]],
+        LinkClass::Pcie => [[1.0, 1.9, 28.0], [1.0, 2.5, 5.7]],
+        LinkClass::Network => [[5.0, 8.5, 50.0], [2.7, 4.0, 9.6]],
+    };
+    table[a as usize][p as usize]
+}
+
+/// The link inside a node: NVLink where the GPUs have it, else PCIe.
+fn intra_link(nvlink: bool) -> LinkClass {
+    if nvlink {
+        LinkClass::Nvlink
+    } else {
+        LinkClass::Pcie
+    }
+}
+
+/// Bus bandwidth of a protocol against the link's (NCCL `tuning.cc` model refinements).
+fn protocol_share(a: Algorithm, p: Protocol, nodes: u32, per_node: u32) -> f64 {
+    match (a, p) {
+        (Algorithm::Ring, Protocol::Ll) => 0.25,
+        (Algorithm::Ring, Protocol::Ll128) if per_node < 2 => 0.7,
+        (Algorithm::Ring, Protocol::Ll128) => 0.92,
+        (Algorithm::Ring, Protocol::Simple) => 1.0,
+        (Algorithm::Tree, Protocol::Ll) => 0.9 / 3.8,
+        (Algorithm::Tree, Protocol::Ll128) if nodes == 1 => 0.9 * 7.0 / 9.0,
+        (Algorithm::Tree, Protocol::Ll128) => 0.9 * 0.915,
+        (Algorithm::Tree, Protocol::Simple) => 0.9,
+    }
+}
+
+/// Ring steps of one call on n ranks and how many of them cross the network on `nodes` nodes.
+fn ring_steps(c: Collective, n: u32, nodes: u32) -> (f64, f64) {
+    let (n, nodes) = (f64::from(n), f64::from(nodes));
+    match c {
+        Collective::AllReduce => (2.0 * (n - 1.0), 2.0 * (nodes - 1.0)),
+        Collective::AllGather | Collective::ReduceScatter => (n - 1.0, nodes - 1.0),
+        // One message to each peer; the ones on other nodes cross the network.
+        Collective::AllToAll => (n - 1.0, n - n / nodes),
+        Collective::SendRecv => (1.0, if nodes > 1.0 { 1.0 } else { 0.0 }),
+    }
+}
+
+/// Collective times as NCCL prices and picks them, from datasheet line rates times catalog
+/// efficiencies. For each size it takes the fastest algorithm and protocol, as NCCL's tuner
+/// does: t = latency(algorithm, protocol, steps) + S x factor / (busbw x protocol share),
+/// with ring latency (n - 1 - inter) x intra hop + inter x network hop (2(n-1) steps for
+/// all-reduce) and tree latency 2 ((n/nodes - 1) x intra hop + log2(nodes) x network hop).
 #[derive(Debug, Clone)]
 pub struct NominalCollectives {
     nvlink_busbw: f64,
     pcie_busbw: f64,
     nic_share_busbw: f64,
     network_contention: f64,
-    latency: [f64; 3],
+    nvlink: bool,
 }
 
 impl NominalCollectives {
@@ -97,11 +190,7 @@ impl NominalCollectives {
             pcie_busbw: pcie_x16_bytes_per_s(cluster.gpu.pcie_gen) * eff.pcie_busbw,
             nic_share_busbw: cluster.nic_share_bytes_per_s() * eff.network_busbw,
             network_contention: eff.network_busbw / eff.network_idle_busbw,
-            latency: [
-                eff.nvlink_latency_s,
-                eff.pcie_latency_s,
-                eff.network_latency_s,
-            ],
+            nvlink: cluster.nvlink_domain > 1,
         }
     }
 
@@ -153,6 +242,60 @@ impl NominalCollectives {
             LinkClass::Network => (f64::from(members) * self.nic_share_busbw).min(intra),
         }
     }
+
+    /// Seconds of one call with a given algorithm and protocol; `None` where NCCL has no such
+    /// pair (tree is all-reduce only; LL128 needs NVLink).
+    pub fn algorithm_time_s(
+        &self,
+        c: Collective,
+        group: &GroupSpan,
+        bytes: f64,
+        a: Algorithm,
+        p: Protocol,
+    ) -> Option<f64> {
+        if a == Algorithm::Tree && c != Collective::AllReduce {
+            return None;
+        }
+        if p == Protocol::Ll128 && !self.nvlink {
+            return None;
+        }
+        let n = group.ranks;
+        let nodes = group.nodes.max(1);
+        let per_node = n.div_ceil(nodes);
+        let intra = intra_link(self.nvlink && group.link != LinkClass::Pcie);
+        let mut intra_hop = hop_latency_us(intra, a, p);
+        if nodes > 1 && p == Protocol::Ll {
+            intra_hop *= 1.8;
+        }
+        let net_hop = hop_latency_us(LinkClass::Network, a, p);
+        let latency_us = base_latency_us(a, p)
+            + match a {
+                Algorithm::Ring => {
+                    let (steps, inter) = ring_steps(c, n, nodes);
+                    let lat = (steps - inter) * intra_hop + inter * net_hop;
+                    // NCCL's "plateau effect of ring" for large multi-node simple all-reduces.
+                    if nodes > 1
+                        && p == Protocol::Simple
+                        && c == Collective::AllReduce
+                        && bytes >= f64::from(n) / 16.0 * 65536.0
+                    {
+                        lat * 1.9
+                    } else {
+                        lat
+                    }
+                }
+                Algorithm::Tree => {
+                    2.0 * (f64::from(per_node - 1) * intra_hop
+                        + f64::from(nodes).log2().floor() * net_hop)
+                }
+            };
+        let busbw = self.busbw(c, group) * protocol_share(a, p, nodes, per_node);
+        let factor = match a {
+            Algorithm::Ring => c.busbw_factor(n),
+            Algorithm::Tree => 2.0,
+        };
+        Some(latency_us * 1e-6 + bytes * factor / busbw)
+    }
 }
 
 impl CollectiveModel for NominalCollectives {
@@ -160,9 +303,11 @@ impl CollectiveModel for NominalCollectives {
         if group.ranks <= 1 {
             return 0.0;
         }
-        let steps = f64::from(group.ranks).log2().ceil();
-        let alpha = self.latency[group.link as usize];
-        alpha * steps + bytes * collective.busbw_factor(group.ranks) / self.busbw(collective, group)
+        [Algorithm::Ring, Algorithm::Tree]
+            .into_iter()
+            .flat_map(|a| PROTOCOLS.map(|p| (a, p)))
+            .filter_map(|(a, p)| self.algorithm_time_s(collective, group, bytes, a, p))
+            .fold(f64::INFINITY, f64::min)
     }
 
     fn source(&self, _: Collective, _: &GroupSpan) -> Source {

@@ -230,7 +230,7 @@ fn activation_bytes(model: &ModelShape, training: &Training, mesh: &Mesh) -> f64
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mesh::Precision;
+    use crate::mesh::{FlashKernel, Framework, Precision, ReduceDtype};
 
     /// Korthikanti et al. 2022 Table 3 configurations: (heads, hidden, seq, microbatch).
     const CONFIGS: [(&str, f64, f64, f64, f64); 4] = [
@@ -293,6 +293,10 @@ mod tests {
             optimizer: "adam",
             flash_attention: true,
             overlap_grad_reduce: true,
+            flash_kernel: FlashKernel::Flash2,
+            tp_comm_overlap: false,
+            framework: Framework::Megatron,
+            grad_reduce: ReduceDtype::Fp32,
         }
     }
 

@@ -45,7 +45,12 @@ impl Scenario {
         gpus: u32,
         efficiency: Efficiency,
     ) -> Self {
-        let compute = NominalCompute::new(&cluster.gpu, training.precision, &efficiency);
+        let compute = NominalCompute::new(
+            &cluster.gpu,
+            training.precision,
+            training.flash_kernel,
+            &efficiency,
+        );
         let collectives = NominalCollectives::new(&cluster, &efficiency);
         Scenario {
             model,
@@ -70,7 +75,12 @@ impl Scenario {
         fits: &crate::fit::Fits,
     ) -> Self {
         let mut s = Self::nominal(model, training, cluster, gpus, efficiency);
-        let mut compute = NominalCompute::new(&s.cluster.gpu, s.training.precision, &s.efficiency);
+        let mut compute = NominalCompute::new(
+            &s.cluster.gpu,
+            s.training.precision,
+            s.training.flash_kernel,
+            &s.efficiency,
+        );
         if let Some(g) = &fits.fleet_gemm {
             compute = compute.with_measured(
                 g.peak_efficiency,
@@ -96,9 +106,9 @@ impl Scenario {
             "cp_comm" => (Collective::SendRecv, p.cp),
             "ep_all_to_all" => (Collective::AllToAll, p.ep),
             "pp_p2p" => (Collective::SendRecv, p.pp),
-            "dp_grad_sync" if e.mesh.zero_stage == 0 => (Collective::AllReduce, p.dp),
-            "dp_grad_sync" => (Collective::ReduceScatter, p.dp),
-            "zero_gather" => (Collective::AllGather, p.dp),
+            "dp_grad_sync" if e.mesh.zero_stage == 0 => (Collective::AllReduce, p.grad),
+            "dp_grad_sync" => (Collective::ReduceScatter, p.grad),
+            "zero_gather" => (Collective::AllGather, p.grad),
             _ => return None,
         })
     }

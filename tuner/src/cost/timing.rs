@@ -7,9 +7,9 @@
 use serde::Serialize;
 
 use super::collective::{Collective, CollectiveModel};
-use super::compute::ComputeModel;
+use super::compute::{ComputeModel, FLASH_BACKWARD};
 use crate::catalog::Efficiency;
-use crate::mesh::{Mesh, Recompute, Training};
+use crate::mesh::{Framework, Mesh, Recompute, Training};
 use crate::model::{FfnAct, ModelShape};
 use crate::placement::Placement;
 
@@ -29,14 +29,30 @@ impl Term {
             exposed_s: time_s,
         }
     }
+
+    /// A collective of which `window` seconds of compute can hide all but `floor`; the hidden
+    /// part still costs its share of `contention_s`, the compute time its HBM traffic takes.
+    fn overlapped(time_s: f64, window: f64, floor: f64, contention_s: f64) -> Term {
+        if time_s <= 0.0 {
+            return Term::default();
+        }
+        let exposed = (time_s - window).max(floor.min(time_s));
+        let hidden = time_s - exposed;
+        Term {
+            time_s,
+            exposed_s: exposed + hidden * (contention_s / time_s).min(1.0),
+        }
+    }
 }
 
 /// The step time of one mesh, one named field per term.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Breakdown {
-    /// GEMMs, attention, memory-bound kernels and launch overhead: forward, backward and
-    /// recomputation of every microbatch.
+    /// GEMMs, attention and memory-bound kernels: forward, backward and recomputation of
+    /// every microbatch.
     pub compute: Term,
+    /// Host-bound time: layer passes whose kernels take longer to issue than to run.
+    pub launch: Term,
     /// Tensor-parallel all-reduces (or reduce-scatter + all-gather with SP).
     pub tp_comm: Term,
     /// Context-parallel K/V ring exchange, hidden behind attention where it can be.
@@ -53,13 +69,16 @@ pub struct Breakdown {
     pub zero_gather: Term,
     /// The optimizer step over the parameters this GPU owns.
     pub optimizer: Term,
+    /// Waiting for the slowest GPU: a synchronous step takes the maximum of N GPUs' times.
+    pub straggler: Term,
 }
 
 impl Breakdown {
     /// Every term with its report name, in report order.
-    pub fn terms(&self) -> [(&'static str, Term); 9] {
+    pub fn terms(&self) -> [(&'static str, Term); 11] {
         [
             ("compute", self.compute),
+            ("launch", self.launch),
             ("tp_comm", self.tp_comm),
             ("cp_comm", self.cp_comm),
             ("ep_all_to_all", self.ep_all_to_all),
@@ -68,6 +87,7 @@ impl Breakdown {
             ("dp_grad_sync", self.dp_grad_sync),
             ("zero_gather", self.zero_gather),
             ("optimizer", self.optimizer),
+            ("straggler", self.straggler),
         ]
     }
 
@@ -82,6 +102,16 @@ impl Breakdown {
 /// Narayanan et al. 2021, arXiv 2104.04473, §2.2: bubble = (p-1)/m of compute, divided by v.
 pub fn bubble_fraction(p: u32, m: u32, v: u32) -> f64 {
     f64::from(p - 1) / f64::from(v * m + p - 1)
+}
+
+/// Expected maximum of n standard normal draws, the tail a synchronous step waits for:
+/// sqrt(2 ln n) (the leading term of the extreme-value asymptote; Gumbel 1958).
+pub fn expected_max_of_normals(n: u32) -> f64 {
+    if n <= 1 {
+        0.0
+    } else {
+        (2.0 * f64::from(n).ln()).sqrt()
+    }
 }
 
 /// Everything the step-time model reads.
@@ -102,19 +132,46 @@ pub struct Inputs<'a> {
     pub efficiency: &'a Efficiency,
 }
 
-/// Per-microbatch times of one average layer.
+/// Per-microbatch forward figures of one average layer.
 #[derive(Default, Clone, Copy)]
 struct Layer {
-    /// Forward compute (GEMMs, attention, memory-bound kernels).
-    fwd: f64,
-    /// Forward attention core alone (what selective recomputation repeats).
+    /// GEMMs.
+    gemm: f64,
+    /// Attention core.
     attention: f64,
+    /// Backward of the attention core.
+    attention_bwd: f64,
+    /// Memory-bound kernels.
+    elementwise: f64,
     /// Tensor-parallel collectives of one pass.
     tp: f64,
+    /// Bytes they put on the wire.
+    tp_wire: f64,
     /// All-to-all of one pass.
     a2a: f64,
     /// Context-parallel exchange of one forward pass.
     cp: f64,
+    /// Kernels and collectives launched in one forward pass.
+    kernels: f64,
+}
+
+impl Layer {
+    fn fwd(&self) -> f64 {
+        self.gemm + self.attention + self.elementwise
+    }
+
+    /// Backward: data and weight gradients of every GEMM (Narayanan et al. 2021 §3.2), the
+    /// attention backward, and the elementwise kernels' gradients.
+    fn bwd(&self) -> f64 {
+        2.0 * self.gemm + self.attention_bwd + 2.0 * self.elementwise
+    }
+}
+
+/// Time of one pass over a layer: the GPU's, or the host's when issuing the kernels takes
+/// longer (the host runs ahead asynchronously, so the GPU waits only on the difference).
+/// Returns (GPU time, host-bound excess).
+fn pass(gpu_s: f64, kernels: f64, host_s_per_kernel: f64) -> (f64, f64) {
+    (gpu_s, (kernels * host_s_per_kernel - gpu_s).max(0.0))
 }
 
 /// Computes the step time of one mesh.
@@ -130,27 +187,44 @@ pub fn step_time(x: &Inputs) -> Breakdown {
     } else {
         Layer::default()
     };
-    let avg = |f: fn(&Layer) -> f64| (1.0 - moe_share) * f(&dense) + moe_share * f(&moe);
-    let (fwd, attention, tp, a2a, cp) = (
-        avg(|l| l.fwd),
-        avg(|l| l.attention),
-        avg(|l| l.tp),
-        avg(|l| l.a2a),
-        avg(|l| l.cp),
-    );
-
-    // Backward costs two forwards (activation and weight gradients; Narayanan et al. 2021 §3.2)
-    // and repeats the forward's communication once.
-    let (recompute_compute, recompute_passes) = match mesh.recompute {
-        Recompute::None => (0.0, 0.0),
-        Recompute::Selective => (attention, 0.0),
-        Recompute::Full => (fwd * x.efficiency.recompute_pass, 1.0),
+    let mix = |f: fn(&Layer) -> f64| (1.0 - moe_share) * f(&dense) + moe_share * f(&moe);
+    let avg = Layer {
+        gemm: mix(|l| l.gemm),
+        attention: mix(|l| l.attention),
+        attention_bwd: mix(|l| l.attention_bwd),
+        elementwise: mix(|l| l.elementwise),
+        tp: mix(|l| l.tp),
+        tp_wire: mix(|l| l.tp_wire),
+        a2a: mix(|l| l.a2a),
+        cp: mix(|l| l.cp),
+        kernels: mix(|l| l.kernels),
     };
-    let passes = 2.0 + recompute_passes;
-    let overhead = x.compute.layer_overhead_s() * passes;
-    // Backward costs two forwards: data and weight gradients (Narayanan et al. 2021 §3.2).
-    let backward = 2.0 * fwd;
-    let layer_compute = fwd + backward + recompute_compute + overhead;
+    let host = x.compute.host_s_per_kernel();
+    // With TP overlap the collectives run under the GEMMs they feed, chunk by chunk.
+    let tp_exposed = if x.training.tp_comm_overlap {
+        Term::overlapped(avg.tp, avg.gemm, 0.0, contention_s(x, avg.tp_wire)).exposed_s
+    } else {
+        avg.tp
+    };
+    let comm = tp_exposed + avg.a2a;
+
+    // Forward, backward (twice the kernels) and recomputation passes of one layer.
+    let (fwd, fwd_launch) = pass(avg.fwd() + comm, avg.kernels, host);
+    let (bwd, bwd_launch) = pass(avg.bwd() + comm, 2.0 * avg.kernels, host);
+    let (recompute, recompute_launch, recompute_comm_passes) = match mesh.recompute {
+        Recompute::None => (0.0, 0.0, 0.0),
+        Recompute::Selective => (avg.attention, 0.0, 0.0),
+        Recompute::Full => {
+            let (t, l) = pass(
+                avg.fwd() * x.efficiency.recompute_pass + comm,
+                avg.kernels,
+                host,
+            );
+            (t - comm, l, 1.0)
+        }
+    };
+    let comm_passes = 2.0 + recompute_comm_passes;
+    let layer_compute = avg.fwd() + avg.bwd() + recompute;
     let t = tokens_per_microbatch(x);
     let tp_f = f64::from(mesh.tp);
     let vocab = f64::from(model.vocab);
@@ -158,40 +232,59 @@ pub fn step_time(x: &Inputs) -> Breakdown {
     let logits = 3.0 * x.compute.gemm_s(t, vocab / tp_f, f64::from(model.hidden))
         + x.compute.memory_s(24.0 * t * vocab / tp_f);
     let compute_mb = stage_layers * layer_compute + logits;
-    let tp_mb = stage_layers * tp * passes;
-    let a2a_mb = stage_layers * a2a * passes;
+    let launch_mb = stage_layers * (fwd_launch + bwd_launch + recompute_launch);
+    let tp_mb = stage_layers * avg.tp * comm_passes;
+    let tp_exposed_mb = stage_layers * tp_exposed * comm_passes;
+    let a2a_mb = stage_layers * avg.a2a * comm_passes;
     // Ring attention overlaps the K/V exchange with the attention of the block in hand
-    // (Liu et al. 2023, Ring Attention §3); backward moves twice the bytes.
-    let cp_time_mb = stage_layers * cp * (1.0 + 2.0 + recompute_passes);
-    let cp_exposed_mb = (cp_time_mb - stage_layers * attention * (3.0 + recompute_passes)).max(0.0);
-    let stage_mb = compute_mb + tp_mb + a2a_mb + cp_exposed_mb;
+    // (Liu et al. 2023, Ring Attention §3); backward moves twice the bytes and hides behind
+    // the attention backward.
+    let recompute_attention = match mesh.recompute {
+        Recompute::None => 0.0,
+        _ => avg.attention,
+    };
+    let cp_time_mb = stage_layers * avg.cp * (3.0 + recompute_comm_passes);
+    let cp_exposed_mb = (cp_time_mb
+        - stage_layers * (avg.attention + avg.attention_bwd + recompute_attention))
+        .max(0.0);
+    let stage_mb = compute_mb + launch_mb + tp_exposed_mb + a2a_mb + cp_exposed_mb;
 
     let p2p_mb = if mesh.pp > 1 {
-        // Megatron's scatter/gather optimisation sends 1/t of the activation per TP rank, each
-        // over its own NIC (Narayanan et al. 2021 §4.1); interleaving sends v times as often.
-        let bytes = t * f64::from(model.hidden) * 2.0 / tp_f;
-        2.0 * f64::from(mesh.virtual_stages)
-            * x.collectives
-                .time_s(Collective::SendRecv, &x.placement.pp, bytes)
+        pipeline_transfer(x, t)
     } else {
         0.0
     };
     let m_f = f64::from(m);
     let bubble = if mesh.pp > 1 {
-        f64::from(mesh.pp - 1) / f64::from(mesh.virtual_stages) * stage_mb
+        f64::from(mesh.pp - 1) / f64::from(mesh.virtual_stages) * (stage_mb + p2p_mb)
     } else {
         0.0
     };
 
-    let (dp_grad_sync, zero_gather) =
-        data_parallel(x, m_f, compute_mb, backward * stage_layers, stage_layers);
+    let windows = Windows {
+        m: m_f,
+        stage_layers,
+        fwd_layer: fwd + fwd_launch,
+        bwd_layer: bwd + bwd_launch,
+        // The last stage idles through the pipeline's drain after its last backward, and the
+        // first through its fill: half the bubble each.
+        idle: bubble / 2.0,
+    };
+    let (dp_grad_sync, zero_gather) = data_parallel(x, &windows);
     let optimizer = x
         .compute
         .memory_s(owned_params(x) * x.efficiency.optimizer_bytes_per_param);
+    let busy = m_f * (compute_mb + launch_mb) + bubble;
+    let straggler =
+        x.efficiency.straggler_sigma * expected_max_of_normals(mesh.gpus()) * busy;
 
     Breakdown {
         compute: Term::exposed(m_f * compute_mb),
-        tp_comm: Term::exposed(m_f * tp_mb),
+        launch: Term::exposed(m_f * launch_mb),
+        tp_comm: Term {
+            time_s: m_f * tp_mb,
+            exposed_s: m_f * tp_exposed_mb,
+        },
         cp_comm: Term {
             time_s: m_f * cp_time_mb,
             exposed_s: m_f * cp_exposed_mb,
@@ -202,13 +295,51 @@ pub fn step_time(x: &Inputs) -> Breakdown {
         dp_grad_sync,
         zero_gather,
         optimizer: Term::exposed(optimizer),
+        straggler: Term::exposed(straggler),
     }
+}
+
+/// Pipeline sends of one microbatch: activations forward and gradients back, v times each
+/// with interleaving. Without sequence parallelism Megatron's scatter/gather sends 1/t of the
+/// activation per TP rank and all-gathers it over TP after the receive (Narayanan et al.
+/// 2021 §4.1); with it the activation is already split.
+fn pipeline_transfer(x: &Inputs, t: f64) -> f64 {
+    let mesh = x.mesh;
+    let tp_f = f64::from(mesh.tp);
+    let full = t * f64::from(x.model.hidden) * 2.0;
+    let send = x
+        .collectives
+        .time_s(Collective::SendRecv, &x.placement.pp, full / tp_f);
+    let gather = if mesh.tp > 1 && !mesh.sequence_parallel {
+        x.collectives
+            .time_s(Collective::AllGather, &x.placement.tp, full)
+    } else {
+        0.0
+    };
+    2.0 * f64::from(mesh.virtual_stages) * (send + gather)
+}
+
+/// Compute time lost to a hidden collective that puts `wire_bytes` on the wire: its HBM
+/// traffic at the memory-bound kernels' bandwidth.
+fn contention_s(x: &Inputs, wire_bytes: f64) -> f64 {
+    x.compute
+        .memory_s(x.efficiency.overlap_hbm_factor * wire_bytes)
 }
 
 /// Tokens one GPU processes per microbatch: mb x s / cp.
 fn tokens_per_microbatch(x: &Inputs) -> f64 {
     f64::from(x.mesh.microbatch_size) * f64::from(x.training.seq_len) / f64::from(x.mesh.cp)
 }
+
+/// Kernels one forward pass of a layer launches, besides its collectives: two norms, the QKV,
+/// output and MLP GEMMs, rotary or bias, the activation, two residual adds (Megatron-Core's
+/// fused layer: ~12), plus the attention core (1 fused kernel, 6 unfused: baddbmm, scale,
+/// mask-softmax, dropout, bmm, transpose).
+const LAYER_KERNELS: f64 = 12.0;
+const UNFUSED_ATTENTION_KERNELS: f64 = 6.0;
+/// An MoE block adds the router, top-k, permute and unpermute (Megatron-Core's token
+/// dispatcher).
+const MOE_KERNELS: f64 = 6.0;
 
 /// Forward time and communication of one layer for one microbatch on one GPU.
 fn layer(x: &Inputs, moe_layer: bool) -> Layer {
@@ -219,6 +350,7 @@ fn layer(x: &Inputs, moe_layer: bool) -> Layer {
     let tp = f64::from(mesh.tp);
     let kv = model.kv_dim();
     let up = model.ffn_act.matrices() - 1.0;
+    let mut kernels = LAYER_KERNELS;
 
     let attn_gemms = c.gemm_s(t, (h + 2.0 * kv) / tp, h) + c.gemm_s(t, h, h / tp);
     let mlp_gemms = match (&model.moe, moe_layer) {
@@ -226,8 +358,11 @@ fn layer(x: &Inputs, moe_layer: bool) -> Layer {
             let e = f64::from(moe.experts);
             let fe = f64::from(moe.expert_ffn_hidden);
             let local_experts = e / f64::from(mesh.ep);
-            // Balanced routing: the group's t·ep·top_k assignments spread evenly over e experts.
-            let per_expert = t * f64::from(mesh.ep) * f64::from(moe.top_k) / e;
+            // The busiest expert sets the pace: its tokens are the mean share times the
+            // imbalance (the capacity factor where the router drops tokens).
+            let per_expert = t * f64::from(mesh.ep) * f64::from(moe.top_k) / e
+                * x.efficiency.moe_imbalance;
+            kernels += MOE_KERNELS + 2.0 * local_experts;
             let routed = local_experts
                 * (c.gemm_s(per_expert, up * fe / tp, h) + c.gemm_s(per_expert, h, fe / tp));
             let shared = if moe.shared_experts > 0 {
@@ -246,12 +381,15 @@ fn layer(x: &Inputs, moe_layer: bool) -> Layer {
     // Causal attention: 4·t·s·h/tp FLOPs over the full square, half of it executed by fused
     // kernels; the unfused path computes the full square and moves the score matrix through
     // HBM (write, softmax read/write, dropout mask and output, read by the second bmm: 11
-    // bytes per score).
-    let attention = if x.training.flash_attention {
-        c.attention_s(2.0 * t * s * h / tp)
+    // bytes per score), and its backward costs twice its forward.
+    let (attention, attention_bwd) = if x.training.flash_attention {
+        let fwd = c.attention_s(2.0 * t * s * h / tp);
+        (fwd, FLASH_BACKWARD * fwd)
     } else {
+        kernels += UNFUSED_ATTENTION_KERNELS - 1.0;
         let heads = f64::from(model.heads) / tp;
-        2.0 * heads * c.gemm_s(t, s, model.head_dim()) + c.memory_s(11.0 * heads * t * s)
+        let fwd = 2.0 * heads * c.gemm_s(t, s, model.head_dim()) + c.memory_s(11.0 * heads * t * s);
+        (fwd, 2.0 * fwd)
     };
     let width = model.mlp_width_per_token(moe_layer);
     let glu = match model.ffn_act {
@@ -266,13 +404,21 @@ fn layer(x: &Inputs, moe_layer: bool) -> Layer {
     );
 
     let act_bytes = t * h * 2.0;
+    let tp_wire = if mesh.tp > 1 {
+        // Two all-reduces (or two reduce-scatter + all-gather pairs) per pass.
+        4.0 * act_bytes * (tp - 1.0) / tp
+    } else {
+        0.0
+    };
     let tp_comm = if mesh.tp > 1 {
         let g = &x.placement.tp;
         let one = if mesh.sequence_parallel {
+            kernels += 4.0;
             x.collectives
                 .time_s(Collective::ReduceScatter, g, act_bytes)
                 + x.collectives.time_s(Collective::AllGather, g, act_bytes)
         } else {
+            kernels += 2.0;
             x.collectives.time_s(Collective::AllReduce, g, act_bytes)
         };
         2.0 * one
@@ -281,7 +427,8 @@ fn layer(x: &Inputs, moe_layer: bool) -> Layer {
     };
     let a2a = match (&model.moe, moe_layer) {
         (Some(moe), true) if mesh.ep > 1 => {
-            let bytes = act_bytes * f64::from(moe.top_k) / tp;
+            kernels += 2.0;
+            let bytes = act_bytes * f64::from(moe.top_k) / tp * x.efficiency.moe_imbalance;
             2.0 * x
                 .collectives
                 .time_s(Collective::AllToAll, &x.placement.ep, bytes)
@@ -289,6 +436,7 @@ fn layer(x: &Inputs, moe_layer: bool) -> Layer {
         _ => 0.0,
     };
     let cp = if mesh.cp > 1 {
+        kernels += f64::from(mesh.cp - 1);
         let kv_bytes = t * 2.0 * kv * 2.0 / tp;
         f64::from(mesh.cp - 1)
             * x.collectives
@@ -297,11 +445,15 @@ fn layer(x: &Inputs, moe_layer: bool) -> Layer {
         0.0
     };
     Layer {
-        fwd: attn_gemms + mlp_gemms + attention + elementwise,
+        gemm: attn_gemms + mlp_gemms,
         attention,
+        attention_bwd,
+        elementwise,
         tp: tp_comm,
+        tp_wire,
         a2a,
         cp,
+        kernels,
     }
 }
 
@@ -318,88 +470,137 @@ fn stage_params(x: &Inputs) -> (f64, f64) {
     )
 }
 
-/// Parameters whose optimizer state this GPU updates.
+/// Parameters whose optimizer state this GPU updates: ZeRO shards them over the gradient
+/// group (DP x CP).
 fn owned_params(x: &Inputs) -> f64 {
     let (dense, experts) = stage_params(x);
     if x.mesh.zero_stage >= 1 {
-        dense / f64::from(x.mesh.dp) + experts / (f64::from(x.mesh.dp / x.mesh.ep)).max(1.0)
+        dense / f64::from(x.mesh.dp * x.mesh.cp)
+            + experts / (f64::from(x.mesh.dp / x.mesh.ep)).max(1.0)
     } else {
         dense + experts
     }
 }
 
-/// Data-parallel terms: gradient reduction and ZeRO gathers.
-///
-/// ZeRO-0 all-reduces gradients once per step; ZeRO-1/2 reduce-scatter them and all-gather the
-/// updated parameters, the same volume (Rajbhandari et al. 2020 §7.2). Where the framework
-/// overlaps the reduction with backward, only the part longer than one microbatch's backward,
-/// and at least the last layer's bucket, is exposed. ZeRO-3 gathers each layer's parameters
-/// before forward and backward of every microbatch and reduce-scatters its gradients
-/// (PyTorch FSDP), prefetching one layer ahead: only what exceeds the compute, plus the first
-/// layer's gather, is exposed.
-fn data_parallel(
-    x: &Inputs,
+/// The compute a data-parallel collective can hide behind.
+struct Windows {
+    /// Microbatches per step.
     m: f64,
-    compute_mb: f64,
-    backward_mb: f64,
+    /// Layers on the stage.
     stage_layers: f64,
-) -> (Term, Term) {
+    /// One layer's forward pass of one microbatch.
+    fwd_layer: f64,
+    /// One layer's backward pass of one microbatch.
+    bwd_layer: f64,
+    /// Pipeline idle time at the end (and start) of the step.
+    idle: f64,
+}
+
+/// Gradient buckets per step for `params` parameters: Megatron-Core's max(40M, 1M x dp)
+/// parameters, DDP's 25 MB, DeepSpeed's 500M-element reduce bucket (`reduce_bucket_size`).
+fn buckets(x: &Inputs, params: f64, ranks: u32) -> f64 {
+    let bucket = match x.training.framework {
+        Framework::Megatron => 40e6_f64.max(1e6 * f64::from(ranks)),
+        Framework::Fsdp => 25.0 * 1024.0 * 1024.0 / x.training.grad_reduce.bytes(),
+        Framework::Deepspeed => 5e8,
+    };
+    (params / bucket).ceil().max(1.0)
+}
+
+/// Data-parallel terms: gradient reduction and ZeRO gathers, one call per bucket or layer.
+///
+/// ZeRO-0 all-reduces gradients once per step; ZeRO-1 reduce-scatters them and all-gathers
+/// the updated bf16 parameters, the same volume (Rajbhandari et al. 2020 §7.2); ZeRO-2
+/// reduce-scatters after every microbatch's backward. Where the framework overlaps the
+/// reduction, only what exceeds the last microbatch's backward is exposed, and at least the
+/// last bucket. ZeRO-3 (FSDP) gathers each layer's parameters before its forward and again
+/// before its backward, and reduce-scatters its gradients, for every microbatch, prefetching
+/// one layer ahead: what exceeds each layer's compute is exposed, plus the first gather.
+fn data_parallel(x: &Inputs, w: &Windows) -> (Term, Term) {
     let mesh = x.mesh;
-    if mesh.dp <= 1 {
+    let g = &x.placement.grad;
+    if g.ranks <= 1 {
         return (Term::default(), Term::default());
     }
     let (dense, experts) = stage_params(x);
-    let bytes = |params: f64| params * 2.0;
-    let coll = |c: Collective| {
-        x.collectives.time_s(c, &x.placement.dp, bytes(dense))
-            + if experts > 0.0 {
-                x.collectives
-                    .time_s(c, &x.placement.expert_dp, bytes(experts))
-            } else {
-                0.0
+    let grad_bytes = x.training.grad_reduce.bytes();
+    // Both weight kinds, each over its own group, in its own buckets.
+    let groups = [(dense, *g), (experts, x.placement.expert_dp)];
+    // Time, calls and wire bytes of one pass of collective c over both weight kinds.
+    let coll = |c: Collective, bytes_per_param: f64, per_layer: bool| -> (f64, f64, f64) {
+        let mut total = 0.0;
+        let mut calls = 0.0;
+        let mut wire = 0.0;
+        for (params, group) in groups {
+            if params <= 0.0 || group.ranks <= 1 {
+                continue;
             }
+            let n = if per_layer {
+                w.stage_layers.ceil()
+            } else {
+                buckets(x, params, group.ranks)
+            };
+            total += x
+                .collectives
+                .calls_s(c, &group, params * bytes_per_param, n);
+            calls += n;
+            wire += params * bytes_per_param * c.busbw_factor(group.ranks);
+        }
+        (total, calls, wire)
+    };
+    let backward = w.stage_layers * w.bwd_layer + w.idle;
+    let forward = w.stage_layers * w.fwd_layer + w.idle;
+    let overlap = x.training.overlap_grad_reduce;
+    let exposure = |(t, calls, wire): (f64, f64, f64), window: f64| {
+        if overlap {
+            Term::overlapped(t, window, t / calls.max(1.0), contention_s(x, wire))
+        } else {
+            Term::exposed(t)
+        }
     };
     match mesh.zero_stage {
-        0 => {
-            let t = coll(Collective::AllReduce);
-            (
-                grad_exposure(x, t, backward_mb, stage_layers),
-                Term::default(),
-            )
-        }
+        0 => (
+            exposure(coll(Collective::AllReduce, grad_bytes, false), backward),
+            Term::default(),
+        ),
         1 | 2 => {
-            let rs = coll(Collective::ReduceScatter);
-            let ag = coll(Collective::AllGather);
-            (
-                grad_exposure(x, rs, backward_mb, stage_layers),
-                Term::exposed(ag),
-            )
+            let rs = coll(Collective::ReduceScatter, grad_bytes, false);
+            let ag = coll(Collective::AllGather, 2.0, false);
+            let reduce = if mesh.zero_stage == 2 {
+                let all = exposure(rs, backward);
+                Term {
+                    time_s: w.m * all.time_s,
+                    exposed_s: w.m * all.exposed_s,
+                }
+            } else {
+                exposure(rs, backward)
+            };
+            // Megatron-Core overlaps the parameter gather with the next step's forward.
+            (reduce, exposure(ag, forward))
         }
         _ => {
-            let rs = m * coll(Collective::ReduceScatter);
-            let ag = m * 2.0 * coll(Collective::AllGather);
-            let total = rs + ag;
-            let hidden = total.min(m * compute_mb);
-            let exposed = (total - hidden)
-                + total / m / stage_layers
-                + x.efficiency.overlap_slowdown * hidden;
+            let (ag, layers, ag_wire) = coll(Collective::AllGather, 2.0, true);
+            let (rs, _, rs_wire) = coll(Collective::ReduceScatter, grad_bytes, true);
+            let (ag_l, rs_l) = (ag / layers, rs / layers);
+            let fwd = Term::overlapped(ag_l, w.fwd_layer, 0.0, contention_s(x, ag_wire / layers));
+            let bwd = Term::overlapped(
+                ag_l + rs_l,
+                w.bwd_layer,
+                0.0,
+                contention_s(x, (ag_wire + rs_wire) / layers),
+            );
+            let per_mb = layers * (fwd.exposed_s + bwd.exposed_s) + ag_l;
+            let total = w.m * layers * (2.0 * ag_l + rs_l);
+            let exposed = w.m * per_mb;
             let share = |part: f64| Term {
                 time_s: part,
                 exposed_s: exposed * part / total,
             };
-            (share(rs), share(ag))
+            (
+                share(w.m * layers * rs_l),
+                share(w.m * layers * 2.0 * ag_l),
+            )
         }
-    }
-}
-
-fn grad_exposure(x: &Inputs, time_s: f64, backward_mb: f64, stage_layers: f64) -> Term {
-    if x.training.overlap_grad_reduce {
-        Term {
-            time_s,
-            exposed_s: (time_s - backward_mb).max(time_s / stage_layers),
-        }
-    } else {
-        Term::exposed(time_s)
     }
 }
 

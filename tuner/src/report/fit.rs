@@ -4,6 +4,7 @@
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, Table};
 use serde::Serialize;
 
+use crate::catalog::efficiency::arch_kernels;
 use crate::catalog::{Cluster, NOMINAL};
 use crate::cost::collective::{Collective, NominalCollectives};
 use crate::fit::{measured_group, Fits, FleetCurve, NodeCurve};
@@ -56,6 +57,8 @@ pub struct FitReport {
     pub curves: Vec<CurveRow>,
     /// Everything else the fit found: GEMM, memory, stragglers, exclusions.
     pub fits: Fits,
+    /// The catalog's large-GEMM efficiency for the cluster's GPU, beside the measured one.
+    pub catalog_gemm_peak: f64,
 }
 
 impl FitReport {
@@ -110,6 +113,7 @@ impl FitReport {
                 .chain(fits.fleet.iter().map(fleet_row))
                 .collect(),
             fits: fits.clone(),
+            catalog_gemm_peak: arch_kernels(cluster.gpu.arch).gemm_peak,
         }
     }
 }
@@ -188,7 +192,7 @@ pub fn table(r: &FitReport) -> String {
             "fleet ({}) GEMM peak efficiency {:.1}% (catalog {:.0}%)\n",
             r.aggregate,
             g.peak_efficiency * 100.0,
-            NOMINAL.gemm_peak * 100.0
+            r.catalog_gemm_peak * 100.0
         ));
     }
     if let Some(m) = f.fleet_memory {

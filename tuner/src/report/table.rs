@@ -6,7 +6,8 @@ use super::doc::{Document, MeshDoc};
 use super::explain::{seconds, term_label};
 use crate::catalog::{self, models::MODELS, CLUSTERS};
 use crate::cost::collective::Source;
-use crate::validate::Validation;
+use crate::validate::fitting::HeldOut;
+use crate::validate::{Bucket, Validation};
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
@@ -411,52 +412,120 @@ pub fn clusters() -> String {
     t.to_string() + "\n"
 }
 
-/// `tuner validate`.
-pub fn validation(v: &Validation) -> String {
-    let mut t = table(&[
-        "run",
-        "predicted s",
-        "observed s",
-        "error",
-        "chosen for unpublished knobs",
-    ]);
-    for r in &v.runs {
-        let choices: Vec<String> = r
-            .choices
-            .iter()
-            .filter(|(k, _)| *k != "attention")
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        t.add_row(vec![
-            Cell::new(&r.id),
-            Cell::new(format!("{:.3}", r.predicted_iteration_time_s)),
-            Cell::new(format!("{:.3}", r.observed_iteration_time_s)),
-            Cell::new(format!("{:+.1}%", r.error * 100.0)),
-            Cell::new(choices.join(" ")),
+/// `tuner validate`: every run (unless `summary_only`), the runs that could not be priced,
+/// then accuracy per group and per bucket beside the constant-MFU baseline.
+pub fn validation(v: &Validation, summary_only: bool) -> String {
+    let mut out = String::new();
+    if !summary_only {
+        let mut t = table(&[
+            "run",
+            "predicted s",
+            "observed s",
+            "error",
+            "chosen for unpublished knobs",
         ]);
+        for r in &v.runs {
+            let choices: Vec<String> = r
+                .choices
+                .iter()
+                .filter(|(k, _)| *k != "attention")
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            t.add_row(vec![
+                Cell::new(&r.id),
+                Cell::new(format!("{:.3}", r.predicted_iteration_time_s)),
+                Cell::new(format!("{:.3}", r.observed_iteration_time_s)),
+                Cell::new(format!("{:+.1}%", r.error * 100.0)),
+                Cell::new(choices.join(" ")),
+            ]);
+        }
+        right(&mut t, 1);
+        out.push_str(&format!("{t}\n"));
     }
-    right(&mut t, 1);
+    if !v.skipped.is_empty() {
+        let mut t = table(&["not priced", "file", "why"]);
+        for r in &v.skipped {
+            t.add_row(vec![Cell::new(&r.id), Cell::new(&r.file), Cell::new(&r.reason)]);
+        }
+        out.push_str(&format!("{t}\n"));
+    }
     let s = &v.summary;
-    let mut g = table(&["group", "runs", "median |error|", "Spearman"]);
-    for grp in &s.groups {
+    for (title, buckets) in [
+        ("group", &s.groups),
+        ("file", &s.by_file),
+        ("gpu", &s.by_gpu),
+        ("scale", &s.by_scale),
+        ("framework", &s.by_framework),
+        ("precision", &s.by_precision),
+    ] {
+        out.push_str(&format!("{}\n", buckets_table(title, buckets)));
+    }
+    out.push_str(&format!(
+        "{} runs: median |error| {:.1}%, mean signed {:+.1}%, max |error| {:.1}%, {} within 10%\n\
+         baseline, one MFU for every run ({:.3}): median |error| {:.1}%\n",
+        s.runs,
+        s.median_abs_error * 100.0,
+        s.mean_signed_error * 100.0,
+        s.max_abs_error * 100.0,
+        s.within_10pct,
+        s.baseline_mfu,
+        s.baseline_median_abs_error * 100.0,
+    ));
+    if !v.skipped.is_empty() {
+        out.push_str(&format!("{} runs not priced (listed above)\n", v.skipped.len()));
+    }
+    let fitted: Vec<String> = v.fitted.iter().map(|(k, x)| format!("{k} = {x:.4e}")).collect();
+    out.push_str(&format!("fitted efficiencies: {}\n", fitted.join(", ")));
+    out
+}
+
+fn buckets_table(title: &str, buckets: &[Bucket]) -> Table {
+    let mut g = table(&[
+        title,
+        "runs",
+        "median |error|",
+        "mean signed",
+        "baseline",
+        "Spearman",
+    ]);
+    for b in buckets {
         g.add_row(vec![
-            Cell::new(&grp.group),
-            Cell::new(grp.runs),
-            Cell::new(format!("{:.1}%", grp.median_abs_error * 100.0)),
-            Cell::new(grp.spearman.map_or("-".to_string(), |r| format!("{r:.2}"))),
+            Cell::new(&b.name),
+            Cell::new(b.runs),
+            Cell::new(format!("{:.1}%", b.median_abs_error * 100.0)),
+            Cell::new(format!("{:+.1}%", b.mean_signed_error * 100.0)),
+            Cell::new(format!("{:.1}%", b.baseline_median_abs_error * 100.0)),
+            Cell::new(b.spearman.map_or("-".to_string(), |r| format!("{r:.2}"))),
         ]);
     }
     right(&mut g, 1);
-    let b = &s.constant_mfu_baseline;
+    g
+}
+
+/// `tuner validate --leave-one-source-out`: each source's error with the fitted
+/// efficiencies refitted without it.
+pub fn held_out(rows: &[HeldOut]) -> String {
+    let mut header = vec!["held-out source", "runs", "median |error|", "mean signed"];
+    let names: Vec<String> = rows
+        .first()
+        .map(|r| r.fitted.iter().map(|(n, _)| n.clone()).collect())
+        .unwrap_or_default();
+    header.extend(names.iter().map(String::as_str));
+    let mut t = table(&header);
+    for r in rows {
+        let mut row = vec![
+            Cell::new(&r.source),
+            Cell::new(r.runs),
+            Cell::new(format!("{:.1}%", r.median_abs_error * 100.0)),
+            Cell::new(format!("{:+.1}%", r.mean_signed_error * 100.0)),
+        ];
+        row.extend(r.fitted.iter().map(|(_, v)| Cell::new(format!("{v:.3e}"))));
+        t.add_row(row);
+    }
+    right(&mut t, 1);
+    let all: Vec<f64> = rows.iter().map(|r| r.median_abs_error).collect();
     format!(
-        "{t}\n{g}\n{} runs: median |error| {:.1}%, max |error| {:.1}%, {} within 10%\n\
-         baseline, one MFU for every run ({:.3}): median |error| {:.1}%, max {:.1}%\n",
-        s.runs,
-        s.median_abs_error * 100.0,
-        s.max_abs_error * 100.0,
-        s.within_10pct,
-        b.mfu,
-        b.median_abs_error * 100.0,
-        b.max_abs_error * 100.0
+        "{t}\nleave-one-source-out: median over sources of the held-out median |error| {:.1}%\n",
+        crate::validate::median(all) * 100.0
     )
 }

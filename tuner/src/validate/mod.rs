@@ -1,6 +1,12 @@
-//! Predicting published runs: read a runs file (format 1, `shared/data/published-runs.yaml`),
-//! price each run's published layout, choose the unpublished knobs as a careful user would
+//! Predicting published runs: read runs files (format 1, `data/*.yaml`), price each run's
+//! published layout, choose the unpublished knobs as a careful user of its framework would
 //! (the fastest layout that fits, within what was published), and score the predictions.
+//! A run that cannot be priced is reported with the reason; the rest are scored.
+
+mod choices;
+pub mod fitting;
+mod stats;
+pub mod summary;
 
 use std::collections::BTreeMap;
 
@@ -9,9 +15,11 @@ use serde::{Deserialize, Serialize};
 use crate::catalog::{self, Cluster, Efficiency};
 use crate::cost::{Evaluation, Scenario};
 use crate::error::{bad_input, TunerError};
-use crate::mesh::{Precision, Recompute, Training};
+use crate::mesh::{Framework, Precision, Recompute};
 use crate::model::{FfnAct, ModelShape, Moe};
 use crate::search::{for_each_evaluation, Constraints};
+pub use stats::{median, spearman};
+pub use summary::{Bucket, Summary};
 
 /// A runs file.
 #[derive(Debug, Deserialize)]
@@ -20,6 +28,9 @@ pub struct RunsFile {
     pub format: u32,
     /// The runs.
     pub runs: Vec<Run>,
+    /// Where the file was read from, for reports.
+    #[serde(skip)]
+    pub origin: String,
 }
 
 /// One published run.
@@ -70,6 +81,16 @@ pub struct RunCluster {
     pub nic_gbps: f64,
 }
 
+/// What attention kernel a run used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Attention {
+    /// Fused (FlashAttention and its kin): the s x s scores never reach HBM.
+    Flash,
+    /// Unfused: scores written, soft-maxed and read back through HBM.
+    Unfused,
+}
+
 /// Layout as a runs file writes it.
 #[derive(Debug, Deserialize)]
 #[allow(missing_docs)]
@@ -86,6 +107,12 @@ pub struct RunLayout {
     pub recompute: Option<Recompute>,
     pub sequence_parallel: Option<bool>,
     pub schedule: Option<String>,
+    #[serde(default)]
+    pub precision: Option<Precision>,
+    #[serde(default)]
+    pub attention: Option<Attention>,
+    #[serde(default)]
+    pub overlap_grad_reduce: Option<bool>,
 }
 
 /// Measurements of a run.
@@ -108,6 +135,18 @@ pub struct RunPrediction {
     pub id: String,
     /// Group.
     pub group: String,
+    /// The publication the run comes from (the group's first word), for leave-one-source-out.
+    pub source: String,
+    /// The runs file it was read from.
+    pub file: String,
+    /// GPU catalog id.
+    pub gpu: String,
+    /// GPUs of the run.
+    pub gpus: u32,
+    /// Framework priced.
+    pub framework: Framework,
+    /// GEMM precision priced.
+    pub precision: Precision,
     /// Predicted seconds per iteration.
     pub predicted_iteration_time_s: f64,
     /// Published seconds per iteration.
@@ -118,74 +157,53 @@ pub struct RunPrediction {
     pub observed_tokens_per_s: f64,
     /// predicted / observed - 1.
     pub error: f64,
+    /// Seconds per iteration at 100% MFU (model FLOPs over the GPUs' bf16 peak), for the
+    /// constant-MFU baseline.
+    pub ideal_iteration_time_s: f64,
     /// Memory per GPU the cost model predicts for the chosen layout, bytes.
     pub memory_per_gpu_bytes: f64,
+    /// The predicted step time term by term.
+    pub breakdown: crate::cost::timing::Breakdown,
     /// Knobs the file left null and what was chosen for them.
     pub choices: BTreeMap<String, String>,
     /// Notes, such as a layout our memory model says does not fit.
     pub notes: Vec<String>,
 }
 
-/// Accuracy inside one group.
+/// A run that could not be priced, and why.
 #[derive(Debug, Clone, Serialize)]
-pub struct GroupSummary {
-    /// Group name.
-    pub group: String,
-    /// Runs in it.
-    pub runs: usize,
-    /// Median |error|.
-    pub median_abs_error: f64,
-    /// Spearman rank correlation between predicted and observed throughput; `None` with
-    /// fewer than 3 runs.
-    pub spearman: Option<f64>,
-}
-
-/// Accuracy over the file.
-#[derive(Debug, Clone, Serialize)]
-pub struct Summary {
-    /// Runs predicted.
-    pub runs: usize,
-    /// Median |error|.
-    pub median_abs_error: f64,
-    /// Largest |error|.
-    pub max_abs_error: f64,
-    /// Runs with |error| <= 10%.
-    pub within_10pct: usize,
-    /// Per group.
-    pub groups: Vec<GroupSummary>,
-    /// The naive baseline: one MFU for the whole file, step = FLOPs / (GPUs x peak x MFU).
-    pub constant_mfu_baseline: Baseline,
-}
-
-/// Scores of the constant-MFU baseline.
-#[derive(Debug, Clone, Serialize)]
-pub struct Baseline {
-    /// The MFU that minimises the median |error|.
-    pub mfu: f64,
-    /// Its median |error|.
-    pub median_abs_error: f64,
-    /// Its largest |error|.
-    pub max_abs_error: f64,
+pub struct Skipped {
+    /// Run id.
+    pub id: String,
+    /// The runs file it was read from.
+    pub file: String,
+    /// Why it was not priced.
+    pub reason: String,
 }
 
 /// The whole validation report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Validation {
-    /// One entry per run.
+    /// One entry per priced run.
     pub runs: Vec<RunPrediction>,
+    /// Runs that could not be priced.
+    pub skipped: Vec<Skipped>,
     /// Scores.
     pub summary: Summary,
+    /// The fitted efficiencies this validation used.
+    pub fitted: Vec<(String, f64)>,
 }
 
-/// Parses a runs file.
+/// Parses a runs file; `origin` names it in errors and reports.
 pub fn parse_runs(text: &str, origin: &str) -> Result<RunsFile, TunerError> {
-    let file: RunsFile = serde_saphyr::from_str(text).map_err(|e| TunerError::Yaml {
+    let mut file: RunsFile = serde_saphyr::from_str(text).map_err(|e| TunerError::Yaml {
         origin: origin.to_string(),
         message: e.to_string(),
     })?;
     if file.format != 1 {
         return Err(bad_input("format", file.format, "1"));
     }
+    file.origin = origin.to_string();
     Ok(file)
 }
 
@@ -226,6 +244,16 @@ impl Run {
         })
     }
 
+    /// The publication a run comes from: its group's first word (`torchtitan`, `vtrain`,
+    /// `mosaicml`, ...). Leave-one-source-out holds these out one at a time.
+    pub fn source_key(&self) -> String {
+        self.group
+            .split('-')
+            .next()
+            .unwrap_or(&self.group)
+            .to_string()
+    }
+
     /// The constraints the published layout fixes.
     fn constraints(&self) -> Constraints {
         let l = &self.layout;
@@ -248,57 +276,19 @@ impl Run {
     }
 }
 
-/// FlashAttention's first publication (Dao et al. 2022, arXiv 2205.14135). Runs published
-/// before it computed the s x s attention scores through HBM.
-const FLASH_ATTENTION_ARXIV: (u32, u32) = (2205, 14135);
-
-/// Whether the run's stack had fused (flash) attention: runs whose source paper predates
-/// FlashAttention did not; the others (llm-foundry and later) did.
-fn used_flash_attention(source: &str) -> bool {
-    let Some(rest) = source.split("arXiv:").nth(1) else {
-        return true;
-    };
-    let id: String = rest
-        .chars()
-        .take_while(|c| c.is_ascii_digit() || *c == '.')
-        .collect();
-    match id
-        .split_once('.')
-        .map(|(a, b)| (a.parse::<u32>(), b.parse::<u32>()))
-    {
-        Some((Ok(yymm), Ok(num))) => (yymm, num) >= FLASH_ATTENTION_ARXIV,
-        _ => true,
-    }
-}
-
-/// How validation trains: the published runs predate overlapped gradient reduction in
-/// Megatron-LM (added in 2023), and their FSDP runs overlap through ZeRO-3 prefetching, which
-/// the cost model prices on its own.
-fn training(run: &Run) -> Training {
-    Training {
-        seq_len: run.model.seq_len,
-        global_batch: run.layout.global_batch_size,
-        precision: Precision::Bf16,
-        optimizer: "adam",
-        flash_attention: used_flash_attention(&run.source),
-        overlap_grad_reduce: false,
-    }
-}
-
 /// Predicts one run.
 pub fn predict(run: &Run, efficiency: &Efficiency) -> Result<RunPrediction, TunerError> {
     let shape = run.shape()?;
     let cluster = run.cluster()?;
-    let training = training(run);
+    let (training, mut choices) = choices::training(run);
     let gpus = run.cluster.gpus;
     let c = run.constraints();
-    if run.layout.tp * run.layout.pp * run.layout.dp * c.cp.unwrap_or(1) != gpus {
+    let l = &run.layout;
+    let product = l.tp * l.pp * l.dp * c.cp.unwrap_or(1);
+    if product != gpus {
         return Err(bad_input(
             &format!("runs[{}].layout", run.id),
-            format!(
-                "tp x pp x dp x cp = {}",
-                run.layout.tp * run.layout.pp * run.layout.dp * c.cp.unwrap_or(1)
-            ),
+            format!("tp x pp x dp x cp = {product}"),
             &format!("cluster.gpus = {gpus}"),
         ));
     }
@@ -335,22 +325,11 @@ pub fn predict(run: &Run, efficiency: &Efficiency) -> Result<RunPrediction, Tune
             return Err(bad_input(
                 &format!("runs[{}].layout", run.id),
                 "the published layout",
-                "a layout the model can split (check tp, pp, batch)",
+                "a layout the model can split (tp dividing the heads, pp x virtual stages splitting the layers, dp x microbatch dividing the batch)",
             ))
         }
     };
-    let l = &run.layout;
-    let mut choices = BTreeMap::new();
     let mesh = &chosen.mesh;
-    choices.insert(
-        "attention".into(),
-        if training.flash_attention {
-            "fused (flash)"
-        } else {
-            "unfused: the source predates FlashAttention"
-        }
-        .into(),
-    );
     if l.microbatch_size.is_none() {
         choices.insert("microbatch_size".into(), mesh.microbatch_size.to_string());
     }
@@ -370,15 +349,31 @@ pub fn predict(run: &Run, efficiency: &Efficiency) -> Result<RunPrediction, Tune
         );
     }
     let observed = run.observed.iteration_time_s;
+    if !(observed.is_finite() && observed > 0.0) {
+        return Err(bad_input(
+            &format!("runs[{}].observed.iteration_time_s", run.id),
+            observed,
+            "a positive number of seconds",
+        ));
+    }
     Ok(RunPrediction {
         id: run.id.clone(),
         group: run.group.clone(),
+        source: run.source_key(),
+        file: String::new(),
+        gpu: run.cluster.gpu.clone(),
+        gpus,
+        framework: training.framework,
+        precision: training.precision,
         predicted_iteration_time_s: chosen.step_time_s,
         observed_iteration_time_s: observed,
         predicted_tokens_per_s: chosen.tokens_per_s,
         observed_tokens_per_s: training.tokens_per_step() / observed,
         error: chosen.step_time_s / observed - 1.0,
+        ideal_iteration_time_s: scenario.model.model_flops_per_token() * training.tokens_per_step()
+            / (f64::from(gpus) * scenario.cluster.gpu.bf16_flops),
         memory_per_gpu_bytes: chosen.memory.total,
+        breakdown: chosen.breakdown,
         choices,
         notes,
     })
@@ -386,168 +381,31 @@ pub fn predict(run: &Run, efficiency: &Efficiency) -> Result<RunPrediction, Tune
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
-/// Predicts every run and scores the result.
-pub fn validate(file: &RunsFile, efficiency: &Efficiency) -> Result<Validation, TunerError> {
-    let runs = file
-        .runs
-        .iter()
-        .map(|r| predict(r, efficiency))
-        .collect::<Result<Vec<_>, _>>()?;
-    let abs: Vec<f64> = runs.iter().map(|r| r.error.abs()).collect();
-    let mut groups: BTreeMap<&str, Vec<&RunPrediction>> = BTreeMap::new();
-    for r in &runs {
-        groups.entry(r.group.as_str()).or_default().push(r);
-    }
-    let groups = groups
-        .into_iter()
-        .map(|(g, rs)| GroupSummary {
-            group: g.to_string(),
-            runs: rs.len(),
-            median_abs_error: median(rs.iter().map(|r| r.error.abs()).collect()),
-            spearman: (rs.len() >= 3).then(|| {
-                spearman(
-                    &rs.iter()
-                        .map(|r| r.predicted_tokens_per_s)
-                        .collect::<Vec<_>>(),
-                    &rs.iter()
-                        .map(|r| r.observed_tokens_per_s)
-                        .collect::<Vec<_>>(),
-                )
-            }),
-        })
-        .collect();
-    let summary = Summary {
-        runs: runs.len(),
-        median_abs_error: median(abs.clone()),
-        max_abs_error: abs.iter().cloned().fold(0.0, f64::max),
-        within_10pct: abs.iter().filter(|&&e| e <= 0.10).count(),
-        groups,
-        constant_mfu_baseline: baseline(file)?,
-    };
-    Ok(Validation { runs, summary })
-}
-
-/// The constant-MFU baseline: step = model FLOPs / (GPUs x peak x MFU), with the one MFU that
-/// minimises the median |error| over the file.
-fn baseline(file: &RunsFile) -> Result<Baseline, TunerError> {
-    let mut ideal = Vec::with_capacity(file.runs.len());
-    for run in &file.runs {
-        let shape = run.shape()?;
-        let gpu = catalog::gpu(&run.cluster.gpu)?;
-        let tokens = f64::from(run.layout.global_batch_size) * f64::from(shape.seq_len);
-        // Time at MFU = 1, and what was observed.
-        ideal.push((
-            shape.model_flops_per_token() * tokens / (f64::from(run.cluster.gpus) * gpu.bf16_flops),
-            run.observed.iteration_time_s,
-        ));
-    }
-    let score = |mfu: f64| {
-        median(
-            ideal
-                .iter()
-                .map(|(t1, obs)| (t1 / mfu / obs - 1.0).abs())
-                .collect(),
-        )
-    };
-    let mfu = (100..=800)
-        .map(|i| f64::from(i) / 1000.0)
-        .min_by(|a, b| score(*a).total_cmp(&score(*b)))
-        .unwrap_or(0.5);
-    Ok(Baseline {
-        mfu,
-        median_abs_error: score(mfu),
-        max_abs_error: ideal
-            .iter()
-            .map(|(t1, obs)| (t1 / mfu / obs - 1.0).abs())
-            .fold(0.0, f64::max),
-    })
-}
-
-/// Median of a sample; 0 for an empty one.
-pub fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
-/// Spearman rank correlation, with tied values given their average rank.
-pub fn spearman(a: &[f64], b: &[f64]) -> f64 {
-    let (ra, rb) = (ranks(a), ranks(b));
-    let n = ra.len() as f64;
-    let mean = (n + 1.0) / 2.0;
-    let cov: f64 = ra
-        .iter()
-        .zip(&rb)
-        .map(|(x, y)| (x - mean) * (y - mean))
-        .sum();
-    let va: f64 = ra.iter().map(|x| (x - mean).powi(2)).sum();
-    let vb: f64 = rb.iter().map(|y| (y - mean).powi(2)).sum();
-    if va == 0.0 || vb == 0.0 {
-        0.0
-    } else {
-        cov / (va * vb).sqrt()
-    }
-}
-
-fn ranks(v: &[f64]) -> Vec<f64> {
-    let mut idx: Vec<usize> = (0..v.len()).collect();
-    idx.sort_by(|&i, &j| v[i].total_cmp(&v[j]));
-    let mut r = vec![0.0; v.len()];
-    let mut i = 0;
-    while i < idx.len() {
-        let mut j = i;
-        while j + 1 < idx.len() && v[idx[j + 1]] == v[idx[i]] {
-            j += 1;
+/// Predicts every run of every file and scores the result; a run that cannot be priced is
+/// listed in `skipped` with the reason.
+pub fn validate(files: &[RunsFile], efficiency: &Efficiency) -> Validation {
+    let mut runs = Vec::new();
+    let mut skipped = Vec::new();
+    for file in files {
+        for run in &file.runs {
+            match predict(run, efficiency) {
+                Ok(mut p) => {
+                    p.file.clone_from(&file.origin);
+                    runs.push(p);
+                }
+                Err(e) => skipped.push(Skipped {
+                    id: run.id.clone(),
+                    file: file.origin.clone(),
+                    reason: e.to_string(),
+                }),
+            }
         }
-        let avg = (i + j) as f64 / 2.0 + 1.0;
-        for k in i..=j {
-            r[idx[k]] = avg;
-        }
-        i = j + 1;
     }
-    r
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn spearman_of_known_ranks() {
-        assert_eq!(
-            spearman(&[1.0, 2.0, 3.0, 4.0], &[10.0, 20.0, 30.0, 40.0]),
-            1.0
-        );
-        assert_eq!(spearman(&[1.0, 2.0, 3.0], &[3.0, 2.0, 1.0]), -1.0);
-        // Classic example: d² = 0+1+1+0+... -> 1 - 6·Σd²/(n(n²-1)).
-        let rho = spearman(&[1.0, 2.0, 3.0, 4.0, 5.0], &[2.0, 1.0, 4.0, 3.0, 5.0]);
-        assert!((rho - (1.0 - 6.0 * 4.0 / 120.0)).abs() < 1e-12);
-    }
-
-    #[test]
-    fn flash_attention_by_publication_date() {
-        assert!(!used_flash_attention(
-            "Narayanan et al. 2021, arXiv:2104.04473 (SC'21)"
-        ));
-        assert!(!used_flash_attention(
-            "Korthikanti et al. 2022, arXiv:2205.05198 (MLSys 2023)"
-        ));
-        assert!(used_flash_attention("Dao 2023, arXiv:2307.08691"));
-        assert!(used_flash_attention(
-            "MosaicML llm-foundry benchmarking README (2024)"
-        ));
-    }
-
-    #[test]
-    fn median_even_and_odd() {
-        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
+    let summary = summary::summarize(&runs);
+    Validation {
+        runs,
+        skipped,
+        summary,
+        fitted: fitting::fitted_values(efficiency),
     }
 }

@@ -1,0 +1,149 @@
+//! What a run file leaves unsaid about training, chosen as a careful user of the run's
+//! framework would have run it, and reported.
+
+use std::collections::BTreeMap;
+
+use super::{Attention, Run};
+use crate::mesh::{FlashKernel, Framework, Precision, ReduceDtype, Training};
+
+/// FlashAttention's first publication (Dao et al. 2022, arXiv 2205.14135). Runs published
+/// before it computed the s x s attention scores through HBM.
+const FLASH_ATTENTION_ARXIV: (u32, u32) = (2205, 14135);
+
+/// Megatron-Core's first release with `--overlap-grad-reduce` and bf16 gradient buffers in fp32
+/// (`accumulate_allreduce_grads_in_fp32`, forced under `--bf16`) came in 2023; the Megatron
+/// papers before it trained in fp16 with the gradient all-reduce after backward.
+const MEGATRON_CORE_ARXIV: (u32, u32) = (2301, 0);
+
+/// The arXiv id a source names, as (yymm, number); `None` for sources without one (READMEs,
+/// benchmark files, all newer than the papers above).
+fn arxiv(source: &str) -> Option<(u32, u32)> {
+    let rest = source.split("arXiv:").nth(1)?;
+    let id: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
+    let (a, b) = id.split_once('.')?;
+    Some((a.parse().ok()?, b.parse().ok()?))
+}
+
+/// Whether the source was published before `paper`.
+fn before(source: &str, paper: (u32, u32)) -> bool {
+    arxiv(source).is_some_and(|id| id < paper)
+}
+
+/// The framework a run names in its source or group: DeepSpeed (vTrain ran
+/// Megatron-DeepSpeed), the FSDP stacks (torchtitan, llm-foundry, NeMo AutoModel), else
+/// Megatron-LM; a run naming none is FSDP under ZeRO-3 and Megatron otherwise.
+pub fn framework(run: &Run) -> Framework {
+    let text = format!("{} {}", run.source, run.group).to_lowercase();
+    let has = |words: &[&str]| words.iter().any(|w| text.contains(w));
+    if has(&["deepspeed", "vtrain"]) {
+        Framework::Deepspeed
+    } else if has(&["torchtitan", "llm-foundry", "mosaicml", "automodel", "fsdp"]) {
+        Framework::Fsdp
+    } else if has(&["megatron", "nemotron", "nemo"]) || run.layout.zero_stage != Some(3) {
+        Framework::Megatron
+    } else {
+        Framework::Fsdp
+    }
+}
+
+/// The training inputs of a run and the choices made for what it left unpublished.
+pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
+    let l = &run.layout;
+    let mut choices = BTreeMap::new();
+    let framework = framework(run);
+    choices.insert("framework".into(), framework.to_string());
+    let flash_attention = match l.attention {
+        Some(a) => a == Attention::Flash,
+        None => {
+            let flash = !before(&run.source, FLASH_ATTENTION_ARXIV);
+            choices.insert(
+                "attention".into(),
+                if flash {
+                    "fused (flash)"
+                } else {
+                    "unfused: the source predates FlashAttention"
+                }
+                .into(),
+            );
+            flash
+        }
+    };
+    let megatron_core = !before(&run.source, MEGATRON_CORE_ARXIV);
+    let overlap_grad_reduce = match l.overlap_grad_reduce {
+        Some(o) => o,
+        None => {
+            // FSDP and DDP always overlap; Megatron-Core runs turn it on in every published
+            // recipe; DeepSpeed's `overlap_comm` is off by default.
+            let o = match framework {
+                Framework::Fsdp => true,
+                Framework::Megatron => megatron_core,
+                Framework::Deepspeed => false,
+            };
+            choices.insert("overlap_grad_reduce".into(), o.to_string());
+            o
+        }
+    };
+    // Megatron-Core under bf16 reduces fp32 gradients; torchtitan's FSDP2 default
+    // `mixed_precision_reduce` is float32; llm-foundry's PURE mixed precision, DeepSpeed and
+    // the fp16 Megatron papers reduce in the 2-byte training type.
+    let text = run.source.to_lowercase();
+    let grad_reduce = match framework {
+        Framework::Megatron if megatron_core => ReduceDtype::Fp32,
+        Framework::Fsdp if !(text.contains("llm-foundry") || text.contains("mosaicml")) => {
+            ReduceDtype::Fp32
+        }
+        _ => ReduceDtype::Bf16,
+    };
+    choices.insert("grad_reduce".into(), grad_reduce.to_string());
+    let precision = l.precision.unwrap_or(Precision::Bf16);
+    // llm-foundry's benchmarks ran its Triton FlashAttention port; Megatron-Core reaches
+    // cuDNN's fused attention through Transformer Engine; the rest call FlashAttention-2.
+    let flash_kernel = if text.contains("llm-foundry") || text.contains("mosaicml") {
+        FlashKernel::Flash1
+    } else if framework == Framework::Megatron && megatron_core {
+        FlashKernel::Newest
+    } else {
+        FlashKernel::Flash2
+    };
+    if flash_attention {
+        choices.insert("flash_kernel".into(), format!("{flash_kernel:?}").to_lowercase());
+    }
+    // Megatron-Core recipes on Hopper turn on --tp-comm-overlap with sequence parallelism
+    // (Transformer Engine userbuffers need sm_90).
+    let tp_comm_overlap = framework == Framework::Megatron
+        && megatron_core
+        && run.cluster.gpu.starts_with('h')
+        && l.tp > 1;
+    (
+        Training {
+            seq_len: run.model.seq_len,
+            global_batch: l.global_batch_size,
+            precision,
+            optimizer: "adam",
+            flash_attention,
+            overlap_grad_reduce,
+            flash_kernel,
+            tp_comm_overlap,
+            framework,
+            grad_reduce,
+        },
+        choices,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flash_attention_by_publication_date() {
+        let b = |s| before(s, FLASH_ATTENTION_ARXIV);
+        assert!(b("Narayanan et al. 2021, arXiv:2104.04473 (SC'21)"));
+        assert!(b("Korthikanti et al. 2022, arXiv:2205.05198 (MLSys 2023)"));
+        assert!(!b("Dao 2023, arXiv:2307.08691"));
+        assert!(!b("MosaicML llm-foundry benchmarking README (2024)"));
+    }
+}
