@@ -356,6 +356,7 @@ impl JobArgs {
                 Framework::Deepspeed | Framework::Fsdp => FlashKernel::Flash2,
             },
             tp_comm_overlap: self.framework == Framework::Megatron,
+            fused_elementwise: true,
             framework: self.framework,
             grad_reduce: self.grad_reduce.unwrap_or(match self.framework {
                 Framework::Deepspeed => ReduceDtype::Bf16,

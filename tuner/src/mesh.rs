@@ -207,6 +207,9 @@ pub struct Training {
     /// Tensor-parallel collectives overlap the GEMMs they feed (Transformer Engine's
     /// userbuffers, Megatron `--tp-comm-overlap`; torchtitan's async TP).
     pub tp_comm_overlap: bool,
+    /// Norms, rotary, gating and residuals run as fused kernels (Transformer Engine, Apex,
+    /// llm-foundry's low-precision LayerNorm, torch.compile), not as eager PyTorch ops.
+    pub fused_elementwise: bool,
     /// The framework whose bucketing and kernels are priced.
     pub framework: Framework,
     /// Number format of the gradient reduction.

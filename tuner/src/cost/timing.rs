@@ -398,9 +398,18 @@ fn layer(x: &Inputs, moe_layer: bool) -> Layer {
     };
     let sp_div = if mesh.sequence_parallel { tp } else { 1.0 };
     let eff = x.efficiency;
+    // Eager PyTorch stacks run norms, rotary and gating as separate kernels with fp32
+    // upcasts, where Megatron-Core's Transformer Engine layer fuses them.
+    let eager = if x.training.fused_elementwise {
+        1.0
+    } else {
+        eff.eager_elementwise
+    };
     let elementwise = c.memory_s(
-        t * (eff.elementwise_bytes_per_hidden * h / sp_div
-            + eff.elementwise_bytes_per_ffn * width * glu / tp),
+        eager
+            * t
+            * (eff.elementwise_bytes_per_hidden * h / sp_div
+                + eff.elementwise_bytes_per_ffn * width * glu / tp),
     );
 
     let act_bytes = t * h * 2.0;

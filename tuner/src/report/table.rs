@@ -462,13 +462,17 @@ pub fn validation(v: &Validation, summary_only: bool) -> String {
     }
     out.push_str(&format!(
         "{} runs: median |error| {:.1}%, mean signed {:+.1}%, max |error| {:.1}%, {} within 10%\n\
-         baseline, one MFU for every run ({:.3}): median |error| {:.1}%\n",
+         baseline, one MFU per file ({}): median |error| {:.1}%\n",
         s.runs,
         s.median_abs_error * 100.0,
         s.mean_signed_error * 100.0,
         s.max_abs_error * 100.0,
         s.within_10pct,
-        s.baseline_mfu,
+        s.baseline_mfu
+            .iter()
+            .map(|(f, m)| format!("{f} {m:.3}"))
+            .collect::<Vec<_>>()
+            .join(", "),
         s.baseline_median_abs_error * 100.0,
     ));
     if !v.skipped.is_empty() {

@@ -111,6 +111,10 @@ pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
     if flash_attention {
         choices.insert("flash_kernel".into(), format!("{flash_kernel:?}").to_lowercase());
     }
+    // torchtitan and Hugging Face models (NeMo AutoModel) run eager PyTorch ops by default;
+    // Megatron, Megatron-DeepSpeed and llm-foundry fuse them.
+    let fused_elementwise = !(text.contains("torchtitan") || text.contains("automodel"));
+    choices.insert("fused_elementwise".into(), fused_elementwise.to_string());
     // Megatron-Core recipes on Hopper turn on --tp-comm-overlap with sequence parallelism
     // (Transformer Engine userbuffers need sm_90).
     let tp_comm_overlap = framework == Framework::Megatron
@@ -127,6 +131,7 @@ pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
             overlap_grad_reduce,
             flash_kernel,
             tp_comm_overlap,
+            fused_elementwise,
             framework,
             grad_reduce,
         },

@@ -39,9 +39,9 @@ pub struct Summary {
     pub max_abs_error: f64,
     /// Runs with |error| <= 10%.
     pub within_10pct: usize,
-    /// The naive baseline: one MFU for every run, step = FLOPs / (GPUs x peak x MFU), the MFU
-    /// that minimises the median |error|.
-    pub baseline_mfu: f64,
+    /// The naive baseline: one MFU per runs file, step = FLOPs / (GPUs x peak x MFU), the MFU
+    /// that minimises the file's median |error|.
+    pub baseline_mfu: BTreeMap<String, f64>,
     /// Its median |error| over every run.
     pub baseline_median_abs_error: f64,
     /// Per group.
@@ -70,9 +70,17 @@ fn scale(gpus: u32) -> &'static str {
 
 /// Scores `runs`.
 pub fn summarize(runs: &[RunPrediction]) -> Summary {
-    let baseline_mfu = baseline_mfu(runs);
+    let mut per_file: BTreeMap<String, Vec<&RunPrediction>> = BTreeMap::new();
+    for r in runs {
+        per_file.entry(r.file.clone()).or_default().push(r);
+    }
+    let baseline_mfu: BTreeMap<String, f64> = per_file
+        .into_iter()
+        .map(|(f, rs)| (f, baseline_mfu(&rs)))
+        .collect();
     let baseline = |r: &RunPrediction| {
-        (r.ideal_iteration_time_s / baseline_mfu / r.observed_iteration_time_s - 1.0).abs()
+        let mfu = baseline_mfu.get(&r.file).copied().unwrap_or(0.5);
+        (r.ideal_iteration_time_s / mfu / r.observed_iteration_time_s - 1.0).abs()
     };
     let bucket = |name: String, rs: &[&RunPrediction]| Bucket {
         name,
@@ -107,8 +115,8 @@ pub fn summarize(runs: &[RunPrediction]) -> Summary {
         mean_signed_error: runs.iter().map(|r| r.error).sum::<f64>() / runs.len().max(1) as f64,
         max_abs_error: abs.iter().cloned().fold(0.0, f64::max),
         within_10pct: abs.iter().filter(|&&e| e <= 0.10).count(),
-        baseline_mfu,
         baseline_median_abs_error: median(runs.iter().map(baseline).collect()),
+        baseline_mfu: baseline_mfu.clone(),
         groups: by(&|r| r.group.clone()),
         by_file: by(&|r| r.file.clone()),
         by_gpu: by(&|r| r.gpu.clone()),
@@ -119,7 +127,7 @@ pub fn summarize(runs: &[RunPrediction]) -> Summary {
 }
 
 /// The one MFU, in steps of 0.001, that minimises the median |error| of step = ideal / MFU.
-fn baseline_mfu(runs: &[RunPrediction]) -> f64 {
+fn baseline_mfu(runs: &[&RunPrediction]) -> f64 {
     let score = |mfu: f64| {
         median(
             runs.iter()
