@@ -140,6 +140,7 @@ fn pipeline(text: &str) -> f64 {
         overlap_grad_reduce: true,
         flash_kernel: FlashKernel::Flash2,
         tp_comm_overlap: false,
+        fused_elementwise: true,
         framework: Framework::Megatron,
         grad_reduce: ReduceDtype::Fp32,
     };

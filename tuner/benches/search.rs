@@ -17,8 +17,9 @@ fn scenario() -> Scenario {
         optimizer: "adam",
         flash_attention: true,
         overlap_grad_reduce: true,
-        flash_kernel: FlashKernel::Flash2,
-        tp_comm_overlap: false,
+        flash_kernel: FlashKernel::Newest,
+        tp_comm_overlap: true,
+        fused_elementwise: true,
         framework: Framework::Megatron,
         grad_reduce: ReduceDtype::Fp32,
     };

@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use tuner::catalog::{self, Cluster, NOMINAL};
 use tuner::cost::{Evaluation, Scenario};
 use tuner::error::bad_input;
-use tuner::mesh::{FlashKernel, Framework, Precision, ReduceDtype, Recompute, Training};
+use tuner::mesh::{FlashKernel, Framework, Precision, Recompute, ReduceDtype, Training};
 use tuner::report::doc::{Document, MeshDoc};
 use tuner::report::{explain, launch, table};
 use tuner::search::{self, Constraints};
@@ -170,6 +170,10 @@ struct JobArgs {
     /// Price gradient reduction that waits for backward to finish.
     #[arg(long)]
     no_overlap_grad_reduce: bool,
+    /// Price tensor-parallel collectives that wait for their GEMMs (Megatron without
+    /// `--tp-comm-overlap`); by default Megatron overlaps them.
+    #[arg(long)]
+    no_tp_comm_overlap: bool,
     /// Framework whose gradient bucketing and kernels are priced.
     #[arg(long, value_enum, default_value_t = Framework::Megatron)]
     framework: Framework,
@@ -355,7 +359,7 @@ impl JobArgs {
                 Framework::Megatron => FlashKernel::Newest,
                 Framework::Deepspeed | Framework::Fsdp => FlashKernel::Flash2,
             },
-            tp_comm_overlap: self.framework == Framework::Megatron,
+            tp_comm_overlap: self.framework == Framework::Megatron && !self.no_tp_comm_overlap,
             fused_elementwise: true,
             framework: self.framework,
             grad_reduce: self.grad_reduce.unwrap_or(match self.framework {
@@ -460,7 +464,7 @@ fn emit(kind: Emit, scenario: &Scenario, e: &Evaluation) -> String {
     match kind {
         Emit::Megatron => launch::megatron(&scenario.model, t, m),
         Emit::Deepspeed => launch::deepspeed(t, m),
-        Emit::Torchtitan => launch::torchtitan(t, m),
+        Emit::Torchtitan => launch::torchtitan(&scenario.model, t, m),
     }
 }
 

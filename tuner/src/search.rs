@@ -108,10 +108,12 @@ pub fn for_each_mesh(
                         if c.microbatches.is_some_and(|want| want != m) {
                             continue;
                         }
-                        let vs = if pp == 1 {
-                            vec![1]
-                        } else {
-                            pick(c.virtual_stages, 1..=MAX_VIRTUAL_STAGES)
+                        // A pinned count may exceed the searched range (NeMo runs one layer per
+                        // virtual stage); validity below still checks the split.
+                        let vs = match (pp, c.virtual_stages) {
+                            (1, _) => vec![1],
+                            (_, Some(v)) => vec![v],
+                            (_, None) => (1..=MAX_VIRTUAL_STAGES).collect(),
                         };
                         for v in vs {
                             if (v > 1 && m % pp != 0)
@@ -305,6 +307,26 @@ mod tests {
             assert!(m.virtual_stages == 1 || m.microbatches(512) % m.pp == 0);
         });
         assert!(n > 1000, "{n}");
+    }
+
+    #[test]
+    fn pinned_virtual_stages_beyond_eight_are_allowed() {
+        // 32 layers on 4 stages with one layer per virtual stage: v = 8; 16 layers on 2
+        // stages, one per virtual stage: v = 8; 48 layers on 4 stages: v = 12.
+        let mut model = catalog::model("llama3-8b").unwrap().shape;
+        model.layers = 48;
+        let c = Constraints {
+            tp: Some(8),
+            pp: Some(4),
+            virtual_stages: Some(12),
+            ..Constraints::default()
+        };
+        let mut n = 0;
+        for_each_mesh(&model, 8192, 64, 64, &c, |m| {
+            assert_eq!(m.virtual_stages, 12);
+            n += 1;
+        });
+        assert!(n > 0);
     }
 
     #[test]

@@ -23,10 +23,7 @@ fn stderr_of_failure(args: &[&str]) -> String {
     String::from_utf8(out.stderr).expect("utf-8")
 }
 
-const RUNS: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../data/published-runs.yaml"
-);
+const RUNS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../data/published-runs.yaml");
 
 #[test]
 fn recommend_json_document_has_every_field() {
@@ -233,6 +230,7 @@ fn compare_sets_two_meshes_side_by_side() {
         "tp=8,pp=8,dp=8",
         "--b",
         "tp=4,pp=8,dp=16",
+        "--no-tp-comm-overlap",
     ]);
     assert!(
         out.contains("A: TP8 PP8 DP8") && out.contains("B: TP4 PP8 DP16") && out.contains("B - A"),

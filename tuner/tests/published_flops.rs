@@ -5,10 +5,7 @@ use tuner::model::{korthikanti_eq7_flops, narayanan_eq3_flops};
 use tuner::validate::parse_runs;
 
 fn runs() -> tuner::validate::RunsFile {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../data/published-runs.yaml"
-    );
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../data/published-runs.yaml");
     let text =
         std::fs::read_to_string(path).expect("shared/data/published-runs.yaml beside the checkout");
     parse_runs(&text, path).expect("runs file parses")

@@ -125,12 +125,21 @@ fn base_latency_us(a: Algorithm, p: Protocol) -> f64 {
 /// NCCL's per-step (hop) latency by link, algorithm and protocol, us (`hwLat` in
 /// `src/graph/tuning.cc`).
 fn hop_latency_us(link: LinkClass, a: Algorithm, p: Protocol) -> f64 {
-    let table = match link {
-        LinkClass::Nvlink => [[0.52, 1.2, 28.0], [0.47, 1.9, 3.4]],
-        LinkClass::Pcie => [[1.0, 1.9, 28.0], [1.0, 2.5, 5.7]],
-        LinkClass::Network => [[5.0, 8.5, 50.0], [2.7, 4.0, 9.6]],
+    // (LL, LL128, Simple) for tree, then for ring.
+    let (tree, ring) = match link {
+        LinkClass::Nvlink => ([0.52, 1.2, 28.0], [0.47, 1.9, 3.4]),
+        LinkClass::Pcie => ([1.0, 1.9, 28.0], [1.0, 2.5, 5.7]),
+        LinkClass::Network => ([5.0, 8.5, 50.0], [2.7, 4.0, 9.6]),
     };
-    table[a as usize][p as usize]
+    let row = match a {
+        Algorithm::Tree => tree,
+        Algorithm::Ring => ring,
+    };
+    match p {
+        Protocol::Ll => row[0],
+        Protocol::Ll128 => row[1],
+        Protocol::Simple => row[2],
+    }
 }
 
 /// The link inside a node: NVLink where the GPUs have it, else PCIe.
@@ -331,13 +340,47 @@ mod tests {
     }
 
     #[test]
-    fn large_nvlink_all_reduce_runs_at_busbw() {
-        // 1 GiB over 8 H100s: 1.75 x 1 GiB / (450 GB/s x 0.78) = 5.35 ms plus 3 x 10 us.
+    fn large_nvlink_all_reduce_runs_ring_simple_at_busbw() {
+        // 1 GiB over 8 H100s: ring/Simple, 8.4 us + 14 hops x 3.4 us, then 1.75 x 1 GiB at
+        // 450 GB/s x 0.78 (5.35 ms); the tree pays 2 x 7 x 28 us and 2 x 1 GiB at 90%.
         let c = catalog::cluster("dgx-h100").unwrap();
         let m = NominalCollectives::new(&c, &NOMINAL);
-        let t = m.time_s(Collective::AllReduce, &span(8, 1, &c), 1073741824.0);
-        let expected = 3.0 * 10e-6 + 1.75 * 1073741824.0 / (450e9 * 0.78);
-        assert!((t / expected - 1.0).abs() < 1e-12);
+        let g = span(8, 1, &c);
+        let bytes = 1073741824.0;
+        let t = m.time_s(Collective::AllReduce, &g, bytes);
+        let expected = (8.4 + 14.0 * 3.4) * 1e-6 + 1.75 * bytes / (450e9 * 0.78);
+        assert!((t / expected - 1.0).abs() < 1e-12, "{t} vs {expected}");
+        let tree = m.algorithm_time_s(
+            Collective::AllReduce,
+            &g,
+            bytes,
+            Algorithm::Tree,
+            Protocol::Simple,
+        );
+        assert!(tree.unwrap() > t);
+    }
+
+    #[test]
+    fn ring_latency_at_1024_ranks_and_the_tree_that_avoids_it() {
+        // 1,024 ranks on 128 DGX H100 nodes, 8 bytes. Ring all-gather, LL: 6.6 us base +
+        // (1023 - 127) NVLink hops at 0.47 x 1.8 us + 127 network hops at 2.7 us = 1.108 ms.
+        let c = catalog::cluster("dgx-h100").unwrap();
+        let m = NominalCollectives::new(&c, &NOMINAL);
+        let g = span(1024, 1, &c);
+        assert_eq!((g.nodes, g.members_per_node), (128, 8));
+        let bytes = 8.0;
+        let ll_ring = (6.6 + 896.0 * 0.47 * 1.8 + 127.0 * 2.7) * 1e-6;
+        let busbw = m.busbw(Collective::AllGather, &g);
+        let ag = m.time_s(Collective::AllGather, &g, bytes);
+        let expected = ll_ring + bytes * 1023.0 / 1024.0 / (busbw * 0.25);
+        assert!((ag / expected - 1.0).abs() < 1e-12, "{ag} vs {expected}");
+        assert!(ag > 1.1e-3 && ag < 1.12e-3);
+        // All-reduce takes the tree: 6.8 + 2 (7 x 0.52 x 1.8 + 7 x 5.0) = 89.9 us, where the
+        // ring would pay 2.2 ms and the old alpha x ceil(log2 n) model said 0.3 ms.
+        let ar = m.time_s(Collective::AllReduce, &g, bytes);
+        let tree =
+            (6.8 + 2.0 * (7.0 * 0.52 * 1.8 + 7.0 * 5.0)) * 1e-6 + bytes * 2.0 / (busbw * 0.9 / 3.8);
+        assert!((ar / tree - 1.0).abs() < 1e-12, "{ar} vs {tree}");
     }
 
     #[test]
@@ -351,7 +394,7 @@ mod tests {
         assert!((m.busbw(ar, &span(16, 1, &c)) - 8.0 * 50e9 * net).abs() < 1.0);
         assert!((m.busbw(ar, &span(64, 8, &c)) - 50e9 * net).abs() < 1.0);
         assert!((m.busbw(ar, &span(8, 1, &c)) - 450e9 * NOMINAL.nvlink_busbw).abs() < 1.0);
-        // A sweep on an idle fabric shows 0.90 of line rate where a job gets 0.68.
+        // A sweep on an idle fabric shows 0.90 of line rate, more than a job gets.
         let dp = span(64, 8, &c);
         assert!((m.sweep_busbw(ar, &dp) - 50e9 * NOMINAL.network_idle_busbw).abs() < 1.0);
         let inside = span(8, 1, &c);

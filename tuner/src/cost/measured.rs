@@ -211,8 +211,8 @@ mod tests {
     }
 
     /// Two DGX A100 measured as one 16-rank all-reduce, eight GPUs per node: 177 GB/s busbw
-    /// over eight 25 GB/s rails on an idle fabric. Inside a job, the catalog's 0.68 of line
-    /// rate against 0.90 idle leaves 75.6% of that. A data-parallel group of 16 with one
+    /// over eight 25 GB/s rails on an idle fabric. Inside a job, the catalog's in-job share of
+    /// line rate against 0.90 idle leaves that fraction of it. A data-parallel group of 16 with one
     /// member per node drives one rail, so it gets an eighth.
     #[test]
     fn members_per_node_carry_across_nodes() {
@@ -226,7 +226,7 @@ mod tests {
         let full = span(16, 1, &c);
         assert_eq!(full.members_per_node, 8);
         assert_eq!(m.source(Collective::AllReduce, &full), Source::Measured);
-        let k = 0.68 / 0.90;
+        let k = NOMINAL.network_busbw / NOMINAL.network_idle_busbw;
         let bytes = 1e9;
         let busbw_of = |t: f64| bytes * Collective::AllReduce.busbw_factor(16) / (t - 20e-6);
         let exact = busbw_of(m.time_s(Collective::AllReduce, &full, bytes));

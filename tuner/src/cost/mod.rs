@@ -16,7 +16,7 @@ use crate::warnings::Pitfall;
 use collective::{Collective, CollectiveModel, NominalCollectives, Source};
 use compute::{ComputeModel, NominalCompute};
 use memory::MemoryBreakdown;
-use timing::Breakdown;
+use timing::{Breakdown, TermKind};
 
 /// A job to place: model, training inputs, cluster, and the models of its kernels and links.
 pub struct Scenario {
@@ -98,28 +98,32 @@ impl Scenario {
     }
 
     /// The collective and group behind each communication term, for sources and uncertainty.
-    fn term_collective(term: &str, e: &Evaluation) -> Option<(Collective, GroupSpan)> {
+    fn term_collective(term: TermKind, e: &Evaluation) -> Option<(Collective, GroupSpan)> {
         let p = &e.placement;
         Some(match term {
-            "tp_comm" if e.mesh.sequence_parallel => (Collective::ReduceScatter, p.tp),
-            "tp_comm" => (Collective::AllReduce, p.tp),
-            "cp_comm" => (Collective::SendRecv, p.cp),
-            "ep_all_to_all" => (Collective::AllToAll, p.ep),
-            "pp_p2p" => (Collective::SendRecv, p.pp),
-            "dp_grad_sync" if e.mesh.zero_stage == 0 => (Collective::AllReduce, p.grad),
-            "dp_grad_sync" => (Collective::ReduceScatter, p.grad),
-            "zero_gather" => (Collective::AllGather, p.grad),
-            _ => return None,
+            TermKind::TpComm if e.mesh.sequence_parallel => (Collective::ReduceScatter, p.tp),
+            TermKind::TpComm => (Collective::AllReduce, p.tp),
+            TermKind::CpComm => (Collective::SendRecv, p.cp),
+            TermKind::EpAllToAll => (Collective::AllToAll, p.ep),
+            TermKind::PpP2p => (Collective::SendRecv, p.pp),
+            TermKind::DpGradSync if e.mesh.zero_stage == 0 => (Collective::AllReduce, p.grad),
+            TermKind::DpGradSync => (Collective::ReduceScatter, p.grad),
+            TermKind::ZeroGather => (Collective::AllGather, p.grad),
+            TermKind::Compute
+            | TermKind::Launch
+            | TermKind::PipelineBubble
+            | TermKind::Optimizer
+            | TermKind::Straggler => return None,
         })
     }
 
     /// Where each step-time term's figures come from: measured, extrapolated or nominal.
-    pub fn term_sources(&self, e: &Evaluation) -> Vec<(&'static str, Source)> {
+    pub fn term_sources(&self, e: &Evaluation) -> Vec<(TermKind, Source)> {
         e.breakdown
             .terms()
             .iter()
             .map(|(name, _)| {
-                let source = match Self::term_collective(name, e) {
+                let source = match Self::term_collective(*name, e) {
                     Some((c, g)) => self.collectives.source(c, &g),
                     None => self.compute.source(),
                 };
@@ -136,7 +140,7 @@ impl Scenario {
             .terms()
             .iter()
             .map(|(name, t)| {
-                let u = match Self::term_collective(name, e) {
+                let u = match Self::term_collective(*name, e) {
                     Some((c, g)) => self.collectives.uncertainty(c, &g),
                     None => self.compute.uncertainty(),
                 };

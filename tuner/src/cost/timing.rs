@@ -45,6 +45,53 @@ impl Term {
     }
 }
 
+/// The terms of a step time, in report order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TermKind {
+    /// GEMMs, attention and memory-bound kernels.
+    Compute,
+    /// Host-bound kernel issue.
+    Launch,
+    /// Tensor-parallel collectives.
+    TpComm,
+    /// Context-parallel ring exchange.
+    CpComm,
+    /// MoE all-to-all.
+    EpAllToAll,
+    /// Pipeline sends.
+    PpP2p,
+    /// Pipeline fill and drain.
+    PipelineBubble,
+    /// Data-parallel gradient reduction.
+    DpGradSync,
+    /// ZeRO parameter gathers.
+    ZeroGather,
+    /// Optimizer step.
+    Optimizer,
+    /// Waiting for the slowest GPU.
+    Straggler,
+}
+
+impl TermKind {
+    /// Report name, as the JSON keys spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            TermKind::Compute => "compute",
+            TermKind::Launch => "launch",
+            TermKind::TpComm => "tp_comm",
+            TermKind::CpComm => "cp_comm",
+            TermKind::EpAllToAll => "ep_all_to_all",
+            TermKind::PpP2p => "pp_p2p",
+            TermKind::PipelineBubble => "pipeline_bubble",
+            TermKind::DpGradSync => "dp_grad_sync",
+            TermKind::ZeroGather => "zero_gather",
+            TermKind::Optimizer => "optimizer",
+            TermKind::Straggler => "straggler",
+        }
+    }
+}
+
 /// The step time of one mesh, one named field per term.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Breakdown {
@@ -74,20 +121,20 @@ pub struct Breakdown {
 }
 
 impl Breakdown {
-    /// Every term with its report name, in report order.
-    pub fn terms(&self) -> [(&'static str, Term); 11] {
+    /// Every term with its kind, in report order.
+    pub fn terms(&self) -> [(TermKind, Term); 11] {
         [
-            ("compute", self.compute),
-            ("launch", self.launch),
-            ("tp_comm", self.tp_comm),
-            ("cp_comm", self.cp_comm),
-            ("ep_all_to_all", self.ep_all_to_all),
-            ("pp_p2p", self.pp_p2p),
-            ("pipeline_bubble", self.pipeline_bubble),
-            ("dp_grad_sync", self.dp_grad_sync),
-            ("zero_gather", self.zero_gather),
-            ("optimizer", self.optimizer),
-            ("straggler", self.straggler),
+            (TermKind::Compute, self.compute),
+            (TermKind::Launch, self.launch),
+            (TermKind::TpComm, self.tp_comm),
+            (TermKind::CpComm, self.cp_comm),
+            (TermKind::EpAllToAll, self.ep_all_to_all),
+            (TermKind::PpP2p, self.pp_p2p),
+            (TermKind::PipelineBubble, self.pipeline_bubble),
+            (TermKind::DpGradSync, self.dp_grad_sync),
+            (TermKind::ZeroGather, self.zero_gather),
+            (TermKind::Optimizer, self.optimizer),
+            (TermKind::Straggler, self.straggler),
         ]
     }
 
@@ -275,8 +322,7 @@ pub fn step_time(x: &Inputs) -> Breakdown {
         .compute
         .memory_s(owned_params(x) * x.efficiency.optimizer_bytes_per_param);
     let busy = m_f * (compute_mb + launch_mb) + bubble;
-    let straggler =
-        x.efficiency.straggler_sigma * expected_max_of_normals(mesh.gpus()) * busy;
+    let straggler = x.efficiency.straggler_sigma * expected_max_of_normals(mesh.gpus()) * busy;
 
     Breakdown {
         compute: Term::exposed(m_f * compute_mb),
@@ -360,8 +406,8 @@ fn layer(x: &Inputs, moe_layer: bool) -> Layer {
             let local_experts = e / f64::from(mesh.ep);
             // The busiest expert sets the pace: its tokens are the mean share times the
             // imbalance (the capacity factor where the router drops tokens).
-            let per_expert = t * f64::from(mesh.ep) * f64::from(moe.top_k) / e
-                * x.efficiency.moe_imbalance;
+            let per_expert =
+                t * f64::from(mesh.ep) * f64::from(moe.top_k) / e * x.efficiency.moe_imbalance;
             kernels += MOE_KERNELS + 2.0 * local_experts;
             let routed = local_experts
                 * (c.gemm_s(per_expert, up * fe / tp, h) + c.gemm_s(per_expert, h, fe / tp));
@@ -605,10 +651,7 @@ fn data_parallel(x: &Inputs, w: &Windows) -> (Term, Term) {
                 time_s: part,
                 exposed_s: exposed * part / total,
             };
-            (
-                share(w.m * layers * rs_l),
-                share(w.m * layers * 2.0 * ag_l),
-            )
+            (share(w.m * layers * rs_l), share(w.m * layers * 2.0 * ag_l))
         }
     }
 }
@@ -616,6 +659,160 @@ fn data_parallel(x: &Inputs, w: &Windows) -> (Term, Term) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalog::{self, NOMINAL};
+    use crate::cost::collective::Source;
+    use crate::cost::compute::NominalCompute;
+    use crate::mesh::{FlashKernel, Precision, ReduceDtype};
+    use crate::placement::GroupSpan;
+
+    /// Collectives that cost a fixed time per call, to count calls.
+    struct PerCall(f64);
+
+    impl CollectiveModel for PerCall {
+        fn time_s(&self, _: Collective, g: &GroupSpan, _: f64) -> f64 {
+            if g.ranks <= 1 {
+                0.0
+            } else {
+                self.0
+            }
+        }
+        fn source(&self, _: Collective, _: &GroupSpan) -> Source {
+            Source::Nominal
+        }
+    }
+
+    /// Collectives that cost their wire bytes at 1 GB/s, to count bytes.
+    struct PerWireByte;
+
+    impl CollectiveModel for PerWireByte {
+        fn time_s(&self, c: Collective, g: &GroupSpan, bytes: f64) -> f64 {
+            bytes * c.busbw_factor(g.ranks) / 1e9
+        }
+        fn source(&self, _: Collective, _: &GroupSpan) -> Source {
+            Source::Nominal
+        }
+    }
+
+    fn training(framework: Framework) -> Training {
+        Training {
+            seq_len: 8192,
+            global_batch: 512,
+            precision: Precision::Bf16,
+            optimizer: "adam",
+            flash_attention: true,
+            overlap_grad_reduce: false,
+            flash_kernel: FlashKernel::Flash2,
+            tp_comm_overlap: false,
+            fused_elementwise: true,
+            framework,
+            grad_reduce: ReduceDtype::Bf16,
+        }
+    }
+
+    fn mesh(tp: u32, dp: u32, mb: u32, zero_stage: u8, sp: bool) -> Mesh {
+        Mesh {
+            tp,
+            pp: 1,
+            dp,
+            cp: 1,
+            ep: 1,
+            microbatch_size: mb,
+            virtual_stages: 1,
+            zero_stage,
+            recompute: Recompute::None,
+            sequence_parallel: sp,
+        }
+    }
+
+    fn breakdown(mesh: &Mesh, training: &Training, collectives: &dyn CollectiveModel) -> Breakdown {
+        let model = catalog::model("llama3-8b").unwrap().shape;
+        let cluster = catalog::cluster("dgx-h100").unwrap();
+        let compute = NominalCompute::new(
+            &cluster.gpu,
+            training.precision,
+            training.flash_kernel,
+            &NOMINAL,
+        );
+        step_time(&Inputs {
+            model: &model,
+            training,
+            mesh,
+            placement: &Placement::of(mesh, &cluster),
+            compute: &compute,
+            collectives,
+            efficiency: &NOMINAL,
+        })
+    }
+
+    #[test]
+    fn four_tp_collectives_per_layer_per_pass_with_sequence_parallelism() {
+        // Megatron SP: reduce-scatter + all-gather around attention and around the MLP, in
+        // forward and again in backward. Llama 3 8B, 32 layers, TP=8, 512/(64 x 1) = 8
+        // microbatches: 8 x 32 x 2 passes x 4 calls x 1 ms = 2.048 s.
+        let t = training(Framework::Megatron);
+        let b = breakdown(&mesh(8, 64, 1, 0, true), &t, &PerCall(1e-3));
+        assert!((b.tp_comm.time_s - 8.0 * 32.0 * 2.0 * 4.0 * 1e-3).abs() < 1e-9);
+        // Without SP, one all-reduce in place of each pair: half the calls.
+        let b = breakdown(&mesh(8, 64, 1, 0, false), &t, &PerCall(1e-3));
+        assert!((b.tp_comm.time_s - 8.0 * 32.0 * 2.0 * 2.0 * 1e-3).abs() < 1e-9);
+    }
+
+    #[test]
+    fn zero3_moves_one_and_a_half_times_the_bytes_of_data_parallel() {
+        // Rajbhandari et al. 2020 §7.2.2: DP all-reduces 2 x Psi per step, ZeRO-3 gathers the
+        // parameters for forward and backward and reduce-scatters the gradients, 3 x Psi.
+        // One microbatch (512 sequences on 512 GPUs), bf16 gradients.
+        let t = training(Framework::Fsdp);
+        let dp = breakdown(&mesh(1, 512, 1, 0, false), &t, &PerWireByte);
+        let z3 = breakdown(&mesh(1, 512, 1, 3, false), &t, &PerWireByte);
+        let ratio = (z3.dp_grad_sync.time_s + z3.zero_gather.time_s) / dp.dp_grad_sync.time_s;
+        assert!((ratio - 1.5).abs() < 1e-9, "{ratio}");
+        // fp32 gradient reduction doubles the reduce-scatter: (2 + 2) / (2 x 1) over bf16's 1.5.
+        let t32 = Training {
+            grad_reduce: ReduceDtype::Fp32,
+            ..t
+        };
+        let z3_32 = breakdown(&mesh(1, 512, 1, 3, false), &t32, &PerWireByte);
+        let ratio = (z3_32.dp_grad_sync.time_s + z3_32.zero_gather.time_s) / dp.dp_grad_sync.time_s;
+        assert!((ratio - 2.0).abs() < 1e-9, "{ratio}");
+    }
+
+    #[test]
+    fn gradient_calls_follow_the_framework_buckets() {
+        // Llama 3 8B, DP=64: Megatron-Core buckets max(40M, 1M x 64) = 64M parameters;
+        // PyTorch DDP 25 MiB of bf16 gradients; FSDP one unit per layer (3 calls each per
+        // microbatch: gather, gather, reduce-scatter), 8 microbatches.
+        let params = catalog::model("llama3-8b").unwrap().shape.params().total();
+        let per_call = 1e-3;
+        let calls = |framework: Framework, zero: u8| {
+            let b = breakdown(
+                &mesh(1, 64, 1, zero, false),
+                &training(framework),
+                &PerCall(per_call),
+            );
+            (b.dp_grad_sync.time_s + b.zero_gather.time_s) / per_call
+        };
+        let megatron = calls(Framework::Megatron, 0);
+        assert!(
+            (megatron - (params / 64e6).ceil()).abs() < 1e-9,
+            "{megatron}"
+        );
+        let ddp = calls(Framework::Fsdp, 0);
+        assert!(
+            (ddp - (params * 2.0 / (25.0 * 1048576.0)).ceil()).abs() < 1e-9,
+            "{ddp}"
+        );
+        let fsdp = calls(Framework::Fsdp, 3);
+        assert!((fsdp - 8.0 * 32.0 * 3.0).abs() < 1e-9, "{fsdp}");
+    }
+
+    #[test]
+    fn stragglers_grow_with_the_log_of_the_gpu_count() {
+        // sqrt(2 ln n): 2.04 at 8 GPUs, 4.18 at 6,144.
+        assert_eq!(expected_max_of_normals(1), 0.0);
+        assert!((expected_max_of_normals(8) - (2.0 * 8f64.ln()).sqrt()).abs() < 1e-12);
+        assert!((expected_max_of_normals(6144) - 4.1775).abs() < 1e-3);
+    }
 
     fn close(a: f64, b: f64) {
         assert!((a - b).abs() < 1e-12, "{a} vs {b}");

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::cost::collective::Source;
 use crate::cost::memory::MemoryBreakdown;
-use crate::cost::timing::Term;
+use crate::cost::timing::{Term, TermKind};
 use crate::cost::{Evaluation, Scenario};
 use crate::mesh::Recompute;
 
@@ -165,13 +165,13 @@ pub struct MeshDoc {
     /// Pipeline bubble share.
     pub bubble_fraction: f64,
     /// Every step-time term.
-    pub time_s: BTreeMap<&'static str, Term>,
+    pub time_s: BTreeMap<TermKind, Term>,
     /// Pitfalls.
     pub warnings: Vec<String>,
     /// Why it stands below the mesh above it; `None` for the first.
     pub why_below: Option<String>,
     /// Where each term's figures come from.
-    pub sources: BTreeMap<&'static str, Source>,
+    pub sources: BTreeMap<TermKind, Source>,
     /// Step time low end from the fit residuals.
     pub step_time_low_s: f64,
     /// Step time high end.

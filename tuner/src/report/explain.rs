@@ -1,21 +1,23 @@
 //! Why one mesh beats another, in one line, naming the term that differs most.
 
+use crate::cost::timing::TermKind;
 use crate::cost::Evaluation;
 use crate::placement::{GroupSpan, LinkClass};
 
 /// Human name of a step-time term.
-pub fn term_label(term: &str) -> &'static str {
+pub fn term_label(term: TermKind) -> &'static str {
     match term {
-        "compute" => "compute",
-        "tp_comm" => "TP all-reduce",
-        "cp_comm" => "CP ring exchange",
-        "ep_all_to_all" => "EP all-to-all",
-        "pp_p2p" => "PP send/recv",
-        "pipeline_bubble" => "pipeline bubble",
-        "dp_grad_sync" => "DP gradient reduction",
-        "zero_gather" => "ZeRO parameter gather",
-        "optimizer" => "optimizer step",
-        _ => "other",
+        TermKind::Compute => "compute",
+        TermKind::Launch => "host-bound kernel launch",
+        TermKind::Straggler => "slowest-GPU wait",
+        TermKind::TpComm => "TP all-reduce",
+        TermKind::CpComm => "CP ring exchange",
+        TermKind::EpAllToAll => "EP all-to-all",
+        TermKind::PpP2p => "PP send/recv",
+        TermKind::PipelineBubble => "pipeline bubble",
+        TermKind::DpGradSync => "DP gradient reduction",
+        TermKind::ZeroGather => "ZeRO parameter gather",
+        TermKind::Optimizer => "optimizer step",
     }
 }
 
@@ -29,11 +31,11 @@ fn link(span: &GroupSpan) -> String {
 }
 
 /// What about mesh `e` drives a term, for example "DP=64 across 8 nodes".
-pub fn term_cause(term: &str, e: &Evaluation) -> String {
+pub fn term_cause(term: TermKind, e: &Evaluation) -> String {
     let m = &e.mesh;
     let p = &e.placement;
     match term {
-        "compute" => match m.recompute {
+        TermKind::Compute => match m.recompute {
             crate::mesh::Recompute::Full => format!(
                 "recompute=full reruns the forward; TP={} mb={}",
                 m.tp, m.microbatch_size
@@ -43,30 +45,34 @@ pub fn term_cause(term: &str, e: &Evaluation) -> String {
                 m.tp, m.microbatch_size
             ),
         },
-        "tp_comm" => format!("TP={} over {}", m.tp, link(&p.tp)),
-        "cp_comm" => format!("CP={} over {}", m.cp, link(&p.cp)),
-        "ep_all_to_all" => format!("EP={} over {}", m.ep, link(&p.ep)),
-        "pp_p2p" => format!("PP={} v={} over {}", m.pp, m.virtual_stages, link(&p.pp)),
-        "pipeline_bubble" => format!(
+        TermKind::Launch => format!(
+            "layer passes issue kernels slower than mb={} at TP={} keeps the GPU busy",
+            m.microbatch_size, m.tp
+        ),
+        TermKind::Straggler => format!("the slowest of {} GPUs sets the step", m.gpus()),
+        TermKind::TpComm => format!("TP={} over {}", m.tp, link(&p.tp)),
+        TermKind::CpComm => format!("CP={} over {}", m.cp, link(&p.cp)),
+        TermKind::EpAllToAll => format!("EP={} over {}", m.ep, link(&p.ep)),
+        TermKind::PpP2p => format!("PP={} v={} over {}", m.pp, m.virtual_stages, link(&p.pp)),
+        TermKind::PipelineBubble => format!(
             "{:.0}% bubble at PP={} with {} microbatches, v={}",
             e.bubble_fraction * 100.0,
             m.pp,
             e.microbatches,
             m.virtual_stages
         ),
-        "dp_grad_sync" => format!("DP={} across {}", m.dp, link(&p.dp)),
-        "zero_gather" => format!(
+        TermKind::DpGradSync => format!("DP={} across {}", m.dp * m.cp, link(&p.grad)),
+        TermKind::ZeroGather => format!(
             "ZeRO-{} over DP={} across {}",
             m.zero_stage,
             m.dp,
             link(&p.dp)
         ),
-        "optimizer" => format!(
+        TermKind::Optimizer => format!(
             "ZeRO-{} shards the optimizer over {}",
             m.zero_stage,
             if m.zero_stage >= 1 { m.dp } else { 1 }
         ),
-        _ => String::new(),
     }
 }
 
@@ -80,7 +86,7 @@ pub fn why_below(upper: &Evaluation, lower: &Evaluation) -> String {
         .zip(lows.iter())
         .map(|((name, a), (_, b))| (*name, b.exposed_s - a.exposed_s))
         .max_by(|a, b| a.1.total_cmp(&b.1))
-        .unwrap_or(("compute", 0.0));
+        .unwrap_or((TermKind::Compute, 0.0));
     format!(
         "{} exposed {}: {}",
         signed_seconds(delta),
@@ -99,7 +105,7 @@ pub fn shift_cause(measured: &Evaluation, nominal: &Evaluation) -> String {
         .zip(nominal.breakdown.terms().iter())
         .map(|((name, m), (_, n))| (*name, m.exposed_s, n.exposed_s))
         .max_by(|a, b| (a.1 - a.2).abs().total_cmp(&(b.1 - b.2).abs()))
-        .unwrap_or(("compute", 0.0, 0.0));
+        .unwrap_or((TermKind::Compute, 0.0, 0.0));
     let how = if n <= 0.0 {
         format!("{} where nominal had none", seconds(m))
     } else if m >= n {
@@ -108,18 +114,21 @@ pub fn shift_cause(measured: &Evaluation, nominal: &Evaluation) -> String {
         format!("{:.1}x faster than nominal", n / m.max(f64::MIN_POSITIVE))
     };
     let mut cause = term_cause(name, measured);
-    if name != "compute" && name != "optimizer" && name != "pipeline_bubble" {
-        let p = &measured.placement;
-        let span = match name {
-            "tp_comm" => p.tp,
-            "cp_comm" => p.cp,
-            "ep_all_to_all" => p.ep,
-            "pp_p2p" => p.pp,
-            _ => p.dp,
-        };
-        if span.link == LinkClass::Pcie {
-            cause.push_str(" (PCIe-only node)");
-        }
+    let p = &measured.placement;
+    let span = match name {
+        TermKind::TpComm => Some(p.tp),
+        TermKind::CpComm => Some(p.cp),
+        TermKind::EpAllToAll => Some(p.ep),
+        TermKind::PpP2p => Some(p.pp),
+        TermKind::DpGradSync | TermKind::ZeroGather => Some(p.grad),
+        TermKind::Compute
+        | TermKind::Launch
+        | TermKind::PipelineBubble
+        | TermKind::Optimizer
+        | TermKind::Straggler => None,
+    };
+    if span.is_some_and(|s| s.link == LinkClass::Pcie) {
+        cause.push_str(" (PCIe-only node)");
     }
     format!("{} {how}: {cause}", term_label(name))
 }

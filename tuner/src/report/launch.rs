@@ -1,7 +1,7 @@
 //! Launch configurations for a chosen mesh: Megatron-LM arguments, a DeepSpeed JSON config and
 //! a torchtitan TOML section. Each maps what the framework can express and says what it cannot.
 
-use crate::mesh::{Mesh, Precision, Recompute, Training};
+use crate::mesh::{Mesh, Precision, Recompute, ReduceDtype, Training};
 use crate::model::{FfnAct, ModelShape};
 
 /// Megatron-LM `pretrain_gpt.py` arguments.
@@ -67,6 +67,13 @@ pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> String {
     if t.overlap_grad_reduce {
         a.push("--overlap-grad-reduce".into());
     }
+    // Under --bf16 Megatron reduces gradients in fp32 unless told otherwise.
+    if t.grad_reduce == ReduceDtype::Bf16 {
+        a.push("--grad-reduce-in-bf16".into());
+    }
+    if t.tp_comm_overlap && m.tp > 1 && m.sequence_parallel {
+        a.push("--tp-comm-overlap".into());
+    }
     if t.flash_attention {
         a.push("--use-flash-attn".into());
     }
@@ -111,8 +118,13 @@ pub fn deepspeed(t: &Training, m: &Mesh) -> String {
             "contiguous_gradients": true,
             "reduce_bucket_size": 500_000_000u64,
         },
+        "communication_data_type": match t.grad_reduce {
+            ReduceDtype::Bf16 => "bf16",
+            ReduceDtype::Fp32 => "fp32",
+        },
         "activation_checkpointing": {
-            "partition_activations": m.sequence_parallel,
+            // Partitioning only applies to checkpointed activations.
+            "partition_activations": m.sequence_parallel && m.recompute != Recompute::None,
             "contiguous_memory_optimization": m.recompute == Recompute::Full,
             "number_checkpoints": serde_json::Value::Null,
         },
@@ -129,7 +141,7 @@ pub fn deepspeed(t: &Training, m: &Mesh) -> String {
 /// A torchtitan job-config TOML section. torchtitan shards with FSDP2: ZeRO-3 maps to
 /// `data_parallel_shard_degree`, ZeRO-0 to replicate, ZeRO-1/2 to FSDP that keeps parameters
 /// gathered after forward (`fsdp_reshard_after_forward = "never"`).
-pub fn torchtitan(t: &Training, m: &Mesh) -> String {
+pub fn torchtitan(model: &ModelShape, t: &Training, m: &Mesh) -> String {
     let (replicate, shard) = if m.zero_stage == 0 {
         (m.dp, 1)
     } else {
@@ -145,12 +157,31 @@ pub fn torchtitan(t: &Training, m: &Mesh) -> String {
         Recompute::Selective => "selective",
         Recompute::Full => "full",
     };
+    let mut split = String::new();
+    if m.pp > 1 {
+        // Layers per (virtual) stage, so torchtitan splits the model as it was priced; an
+        // uneven split is priced with one layer fewer on the first and last stage, which
+        // torchtitan's equal split cannot express.
+        let stages = m.pp * m.virtual_stages;
+        if model.layers % stages == 0 {
+            split.push_str(&format!(
+                "pipeline_parallel_layers_per_stage = {}\n",
+                model.layers / stages
+            ));
+        } else {
+            split.push_str(&format!(
+                "# {} layers do not split evenly over {stages} stages; set pipeline_parallel_split_points by hand\n",
+                model.layers
+            ));
+        }
+    }
     let mut s = format!(
         "[parallelism]\ndata_parallel_replicate_degree = {replicate}\ndata_parallel_shard_degree = {shard}\n\
          fsdp_reshard_after_forward = \"{}\"\ntensor_parallel_degree = {}\ncontext_parallel_degree = {}\n\
          pipeline_parallel_degree = {}\npipeline_parallel_schedule = \"{schedule}\"\n\
-         pipeline_parallel_microbatch_size = {}\nexpert_parallel_degree = {}\n\n\
-         [training]\nglobal_batch_size = {}\nlocal_batch_size = {}\nseq_len = {}\nmixed_precision_param = \"bfloat16\"\n\n\
+         pipeline_parallel_microbatch_size = {}\nexpert_parallel_degree = {}\n{split}\n\
+         [training]\nglobal_batch_size = {}\nlocal_batch_size = {}\nseq_len = {}\nmixed_precision_param = \"bfloat16\"\n\
+         mixed_precision_reduce = \"{}\"\n\n\
          [activation_checkpoint]\nmode = \"{ac}\"\n",
         if m.zero_stage == 3 { "default" } else { "never" },
         m.tp,
@@ -161,6 +192,10 @@ pub fn torchtitan(t: &Training, m: &Mesh) -> String {
         t.global_batch,
         t.global_batch / m.dp,
         t.seq_len,
+        match t.grad_reduce {
+            ReduceDtype::Bf16 => "bfloat16",
+            ReduceDtype::Fp32 => "float32",
+        },
     );
     if t.precision == Precision::Fp8 {
         s.push_str("\n[float8]\nenable_fsdp_float8_all_gather = true\n");

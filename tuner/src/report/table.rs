@@ -169,7 +169,7 @@ pub fn recommend(doc: &Document) -> String {
             .filter(|(t, s)| {
                 **s != Source::Nominal && first.time_s.get(*t).is_some_and(|x| x.time_s > 0.0)
             })
-            .map(|(t, _)| *t)
+            .map(|(t, _)| t.name())
             .collect();
         if doc.measurements.is_some() {
             s.push_str(&format!(
@@ -247,7 +247,7 @@ pub fn explain(doc: &Document) -> String {
                 continue;
             }
             t.add_row(vec![
-                Cell::new(term_label(name)),
+                Cell::new(term_label(*name)),
                 Cell::new(seconds(term.time_s)),
                 Cell::new(seconds(term.exposed_s)),
                 Cell::new(format!("{:.1}%", 100.0 * term.exposed_s / m.step_time_s)),
@@ -307,7 +307,7 @@ pub fn compare(doc: &Document) -> String {
         }
         row(
             &mut t,
-            &format!("{} (exposed)", term_label(name)),
+            &format!("{} (exposed)", term_label(*name)),
             term.exposed_s,
             other.exposed_s,
             &sec,
@@ -445,7 +445,11 @@ pub fn validation(v: &Validation, summary_only: bool) -> String {
     if !v.skipped.is_empty() {
         let mut t = table(&["not priced", "file", "why"]);
         for r in &v.skipped {
-            t.add_row(vec![Cell::new(&r.id), Cell::new(&r.file), Cell::new(&r.reason)]);
+            t.add_row(vec![
+                Cell::new(&r.id),
+                Cell::new(&r.file),
+                Cell::new(&r.reason),
+            ]);
         }
         out.push_str(&format!("{t}\n"));
     }
@@ -476,9 +480,16 @@ pub fn validation(v: &Validation, summary_only: bool) -> String {
         s.baseline_median_abs_error * 100.0,
     ));
     if !v.skipped.is_empty() {
-        out.push_str(&format!("{} runs not priced (listed above)\n", v.skipped.len()));
+        out.push_str(&format!(
+            "{} runs not priced (listed above)\n",
+            v.skipped.len()
+        ));
     }
-    let fitted: Vec<String> = v.fitted.iter().map(|(k, x)| format!("{k} = {x:.4e}")).collect();
+    let fitted: Vec<String> = v
+        .fitted
+        .iter()
+        .map(|(k, x)| format!("{k} = {x:.4e}"))
+        .collect();
     out.push_str(&format!("fitted efficiencies: {}\n", fitted.join(", ")));
     out
 }

@@ -109,7 +109,10 @@ pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
         FlashKernel::Flash2
     };
     if flash_attention {
-        choices.insert("flash_kernel".into(), format!("{flash_kernel:?}").to_lowercase());
+        choices.insert(
+            "flash_kernel".into(),
+            format!("{flash_kernel:?}").to_lowercase(),
+        );
     }
     // torchtitan and Hugging Face models (NeMo AutoModel) run eager PyTorch ops by default;
     // Megatron, Megatron-DeepSpeed and llm-foundry fuse them.

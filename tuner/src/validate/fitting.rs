@@ -32,6 +32,16 @@ pub const FITTED: &[Knob] = &[
         range: (0.0, 6.0),
     },
     Knob {
+        name: "recompute_pass",
+        field: |e| &mut e.recompute_pass,
+        range: (0.6, 1.0),
+    },
+    Knob {
+        name: "network_busbw",
+        field: |e| &mut e.network_busbw,
+        range: (0.4, 0.9),
+    },
+    Knob {
         name: "straggler_sigma",
         field: |e| &mut e.straggler_sigma,
         range: (0.0, 0.05),

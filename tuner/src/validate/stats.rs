@@ -52,7 +52,6 @@ fn ranks(v: &[f64]) -> Vec<f64> {
     r
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
