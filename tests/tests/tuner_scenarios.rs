@@ -89,7 +89,7 @@ fn healthy_dgx_h100_fleet_ranks_close_to_nominal() {
 }
 
 #[test]
-fn pcie_only_l40s_fleet_moves_the_winner_away_from_tp8() {
+fn pcie_only_l40s_fleet_moves_the_winner_to_a_smaller_tp() {
     let dir = tempfile::tempdir().unwrap();
     let data = fleet(dir.path(), "l40s-pcie", 2, None);
     let data = data.to_str().unwrap();
@@ -123,19 +123,19 @@ fn pcie_only_l40s_fleet_moves_the_winner_away_from_tp8() {
         tp(&measured),
         tp(&nominal)
     );
-    // GPT-3 175B on 112 L40S (14 nodes) with a 96-sequence batch: the catalog's PCIe figure lets
-    // TP=8 win narrowly, because it avoids both recomputation and a deeper bubble. At the
-    // measured rate its all-reduces cost more than those savings, and TP=4 takes over.
+    // GPT-3 175B on 96 L40S (12 nodes) with a 128-sequence batch: the catalog's PCIe figure
+    // and NCCL's latency model let TP=6 win, because it needs no recomputation. At the measured
+    // rate its all-reduces cost more than that saving, and TP=3 with recomputation takes over.
     let args = [
         "recommend",
         "--model",
         "gpt3-175b",
         "--gpus",
-        "112",
+        "96",
         "--cluster",
         "l40s-pcie",
         "--global-batch",
-        "96",
+        "128",
         "--top",
         "5",
     ];
@@ -143,34 +143,19 @@ fn pcie_only_l40s_fleet_moves_the_winner_away_from_tp8() {
     let measured = tuner(&[&args[..], &["--measurements", data, "--compare-nominal"]].concat());
     assert_eq!(
         layout(&nominal["meshes"][0]).0,
-        8,
+        6,
         "{}",
         nominal["meshes"][0]
     );
     let winner = &measured["meshes"][0];
-    assert!(layout(winner).0 < 8, "{winner}");
+    assert!(layout(winner).0 < 6, "{winner}");
     assert!(winner["nominal_rank"].as_u64().unwrap() > 1, "{winner}");
     let top = measured["top_pick_changed"].as_str().unwrap();
     assert!(
-        top.contains("the catalog picks TP8")
+        top.contains("the catalog picks TP6")
             && top.contains("TP all-reduce")
-            && top.contains("slower than nominal: TP=8 over PCIe"),
+            && top.contains("slower than nominal: TP=6 over PCIe"),
         "{top}"
-    );
-    // The catalog's pick is still listed, lower, with the same cause.
-    let demoted = measured["meshes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["nominal_rank"] == 1)
-        .expect("the catalog pick is in the measured top 5");
-    assert!(demoted["rank"].as_u64().unwrap() > 1);
-    assert!(
-        demoted["shift_cause"]
-            .as_str()
-            .unwrap()
-            .starts_with("TP all-reduce"),
-        "{demoted}"
     );
     assert!(winner["warnings"]
         .as_array()
@@ -271,17 +256,17 @@ fn across_nodes(dir: &Path, profile: &str, nodes: u32, faults: &[&str]) -> PathB
 
 #[test]
 fn fabric_at_half_rate_shifts_weight_from_dp_to_pp() {
-    // Llama 3 405B on 2048 A100s (256 DGX A100). The fabric is measured across 8 nodes, all
-    // GPUs taking part, once healthy and once delivering half its rate.
+    // GPT-3 175B on 512 A100s (64 DGX A100). The fabric is measured across 8 nodes, all GPUs
+    // taking part, once healthy and once delivering half its rate.
     let dir = tempfile::tempdir().unwrap();
     let healthy = across_nodes(dir.path(), "dgx-a100", 8, &[]);
     let slow = across_nodes(dir.path(), "dgx-a100", 8, &["fabric-slow:factor=0.5"]);
     let args = [
         "recommend",
         "--model",
-        "llama3-405b",
+        "gpt3-175b",
         "--gpus",
-        "2048",
+        "512",
         "--cluster",
         "dgx-a100",
         "--top",

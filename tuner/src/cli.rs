@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use tuner::catalog::{self, Cluster, NOMINAL};
+use tuner::catalog::{self, Cluster, NOMINAL, PRIOR};
 use tuner::cost::{Evaluation, Scenario};
 use tuner::error::bad_input;
 use tuner::mesh::{FlashKernel, Framework, Precision, Recompute, ReduceDtype, Training};
@@ -15,7 +15,7 @@ use tuner::report::{explain, launch, table};
 use tuner::search::{self, Constraints};
 use tuner::validate;
 
-use crate::measure::{self, MeasureArgs, Priced};
+use tuner::measure::{self, MeasureArgs, Priced};
 
 /// Ranks hybrid-parallel training layouts (DP x TP x PP x CP x EP, ZeRO, microbatches,
 /// recomputation) for a model on a GPU cluster.
@@ -447,11 +447,11 @@ fn validate_command(
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     if leave_one_source_out {
-        let rows = validate::fitting::leave_one_source_out(&files, &NOMINAL);
+        let rows = validate::fitting::leave_one_source_out(&files, &PRIOR);
         return render(format, &rows, || table::held_out(&rows));
     }
     let efficiency = if fit {
-        validate::fitting::fit(&files, &NOMINAL, None)
+        validate::fitting::fit(&files, &PRIOR, None)
     } else {
         NOMINAL
     };

@@ -21,6 +21,7 @@ pub mod cost;
 pub mod error;
 pub mod fit;
 pub mod ingest;
+pub mod measure;
 pub mod mesh;
 pub mod model;
 pub mod placement;

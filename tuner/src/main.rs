@@ -3,7 +3,6 @@ use std::process::ExitCode;
 use clap::Parser;
 
 mod cli;
-mod measure;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();

@@ -7,16 +7,16 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{bail, Context};
 use clap::Args;
 
-use tuner::catalog::NOMINAL;
-use tuner::cost::Scenario;
-use tuner::error::bad_input;
-use tuner::fit::fleet::Aggregate;
-use tuner::fit::{fit_all, FitOptions, Fits};
-use tuner::ingest::prometheus::PromSource;
-use tuner::ingest::snapshot::Snapshot;
-use tuner::ingest::{files, Measurements};
-use tuner::mesh::Precision;
-use tuner::report::doc::{MeasurementsDoc, StragglerDoc};
+use crate::catalog::NOMINAL;
+use crate::cost::Scenario;
+use crate::error::bad_input;
+use crate::fit::fleet::Aggregate;
+use crate::fit::{fit_all, FitOptions, Fits};
+use crate::ingest::prometheus::PromSource;
+use crate::ingest::snapshot::Snapshot;
+use crate::ingest::{files, Measurements};
+use crate::mesh::Precision;
+use crate::report::doc::{MeasurementsDoc, StragglerDoc};
 
 /// Where measured figures come from; without any, the catalog prices everything.
 #[derive(Debug, Args)]
@@ -263,9 +263,9 @@ pub fn price(nominal: Scenario, args: &MeasureArgs) -> anyhow::Result<Priced> {
         .collect::<std::collections::BTreeSet<_>>()
     {
         let priced_as = &nominal.cluster.gpu;
-        match tuner::catalog::gpu_for_model_name(model) {
+        match crate::catalog::gpu_for_model_name(model) {
             Some(g) if g.id != priced_as.id => {
-                let preset = tuner::catalog::CLUSTERS.iter().find(|c| c.gpu == g.id).map_or(String::new(), |c| format!("; pass --cluster {}", c.id));
+                let preset = crate::catalog::CLUSTERS.iter().find(|c| c.gpu == g.id).map_or(String::new(), |c| format!("; pass --cluster {}", c.id));
                 notes.push(format!("WARNING: the measurements come from {model} ({}) but the cluster prices {} ({}){preset}", g.id, priced_as.id, priced_as.name));
             }
             Some(_) => notes.push(format!("measured GPUs report as {model}, priced against the {} datasheet", priced_as.name)),
@@ -323,7 +323,7 @@ pub fn price(nominal: Scenario, args: &MeasureArgs) -> anyhow::Result<Priced> {
 /// What keeping the excluded nodes costs the best layout.
 fn keep_cost_line(without: &Scenario, all: &Fits, nodes: &[String]) -> String {
     let best = |s: &Scenario| {
-        tuner::search::search(s, &tuner::search::Constraints::default(), 1)
+        crate::search::search(s, &crate::search::Constraints::default(), 1)
             .ranked
             .first()
             .map(|e| e.step_time_s)

@@ -10,7 +10,7 @@ use std::path::Path;
 use crate::error::TunerError;
 use crate::model::ModelShape;
 pub use clusters::{ClusterPreset, CLUSTERS};
-pub use efficiency::{ArchKernels, Efficiency, NOMINAL};
+pub use efficiency::{ArchKernels, Efficiency, NOMINAL, PRIOR};
 pub use gpus::{Arch, Gpu, GPUS};
 
 /// A resolved cluster: one node design plus the GPU figures, ready for the cost model.

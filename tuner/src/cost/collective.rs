@@ -36,18 +36,21 @@ impl Collective {
         })
     }
 
-    /// nccl-tests bus-bandwidth factor for `n` ranks: busbw = algbw x factor
-    /// (nccl-tests doc/PERFORMANCE.md): 2(n-1)/n for all-reduce, (n-1)/n for all-gather,
-    /// reduce-scatter and all-to-all, 1 for send/recv.
-    pub fn busbw_factor(self, n: u32) -> f64 {
-        let n = f64::from(n.max(1));
+    /// The record kind that measures this collective.
+    pub fn kind(self) -> Kind {
         match self {
-            Collective::AllReduce => 2.0 * (n - 1.0) / n,
-            Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll => {
-                (n - 1.0) / n
-            }
-            Collective::SendRecv => 1.0,
+            Collective::AllReduce => Kind::AllReduce,
+            Collective::AllGather => Kind::AllGather,
+            Collective::ReduceScatter => Kind::ReduceScatter,
+            Collective::AllToAll => Kind::AllToAll,
+            Collective::SendRecv => Kind::SendRecv,
         }
+    }
+
+    /// nccl-tests bus-bandwidth factor for `n` ranks (the record crate's one table):
+    /// busbw = algbw x factor.
+    pub fn busbw_factor(self, n: u32) -> f64 {
+        record::busbw_factor(self.kind(), n.max(1)).unwrap_or(1.0)
     }
 }
 
