@@ -202,3 +202,164 @@ pub fn torchtitan(model: &ModelShape, t: &Training, m: &Mesh) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::catalog;
+    use crate::mesh::{FlashKernel, Framework};
+
+    fn training(grad_reduce: ReduceDtype) -> Training {
+        Training {
+            seq_len: 8192,
+            global_batch: 1024,
+            precision: Precision::Bf16,
+            optimizer: "adam",
+            flash_attention: true,
+            overlap_grad_reduce: true,
+            flash_kernel: FlashKernel::Newest,
+            tp_comm_overlap: true,
+            fused_elementwise: true,
+            framework: Framework::Megatron,
+            grad_reduce,
+        }
+    }
+
+    fn mesh(pp: u32, v: u32, zero_stage: u8, recompute: Recompute) -> Mesh {
+        Mesh {
+            tp: 8,
+            pp,
+            dp: 8,
+            cp: 2,
+            ep: 1,
+            microbatch_size: 1,
+            virtual_stages: v,
+            zero_stage,
+            recompute,
+            sequence_parallel: true,
+        }
+    }
+
+    /// `--flag value` pairs and bare `--flag`s of a Megatron command line.
+    fn megatron_args(text: &str) -> HashMap<String, Vec<String>> {
+        let mut args: HashMap<String, Vec<String>> = HashMap::new();
+        let mut key = None;
+        for word in text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .flat_map(str::split_whitespace)
+            .filter(|w| *w != "\\")
+        {
+            if let Some(flag) = word.strip_prefix("--") {
+                args.insert(flag.to_string(), Vec::new());
+                key = Some(flag.to_string());
+            } else if let Some(k) = &key {
+                args.get_mut(k).unwrap().push(word.to_string());
+            }
+        }
+        args
+    }
+
+    fn number(args: &HashMap<String, Vec<String>>, flag: &str) -> u32 {
+        args[flag][0].parse().unwrap()
+    }
+
+    #[test]
+    fn megatron_arguments_parse_back_into_the_priced_layout() {
+        let model = catalog::model("llama3-405b").unwrap().shape;
+        // 126 layers: 16 stages uneven (7 on the first and last, 8 elsewhere), and 9 stages x
+        // 2 virtual stages even (7 layers per chunk).
+        for (m, t) in [
+            (
+                mesh(16, 1, 1, Recompute::Selective),
+                training(ReduceDtype::Fp32),
+            ),
+            (mesh(9, 2, 1, Recompute::Full), training(ReduceDtype::Bf16)),
+        ] {
+            let a = megatron_args(&megatron(&model, &t, &m));
+            assert_eq!(number(&a, "tensor-model-parallel-size"), m.tp);
+            assert_eq!(number(&a, "pipeline-model-parallel-size"), m.pp);
+            assert_eq!(number(&a, "context-parallel-size"), m.cp);
+            assert_eq!(number(&a, "micro-batch-size"), m.microbatch_size);
+            assert_eq!(number(&a, "global-batch-size"), t.global_batch);
+            assert_eq!(number(&a, "num-layers"), model.layers);
+            assert_eq!(number(&a, "num-query-groups"), model.kv_heads);
+            assert!(
+                a.contains_key("swiglu") && a.contains_key("untie-embeddings-and-output-weights")
+            );
+            assert!(a.contains_key("sequence-parallel") && a.contains_key("tp-comm-overlap"));
+            assert_eq!(
+                a.contains_key("grad-reduce-in-bf16"),
+                t.grad_reduce == ReduceDtype::Bf16
+            );
+            assert_eq!(
+                a.contains_key("use-distributed-optimizer"),
+                m.zero_stage >= 1
+            );
+            // The stages hold exactly the layers the cost model priced.
+            let per_stage = m.stage_layers(model.layers) as u32;
+            if m.virtual_stages > 1 {
+                let chunk = number(&a, "num-layers-per-virtual-pipeline-stage");
+                assert_eq!(chunk * m.pp * m.virtual_stages, model.layers);
+                assert_eq!(chunk * m.virtual_stages, per_stage);
+            } else {
+                let first = number(&a, "decoder-first-pipeline-num-layers");
+                let last = number(&a, "decoder-last-pipeline-num-layers");
+                assert_eq!(first + last + (m.pp - 2) * per_stage, model.layers);
+                assert_eq!((first, last, per_stage), (7, 7, 8));
+            }
+        }
+    }
+
+    #[test]
+    fn torchtitan_toml_parses_back_into_the_priced_layout() {
+        let model = catalog::model("llama3-405b").unwrap().shape;
+        let m = mesh(9, 2, 3, Recompute::Full);
+        let t = training(ReduceDtype::Fp32);
+        let text = torchtitan(&model, &t, &m);
+        let kv: HashMap<&str, &str> = text
+            .lines()
+            .filter_map(|l| l.split_once(" = "))
+            .map(|(k, v)| (k, v.trim_matches('"')))
+            .collect();
+        let n = |k: &str| kv[k].parse::<u32>().unwrap();
+        assert_eq!(n("tensor_parallel_degree"), m.tp);
+        assert_eq!(n("pipeline_parallel_degree"), m.pp);
+        assert_eq!(n("context_parallel_degree"), m.cp);
+        assert_eq!(n("data_parallel_shard_degree"), m.dp);
+        assert_eq!(n("pipeline_parallel_microbatch_size"), m.microbatch_size);
+        assert_eq!(
+            n("pipeline_parallel_layers_per_stage") * m.pp * m.virtual_stages,
+            model.layers
+        );
+        assert_eq!(kv["pipeline_parallel_schedule"], "Interleaved1F1B");
+        assert_eq!(kv["mixed_precision_reduce"], "float32");
+        assert_eq!(kv["fsdp_reshard_after_forward"], "default");
+        assert_eq!(kv["mode"], "full");
+    }
+
+    #[test]
+    fn deepspeed_partitions_activations_only_under_recomputation() {
+        let t = training(ReduceDtype::Bf16);
+        let parse =
+            |m: &Mesh| -> serde_json::Value { serde_json::from_str(&deepspeed(&t, m)).unwrap() };
+        let with = parse(&mesh(1, 1, 2, Recompute::Full));
+        let without = parse(&mesh(1, 1, 2, Recompute::None));
+        assert_eq!(
+            with["activation_checkpointing"]["partition_activations"],
+            true
+        );
+        assert_eq!(
+            without["activation_checkpointing"]["partition_activations"],
+            false
+        );
+        assert_eq!(with["zero_optimization"]["stage"], 2);
+        assert_eq!(with["communication_data_type"], "bf16");
+        assert_eq!(
+            with["gradient_accumulation_steps"],
+            t.global_batch / (8 * 1)
+        );
+    }
+}
