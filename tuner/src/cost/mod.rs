@@ -235,6 +235,18 @@ impl Scenario {
                 / f64::from(mesh.cp);
             let per_expert =
                 tokens * f64::from(mesh.ep) * f64::from(moe.top_k) / f64::from(moe.experts);
+            // The classic MoE pitfall: the busiest expert sets the pace of both all-to-alls
+            // and of the expert GEMMs; when the all-to-all dominates, so does the imbalance.
+            let a2a = e.breakdown.ep_all_to_all.exposed_s / e.step_time_s;
+            if a2a > 0.2 {
+                w.push(Pitfall::MoeSpread {
+                    reason: format!(
+                        "the all-to-all is {:.0}% of the step and waits for the busiest expert ({:.2}x the mean load): balance the router (auxiliary loss or bias) or cap expert capacity",
+                        a2a * 100.0,
+                        self.efficiency.moe_imbalance
+                    ),
+                });
+            }
             if per_expert < 256.0 {
                 w.push(Pitfall::MoeSpread {
                     reason: format!("only {per_expert:.0} tokens per expert per microbatch: expert GEMMs starve and routing skew shows"),
