@@ -116,10 +116,10 @@ pub fn for_each_mesh(
                             (_, None) => (1..=MAX_VIRTUAL_STAGES).collect(),
                         };
                         for v in vs {
-                            if (v > 1 && m % pp != 0)
-                                // Interleaving needs an even split: Megatron cannot put
-                                // one layer fewer on the first and last of v x pp chunks.
-                                || (v > 1 && model.layers % (pp * v) != 0)
+                            // Interleaving needs microbatches in multiples of the stages and
+                            // an even split: Megatron cannot put one layer fewer on the first
+                            // and last of v x pp chunks.
+                            if (v > 1 && (m % pp != 0 || model.layers % (pp * v) != 0))
                                 || c.virtual_stages.is_some_and(|x| x != v)
                             {
                                 continue;
