@@ -4,7 +4,7 @@
 use assert_cmd::Command;
 use std::path::{Path, PathBuf};
 
-const LOGS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/nccl-tests");
+const LOGS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../data/nccl-tests");
 
 fn microbench(args: &[&str]) -> assert_cmd::assert::Assert {
     Command::cargo_bin("microbench")

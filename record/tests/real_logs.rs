@@ -1,4 +1,4 @@
-//! The nccl-tests parser over every real log in shared/data/nccl-tests (issue 3).
+//! The nccl-tests parser over every real log in data/nccl-tests (issue 3; a copy of shared/data).
 //!
 //! The parser checks each row's printed algbw and busbw against size / time and the busbw
 //! factor and warns on any disagreement; these tests assert that the real logs raise no such
@@ -110,7 +110,7 @@ fn assert_close(actual: f64, expected: f64, tolerance: f64, what: &str) {
 #[test]
 fn every_real_log_parses_with_consistent_numbers() {
     let files = logs();
-    assert_eq!(files.len(), 4, "shared/data/nccl-tests changed: {files:?}");
+    assert_eq!(files.len(), 4, "data/nccl-tests changed: {files:?}");
     for path in files {
         let text = std::fs::read_to_string(&path).unwrap();
         let want = expected_for(&path);

@@ -1,13 +1,12 @@
 //! The FLOP formulas against the figures the papers derived from them
-//! (shared/data/published-runs.yaml, `observed.tflops_per_gpu`).
+//! (data/published-runs.yaml, `observed.tflops_per_gpu`).
 
 use tuner::model::{korthikanti_eq7_flops, narayanan_eq3_flops};
 use tuner::validate::parse_runs;
 
 fn runs() -> tuner::validate::RunsFile {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../data/published-runs.yaml");
-    let text =
-        std::fs::read_to_string(path).expect("shared/data/published-runs.yaml beside the checkout");
+    let text = std::fs::read_to_string(path).expect("data/published-runs.yaml in the repository");
     parse_runs(&text, path).expect("runs file parses")
 }
 

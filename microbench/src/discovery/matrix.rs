@@ -228,7 +228,7 @@ mod tests {
 
     const V100_LOG: &str = include_str!(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/data/nccl-tests/nccl-tests-37_v100-sxm2-x8-nvlink_all_gather.txt"
+        "/../data/nccl-tests/nccl-tests-37_v100-sxm2-x8-nvlink_all_gather.txt"
     ));
 
     /// The table as printed in the log, from its header line on.

@@ -49,7 +49,7 @@ pub fn gpu(id: &str) -> Result<&'static Gpu, TunerError> {
         })
 }
 
-/// The catalog GPU an NVML model name (`meshfit_gpu_info{modelName}`) denotes, if any.
+/// The catalog GPU an NVML model name (`meshfit_gpu_info{model_name}`) denotes, if any.
 pub fn gpu_for_model_name(name: &str) -> Option<&'static Gpu> {
     let n = name.to_ascii_lowercase();
     let id = if n.contains("gb200") {

@@ -288,7 +288,7 @@ fn to_measurements(
     for s in &gpus {
         let (Some(idx), Some(model)) = (
             label(s, "gpu").and_then(|g| g.parse().ok()),
-            label(s, "modelName"),
+            label(s, "model_name"),
         ) else {
             continue;
         };
