@@ -87,6 +87,9 @@ pub fn why_below(upper: &Evaluation, lower: &Evaluation) -> String {
         .map(|((name, a), (_, b))| (*name, b.exposed_s - a.exposed_s))
         .max_by(|a, b| a.1.total_cmp(&b.1))
         .unwrap_or((TermKind::Compute, 0.0));
+    if delta <= 0.0 {
+        return "the same time term by term: an exact tie".to_string();
+    }
     format!(
         "{} exposed {}: {}",
         signed_seconds(delta),
