@@ -116,10 +116,9 @@ pub fn for_each_mesh(
                             (_, None) => (1..=MAX_VIRTUAL_STAGES).collect(),
                         };
                         for v in vs {
-                            // Interleaving needs microbatches in multiples of the stages and
-                            // an even split: Megatron cannot put one layer fewer on the first
-                            // and last of v x pp chunks.
-                            if (v > 1 && (m % pp != 0 || model.layers % (pp * v) != 0))
+                            // Interleaving needs microbatches in multiples of the stages.
+                            if (v > 1 && m % pp != 0)
+                                || !splits_layers(model.layers, pp * v)
                                 || c.virtual_stages.is_some_and(|x| x != v)
                             {
                                 continue;
@@ -313,8 +312,7 @@ mod tests {
 
     #[test]
     fn pinned_virtual_stages_beyond_eight_are_allowed() {
-        // 32 layers on 4 stages with one layer per virtual stage: v = 8; 16 layers on 2
-        // stages, one per virtual stage: v = 8; 48 layers on 4 stages: v = 12.
+        // NeMo runs one layer per virtual stage: 48 layers on 4 stages gives v = 12.
         let mut model = catalog::model("llama3-8b").unwrap().shape;
         model.layers = 48;
         let c = Constraints {
@@ -337,26 +335,5 @@ mod tests {
         assert!(splits_layers(80, 8));
         assert!(!splits_layers(80, 7));
         assert!(!splits_layers(126, 128));
-    }
-
-    #[test]
-    fn uneven_splits_are_not_interleaved() {
-        // Llama 3 405B's 126 layers: 16 stages uneven is valid, 8 stages x 8 virtual stages is
-        // refused (no exact Megatron layout), 9 x 2 even is kept (126 = 18 x 7).
-        let model = catalog::model("llama3-405b").unwrap().shape;
-        let stages = |pp: u32, v: u32| {
-            let c = Constraints {
-                tp: Some(8),
-                pp: Some(pp),
-                virtual_stages: Some(v),
-                ..Constraints::default()
-            };
-            let mut n = 0;
-            for_each_mesh(&model, 8192, 1152, 8 * pp * 8, &c, |_| n += 1);
-            n
-        };
-        assert!(stages(16, 1) > 0);
-        assert_eq!(stages(8, 8), 0);
-        assert!(stages(9, 2) > 0);
     }
 }

@@ -44,6 +44,16 @@ pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> String {
             ));
         }
     }
+    let uneven = model.layers % (m.pp * m.virtual_stages) != 0;
+    if m.virtual_stages > 1 && uneven {
+        // Megatron puts the first and last stage's missing layers on whole stages, not on
+        // virtual chunks: this layout has no exact Megatron form.
+        return format!(
+            "# not emitted: {} layers over {} stages x {} virtual stages split unevenly, which \
+             Megatron-LM cannot express; pin --virtual-stages 1 or use --emit torchtitan\n",
+            model.layers, m.pp, m.virtual_stages
+        );
+    }
     if m.virtual_stages > 1 {
         a.push(format!(
             "--num-layers-per-virtual-pipeline-stage {}",
@@ -88,7 +98,7 @@ pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> String {
             m.zero_stage
         ));
     }
-    if model.layers % (m.pp * m.virtual_stages) != 0 {
+    if uneven {
         out.push_str(&format!(
             "# {} layers do not split evenly over {} stages: first and last stage take one layer fewer\n",
             model.layers,
@@ -311,6 +321,23 @@ mod tests {
                 assert_eq!((first, last, per_stage), (7, 7, 8));
             }
         }
+    }
+
+    #[test]
+    fn megatron_refuses_an_uneven_interleaved_split() {
+        // 126 layers on 8 stages x 8 virtual stages: priced with one layer fewer on the first
+        // and last stage, which Megatron's virtual chunks cannot hold.
+        let model = catalog::model("llama3-405b").unwrap().shape;
+        let out = megatron(
+            &model,
+            &training(ReduceDtype::Fp32),
+            &mesh(8, 8, 1, Recompute::Full),
+        );
+        assert!(
+            out.starts_with("# not emitted: 126 layers over 8 stages x 8 virtual stages"),
+            "{out}"
+        );
+        assert!(!out.contains("--num-layers-per-virtual-pipeline-stage"));
     }
 
     #[test]
