@@ -239,7 +239,12 @@ impl Node for SimNode {
                     pcie_replays: Some(0),
                     nvlink_tx_bytes: (gpu.nvlinks > 0).then_some(moved[0]),
                     nvlink_rx_bytes: (gpu.nvlinks > 0).then_some(moved[1]),
-                    nvlink_errors: (gpu.nvlinks > 0).then_some(discovery::NvlinkErrors::default()),
+                    nvlink_errors: (gpu.nvlinks > 0).then_some(discovery::NvlinkErrors {
+                        replay: Some(0),
+                        recovery: Some(0),
+                        crc_flit: Some(0),
+                        crc_data: Some(0),
+                    }),
                 }
             })
             .collect())

@@ -46,12 +46,17 @@ pub async fn discover(node: &Arc<dyn Node>, cache: &Cache) {
             "no GPUs to calibrate: {message}; serving host metrics and meshfit_up 0, retrying every {} s",
             REDISCOVER.as_secs()
         ),
-        (_, Discovery::Found(t)) => tracing::info!(
-            "discovered {} GPU(s) ({}), {} NIC(s)",
-            t.gpus.len(),
-            t.gpus.first().map(|g| g.name.as_str()).unwrap_or_default(),
-            t.nics.len()
-        ),
+        (_, Discovery::Found(t)) => {
+            tracing::info!(
+                "discovered {} GPU(s) ({}), {} NIC(s)",
+                t.gpus.len(),
+                t.gpus.first().map(|g| g.name.as_str()).unwrap_or_default(),
+                t.nics.len()
+            );
+            for note in &t.notes {
+                tracing::warn!("discovery: {note}");
+            }
+        }
         (_, Discovery::Pending) => {}
     }
     cache.update(|s| s.discovery = discovery);

@@ -75,6 +75,9 @@ fn topo(cli: &Cli) -> Result<ExitCode> {
         }
         BackendChoice::Sim => backend(&cli.source)?.topology()?,
     };
+    for note in &topology.notes {
+        eprintln!("microbench: topo: {note}");
+    }
     if cli.json {
         emit(&(serde_json::to_string_pretty(&topology)? + "\n"))?;
     } else {

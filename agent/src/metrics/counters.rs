@@ -149,6 +149,8 @@ impl Collector for Counters {
                     ("crc_flit", e.crc_flit),
                     ("crc_data", e.crc_data),
                 ] {
+                    // An unreadable counter has no series rather than a 0 (issue 10).
+                    let Some(v) = v else { continue };
                     let mut l = borrow(labels);
                     l.push(("error", kind));
                     errors.sample(&l, v as f64);

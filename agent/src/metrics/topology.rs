@@ -60,9 +60,12 @@ impl Collector for Topology {
             Type::Gauge,
             "How gpu reaches peer_gpu as nvidia-smi topo -m prints it (NV<n>, PIX, PXB, PHB, NODE, SYS); always 1.",
         );
+        // A pair discovery could not place has no series (issue 10).
         for (a, b) in pairs() {
-            let (ga, gb, link) = (a.to_string(), b.to_string(), t.links[a][b].to_string());
-            links.sample(&[("gpu", &ga), ("peer_gpu", &gb), ("link", &link)], 1.0);
+            if let Some(link) = t.links[a][b] {
+                let (ga, gb, link) = (a.to_string(), b.to_string(), link.to_string());
+                links.sample(&[("gpu", &ga), ("peer_gpu", &gb), ("link", &link)], 1.0);
+            }
         }
         let mut nvlinks = out.family(
             "meshfit_gpu_nvlink_active_links",
@@ -71,8 +74,9 @@ impl Collector for Topology {
         );
         for (a, b) in pairs() {
             let count = match t.links[a][b] {
-                Link::NvLink(k) => k,
-                _ => 0,
+                Some(Link::NvLink(k)) => k,
+                Some(_) => 0,
+                None => continue,
             };
             let (ga, gb) = (a.to_string(), b.to_string());
             nvlinks.sample(&[("gpu", &ga), ("peer_gpu", &gb)], f64::from(count));

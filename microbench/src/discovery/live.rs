@@ -4,6 +4,7 @@
 //! instead of failing the others.
 
 use super::nvml::{devices, init, MAX_NVLINKS};
+use super::nvml_raw;
 use crate::error::Result;
 use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSensor};
 use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
@@ -62,17 +63,26 @@ pub struct Counters {
     pub nvlink_errors: Option<NvlinkErrors>,
 }
 
-/// NVLink data-link error counters (nvml.h `nvmlNvLinkErrorCounter_t`), summed over links.
+/// NVLink data-link error counters (nvml.h `nvmlNvLinkErrorCounter_t`), summed over the
+/// active links. A counter that any active link cannot report is `None`: unavailable, never 0,
+/// since a partial sum would hide that link's errors (issue 10).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NvlinkErrors {
     /// Transmit replays.
-    pub replay: u64,
+    pub replay: Option<u64>,
     /// Transmit recoveries.
-    pub recovery: u64,
+    pub recovery: Option<u64>,
     /// Receive flow-control digit CRC errors.
-    pub crc_flit: u64,
+    pub crc_flit: Option<u64>,
     /// Receive data CRC errors.
-    pub crc_data: u64,
+    pub crc_data: Option<u64>,
+}
+
+/// The sum of `reads`, or `None` when any of them failed.
+fn sum_all<E>(reads: impl IntoIterator<Item = Result<u64, E>>) -> Option<u64> {
+    reads
+        .into_iter()
+        .try_fold(0u64, |sum, r| r.ok().map(|v| sum.saturating_add(v)))
 }
 
 /// Reads every GPU's live counters once. Fails only when NVML itself cannot be used.
@@ -103,21 +113,23 @@ fn read(nvml: &Nvml) -> Result<Vec<Counters>> {
         .iter()
         .zip(0..)
         .map(|(d, gpu)| {
-            let mut errors = NvlinkErrors::default();
-            let mut any_link = false;
-            for l in 0..MAX_NVLINKS {
-                let link = d.link_wrapper_for(l);
+            let links: Vec<_> = (0..MAX_NVLINKS)
+                .map(|l| d.link_wrapper_for(l))
                 // Links a GPU does not have answer with an error; they are not active.
-                if !link.is_active().unwrap_or(false) {
-                    continue;
-                }
-                any_link = true;
-                let read = |c| link.error_counter(c).unwrap_or(0);
-                errors.replay += read(ErrorCounter::DlReplay);
-                errors.recovery += read(ErrorCounter::DlRecovery);
-                errors.crc_flit += read(ErrorCounter::DlCrcFlit);
-                errors.crc_data += read(ErrorCounter::DlCrcData);
-            }
+                .filter(|link| link.is_active().unwrap_or(false))
+                .collect();
+            let errors = |c: ErrorCounter| sum_all(links.iter().map(|l| l.error_counter(c)));
+            let nvlink_errors = (!links.is_empty()).then(|| NvlinkErrors {
+                replay: errors(ErrorCounter::DlReplay),
+                recovery: errors(ErrorCounter::DlRecovery),
+                crc_flit: errors(ErrorCounter::DlCrcFlit),
+                crc_data: errors(ErrorCounter::DlCrcData),
+            });
+            let [nvlink_tx_bytes, nvlink_rx_bytes] = if links.is_empty() {
+                [None, None]
+            } else {
+                nvml_raw::nvlink_data_bytes(d).unwrap_or([None, None])
+            };
             // NVML reports PCIe throughput in KB/s (1000 bytes).
             let pcie = |c| d.pcie_throughput(c).ok().map(|kb| f64::from(kb) * 1e3);
             Ok(Counters {
@@ -137,12 +149,24 @@ fn read(nvml: &Nvml) -> Result<Vec<Counters>> {
                 pcie_tx_bytes_per_s: pcie(PcieUtilCounter::Send),
                 pcie_rx_bytes_per_s: pcie(PcieUtilCounter::Receive),
                 pcie_replays: d.pcie_replay_counter().ok().map(u64::from),
-                // NVLink byte counters need per-link field queries (scope ids) that
-                // nvml-wrapper 0.13 does not expose; left unread rather than reported as 0.
-                nvlink_tx_bytes: None,
-                nvlink_rx_bytes: None,
-                nvlink_errors: any_link.then_some(errors),
+                nvlink_tx_bytes,
+                nvlink_rx_bytes,
+                nvlink_errors,
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error counter one link cannot report is unavailable, not 0 (issue 10).
+    #[test]
+    fn a_counter_any_link_cannot_read_is_unavailable() {
+        assert_eq!(sum_all::<()>([Ok(2), Ok(0), Ok(5)]), Some(7));
+        assert_eq!(sum_all::<()>([Ok(0), Ok(0)]), Some(0));
+        assert_eq!(sum_all([Ok(2), Err(()), Ok(5)]), None);
+        assert_eq!(sum_all::<()>([Ok(u64::MAX), Ok(1)]), Some(u64::MAX));
+    }
 }

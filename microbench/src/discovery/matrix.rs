@@ -8,8 +8,9 @@ use std::fmt::Write as _;
 /// The table's content: GPU and NIC rows, affinities.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Matrix {
-    /// `gpu_links[i][j]`, with [`Link::Itself`] on the diagonal.
-    pub gpu_links: Vec<Vec<Link>>,
+    /// `gpu_links[i][j]`, with [`Link::Itself`] on the diagonal; `None` for a pair discovery
+    /// could not place, printed `N/A` (nvidia-smi itself always names a path).
+    pub gpu_links: Vec<Vec<Option<Link>>>,
     /// `CPU Affinity` per GPU.
     pub cpu_affinity: Vec<String>,
     /// `NUMA Affinity` per GPU, when the table has that column.
@@ -70,10 +71,11 @@ impl From<&Topology> for Matrix {
     }
 }
 
-fn cell(link: Link) -> String {
+fn cell(link: Option<Link>) -> String {
     match link {
-        Link::Itself => " X ".to_string(),
-        other => other.to_string(),
+        Some(Link::Itself) => " X ".to_string(),
+        Some(other) => other.to_string(),
+        None => "N/A".to_string(),
     }
 }
 
@@ -94,8 +96,12 @@ impl Matrix {
         out.push('\n');
         for (g, row) in self.gpu_links.iter().enumerate() {
             let _ = write!(out, "GPU{g}");
-            for link in row.iter().chain(&self.gpu_nic[g]) {
-                let _ = write!(out, "\t{}", cell(*link));
+            for link in row
+                .iter()
+                .copied()
+                .chain(self.gpu_nic[g].iter().map(|&l| Some(l)))
+            {
+                let _ = write!(out, "\t{}", cell(link));
             }
             let _ = write!(out, "\t{}", self.cpu_affinity[g]);
             if let Some(numa) = &self.numa_affinity {
@@ -105,8 +111,8 @@ impl Matrix {
         }
         for (n, row) in self.nic_nic.iter().enumerate() {
             let _ = write!(out, "NIC{n}");
-            for link in self.gpu_nic.iter().map(|r| &r[n]).chain(row) {
-                let _ = write!(out, "\t{}", cell(*link));
+            for &link in self.gpu_nic.iter().map(|r| &r[n]).chain(row) {
+                let _ = write!(out, "\t{}", cell(Some(link)));
             }
             out.push('\n');
         }
@@ -199,7 +205,8 @@ impl Matrix {
                     );
                 }
                 m.gpu_nic.push(links[gpus..].to_vec());
-                m.gpu_links.push(links[..gpus].to_vec());
+                m.gpu_links
+                    .push(links[..gpus].iter().copied().map(Some).collect());
             } else {
                 m.nic_nic.push(links[gpus..].to_vec());
             }
@@ -242,8 +249,8 @@ mod tests {
         let m = Matrix::parse(V100_LOG).unwrap();
         assert_eq!(m.gpu_links.len(), 8);
         // The cube-mesh: GPU0 has NV1 to 1 and 2, NV2 to 3 and 6, and no NVLink to 4, 5, 7.
-        assert_eq!(m.gpu_links[0][3], Link::NvLink(2));
-        assert_eq!(m.gpu_links[0][4], Link::Sys);
+        assert_eq!(m.gpu_links[0][3], Some(Link::NvLink(2)));
+        assert_eq!(m.gpu_links[0][4], Some(Link::Sys));
         assert_eq!(m.render_table(), printed_table());
         assert!(m
             .render()

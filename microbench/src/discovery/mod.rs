@@ -6,6 +6,7 @@
 mod live;
 pub mod matrix;
 mod nvml;
+mod nvml_raw;
 pub mod sysfs;
 
 use serde::{Deserialize, Serialize};
@@ -27,13 +28,17 @@ pub struct Topology {
     pub versions: record::Versions,
     /// GPUs by index.
     pub gpus: Vec<Gpu>,
-    /// `links[i][j]`: how GPU i reaches GPU j, as `nvidia-smi topo -m` prints it.
-    pub links: Vec<Vec<Link>>,
+    /// `links[i][j]`: how GPU i reaches GPU j, as `nvidia-smi topo -m` prints it; `None` for a
+    /// pair NVML could not place (see `notes`).
+    pub links: Vec<Vec<Option<Link>>>,
     /// True when the GPUs' NVLinks go to NVSwitches, so every GPU reaches every other at the
     /// full NVLink bandwidth.
     pub nvswitch: bool,
     /// RDMA NICs.
     pub nics: Vec<Nic>,
+    /// What discovery could not read and left out, one line each, for the caller to log.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// One GPU.
@@ -76,30 +81,41 @@ pub struct Clocks {
     pub memory_max_mhz: Option<u32>,
 }
 
-/// The PCIe link's trained generation and width against the most the pair can do.
+/// The PCIe link's trained generation and width against the most the link can do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pcie {
-    /// Current generation.
+    /// Current generation. An idle GPU lowers it to save power, so at idle it says nothing
+    /// about the link's health.
     pub generation: u32,
-    /// Maximum generation.
+    /// Highest generation the GPU and its slot together allow (NVML's "max link generation
+    /// possible with this device and system"); what the link trains to under load.
     pub generation_max: u32,
-    /// Current width (lanes).
+    /// Current width (lanes); a GPU keeps its lanes at idle.
     pub width: u32,
-    /// Maximum width (lanes).
+    /// Highest width the GPU and its slot together allow.
     pub width_max: u32,
+    /// Highest generation the GPU itself supports, when NVML reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation_gpu_max: Option<u32>,
 }
 
 impl Pcie {
-    /// True when the link trained below its maximum width or generation. An idle GPU may
-    /// lower its generation to save power, so a generation drop means more under load.
+    /// True when the link lost lanes, or when the slot holds the GPU below its own generation
+    /// (a Gen5 GPU behind a Gen4 riser). The current generation does not count: it drops at
+    /// idle (issue 10).
     pub fn degraded(&self) -> bool {
-        self.width < self.width_max || self.generation < self.generation_max
+        self.width < self.width_max
+            || self
+                .generation_gpu_max
+                .is_some_and(|gpu| gpu > self.generation_max)
     }
 
-    /// Usable host bandwidth per direction in bytes per second, after 128b/130b (gen 3+) or
-    /// 8b/10b (gen 1-2) encoding: 2.5, 5, 8, 16, 32, 64 GT/s per lane for gen 1-6.
+    /// Usable host bandwidth per direction in bytes per second under load: the generation the
+    /// link trains to when busy ([`Pcie::generation_max`]) at its current width, after
+    /// 128b/130b (gen 3+) or 8b/10b (gen 1-2) encoding: 2.5, 5, 8, 16, 32, 64 GT/s per lane for
+    /// gen 1-6.
     pub fn bytes_per_s(&self) -> f64 {
-        let (gts, encoding) = match self.generation {
+        let (gts, encoding) = match self.generation_max {
             1 => (2.5, 0.8),
             2 => (5.0, 0.8),
             3 => (8.0, 128.0 / 130.0),
@@ -228,15 +244,15 @@ impl Activity {
 }
 
 impl Topology {
-    /// How GPU `a` reaches GPU `b`.
-    pub fn link(&self, a: u32, b: u32) -> Link {
+    /// How GPU `a` reaches GPU `b`; `None` where discovery could not tell.
+    pub fn link(&self, a: u32, b: u32) -> Option<Link> {
         self.links[a as usize][b as usize]
     }
 
     /// NVLinks between `a` and `b` (0 without a direct NVLink).
     pub fn nvlinks(&self, a: u32, b: u32) -> u32 {
         match self.link(a, b) {
-            Link::NvLink(n) => n,
+            Some(Link::NvLink(n)) => n,
             _ => 0,
         }
     }
@@ -257,19 +273,52 @@ mod tests {
         );
     }
 
+    const GEN4_X16: Pcie = Pcie {
+        generation: 4,
+        generation_max: 4,
+        width: 16,
+        width_max: 16,
+        generation_gpu_max: Some(4),
+    };
+
     /// PCIe 4.0 x16: 16 GT/s x 16 lanes x 128/130 / 8 = 31.5 GB/s per direction.
     #[test]
     fn pcie_bandwidth_by_generation_and_width() {
-        let gen4 = Pcie {
-            generation: 4,
-            generation_max: 4,
-            width: 16,
-            width_max: 16,
+        assert!((GEN4_X16.bytes_per_s() / 1e9 - 31.5).abs() < 0.05);
+        assert!(!GEN4_X16.degraded());
+        let narrow = Pcie {
+            width: 8,
+            ..GEN4_X16
         };
-        assert!((gen4.bytes_per_s() / 1e9 - 31.5).abs() < 0.05);
-        assert!(!gen4.degraded());
-        let narrow = Pcie { width: 8, ..gen4 };
         assert!(narrow.degraded());
-        assert!((narrow.bytes_per_s() * 2.0 - gen4.bytes_per_s()).abs() < 1.0);
+        assert!((narrow.bytes_per_s() * 2.0 - GEN4_X16.bytes_per_s()).abs() < 1.0);
+    }
+
+    /// nvidia-smi on an idle H100 prints `PCIe Generation Max 5, Current 1`: the link is
+    /// healthy and runs at gen 5 once busy (issue 10).
+    #[test]
+    fn an_idle_link_at_a_low_generation_is_not_degraded() {
+        let idle = Pcie {
+            generation: 1,
+            ..GEN4_X16
+        };
+        assert!(!idle.degraded());
+        assert_eq!(idle.bytes_per_s(), GEN4_X16.bytes_per_s());
+    }
+
+    /// A Gen5 GPU whose slot allows gen 4 at most is held back; a GPU whose own maximum
+    /// NVML does not report is judged by its width alone.
+    #[test]
+    fn a_slot_below_the_gpus_generation_is_degraded() {
+        let gen5_gpu_in_gen4_slot = Pcie {
+            generation_gpu_max: Some(5),
+            ..GEN4_X16
+        };
+        assert!(gen5_gpu_in_gen4_slot.degraded());
+        let unknown = Pcie {
+            generation_gpu_max: None,
+            ..GEN4_X16
+        };
+        assert!(!unknown.degraded());
     }
 }

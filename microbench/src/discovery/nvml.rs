@@ -1,5 +1,6 @@
 //! Discovery through NVML: GPUs, their NVLinks and PCIe paths, and what runs on them.
 
+use super::nvml_raw::{self, RemoteType};
 use super::sysfs::{self, PciPlace};
 use super::{Activity, Clocks, Gpu, Link, Pcie, Topology};
 use crate::error::{Error, Result};
@@ -48,7 +49,8 @@ pub(super) fn devices(nvml: &Nvml) -> Result<Vec<Device<'_>>> {
         .collect()
 }
 
-/// Discovers this node's GPUs, their link matrix and its RDMA NICs.
+/// Discovers this node's GPUs, their link matrix and its RDMA NICs. A GPU pair NVML cannot
+/// place is left out of the matrix with a note, not the whole discovery (issue 10).
 pub fn discover() -> Result<Topology> {
     let nvml = init()?;
     let devices = devices(&nvml)?;
@@ -57,32 +59,23 @@ pub fn discover() -> Result<Topology> {
         .zip(0..)
         .map(|(d, i)| gpu(d, i))
         .collect::<Result<_>>()?;
-    let nvlinks = nvlink_census(&devices, &gpus);
+    let bus_ids: Vec<String> = gpus.iter().map(|g| short_bus_id(&g.pci_bus_id)).collect();
+    let nvlinks: Vec<NvLinks> = devices
+        .iter()
+        .map(|d| NvLinks::tally(&remotes(d), &bus_ids))
+        .collect();
     let nvswitch = nvlinks.iter().any(|n| n.to_switch > 0);
-    let mut links = Vec::with_capacity(gpus.len());
-    for (i, a) in devices.iter().enumerate() {
-        let mut row = Vec::with_capacity(gpus.len());
-        for j in 0..devices.len() {
-            row.push(if i == j {
-                Link::Itself
-            } else if nvlinks[i].to_gpu[j] > 0 {
-                Link::NvLink(nvlinks[i].to_gpu[j])
-            } else if nvlinks[i].to_switch > 0 && nvlinks[j].to_switch > 0 {
-                Link::NvLink(nvlinks[i].to_switch.min(nvlinks[j].to_switch))
-            } else {
-                let b = nvml
-                    .device_by_index(j as u32)
-                    .map_err(nvml_err("nvmlDeviceGetHandleByIndex", Some(j as u32)))?;
-                pcie_link(a.topology_common_ancestor(b).map_err(nvml_err(
-                    "nvmlDeviceGetTopologyCommonAncestor",
-                    Some(i as u32),
-                ))?)
-            });
-        }
-        links.push(row);
-    }
+    let mut notes = Vec::new();
+    let links = link_matrix(
+        &nvlinks,
+        |i, j| {
+            let peer = nvml.device_by_index(j as u32)?;
+            devices[i].topology_common_ancestor(peer)
+        },
+        &mut notes,
+    );
     for (g, n) in gpus.iter_mut().zip(&nvlinks) {
-        g.nvlinks = n.to_gpu.iter().sum::<u32>() + n.to_switch;
+        g.nvlinks = n.total();
     }
     let sys = Path::new("/sys");
     let places: Vec<Option<PciPlace>> = gpus
@@ -105,7 +98,45 @@ pub fn discover() -> Result<Topology> {
         gpus,
         links,
         nvswitch,
+        notes,
     })
+}
+
+/// The GPU link matrix: NVLink where the census found it (directly, or both GPUs on
+/// NVSwitches), else the PCIe path class from `common_ancestor(i, j)`. A pair whose ancestor
+/// NVML cannot give is `None`, with a note.
+fn link_matrix(
+    nvlinks: &[NvLinks],
+    mut common_ancestor: impl FnMut(usize, usize) -> Result<TopologyLevel, NvmlError>,
+    notes: &mut Vec<String>,
+) -> Vec<Vec<Option<Link>>> {
+    let n = nvlinks.len();
+    (0..n)
+        .map(|i| {
+            (0..n)
+                .map(|j| {
+                    if i == j {
+                        Some(Link::Itself)
+                    } else if nvlinks[i].to_gpu[j] > 0 {
+                        Some(Link::NvLink(nvlinks[i].to_gpu[j]))
+                    } else if nvlinks[i].to_switch > 0 && nvlinks[j].to_switch > 0 {
+                        Some(Link::NvLink(nvlinks[i].to_switch.min(nvlinks[j].to_switch)))
+                    } else {
+                        match common_ancestor(i, j) {
+                            Ok(level) => Some(pcie_link(level)),
+                            Err(e) => {
+                                notes.push(format!(
+                                    "GPU{i}-GPU{j}: nvmlDeviceGetTopologyCommonAncestor failed \
+                                     ({e}); the pair is left out of the link matrix"
+                                ));
+                                None
+                            }
+                        }
+                    }
+                })
+                .collect()
+        })
+        .collect()
 }
 
 /// Utilisation and compute processes per GPU.
@@ -150,6 +181,7 @@ fn gpu(d: &Device, index: u32) -> Result<Gpu> {
             generation_max: d.max_pcie_link_gen()?,
             width: d.current_pcie_link_width()?,
             width_max: d.max_pcie_link_width()?,
+            generation_gpu_max: nvml_raw::gpu_max_pcie_generation(d).ok(),
         })
     })();
     Ok(Gpu {
@@ -177,40 +209,73 @@ fn gpu(d: &Device, index: u32) -> Result<Gpu> {
     })
 }
 
-/// Active NVLinks of one GPU, by where they lead.
-struct NvLinks {
-    /// Links to each GPU, by index.
-    to_gpu: Vec<u32>,
-    /// Links to anything that is not a GPU of this node: NVSwitches.
-    to_switch: u32,
+/// Where one active NVLink leads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Remote {
+    /// A GPU, by its short PCI bus id.
+    Gpu(String),
+    /// An NVSwitch: only when NVML's remote device type says so.
+    Switch,
+    /// Anything else, or a link whose far end NVML cannot tell.
+    Other,
 }
 
-fn nvlink_census(devices: &[Device], gpus: &[Gpu]) -> Vec<NvLinks> {
-    let bus_ids: Vec<String> = gpus.iter().map(|g| short_bus_id(&g.pci_bus_id)).collect();
-    devices
-        .iter()
-        .map(|d| {
-            let mut n = NvLinks {
-                to_gpu: vec![0; gpus.len()],
-                to_switch: 0,
-            };
-            for l in 0..MAX_NVLINKS {
-                let link = d.link_wrapper_for(l);
-                // Links a GPU does not have answer with an error; they are not active.
-                if !link.is_active().unwrap_or(false) {
-                    continue;
-                }
-                match link.remote_pci_info().map(|p| short_bus_id(&p.bus_id)) {
-                    Ok(remote) => match bus_ids.iter().position(|b| *b == remote) {
-                        Some(peer) => n.to_gpu[peer] += 1,
-                        None => n.to_switch += 1,
-                    },
-                    Err(_) => n.to_switch += 1,
-                }
+/// The far end of every active NVLink of `d`.
+fn remotes(d: &Device) -> Vec<Remote> {
+    (0..MAX_NVLINKS)
+        .filter_map(|l| {
+            let link = d.link_wrapper_for(l);
+            // Links a GPU does not have answer with an error; they are not active.
+            if !link.is_active().unwrap_or(false) {
+                return None;
             }
-            n
+            Some(match nvml_raw::remote_type(d, l) {
+                Ok(RemoteType::Switch) => Remote::Switch,
+                Ok(RemoteType::Gpu) => link
+                    .remote_pci_info()
+                    .map_or(Remote::Other, |p| Remote::Gpu(short_bus_id(&p.bus_id))),
+                Ok(RemoteType::Other) | Err(_) => Remote::Other,
+            })
         })
         .collect()
+}
+
+/// Active NVLinks of one GPU, by where they lead.
+#[derive(Debug, PartialEq, Eq)]
+struct NvLinks {
+    /// Links to each GPU of this node, by index.
+    to_gpu: Vec<u32>,
+    /// Links to NVSwitches.
+    to_switch: u32,
+    /// Links to anything else: another node's GPU, an unknown device.
+    other: u32,
+}
+
+impl NvLinks {
+    /// Counts `remotes` by where they lead; `bus_ids` are this node's GPUs' short bus ids.
+    fn tally(remotes: &[Remote], bus_ids: &[String]) -> NvLinks {
+        let mut n = NvLinks {
+            to_gpu: vec![0; bus_ids.len()],
+            to_switch: 0,
+            other: 0,
+        };
+        for r in remotes {
+            match r {
+                Remote::Switch => n.to_switch += 1,
+                Remote::Gpu(bus) => match bus_ids.iter().position(|b| b == bus) {
+                    Some(peer) => n.to_gpu[peer] += 1,
+                    None => n.other += 1,
+                },
+                Remote::Other => n.other += 1,
+            }
+        }
+        n
+    }
+
+    /// Every active link.
+    fn total(&self) -> u32 {
+        self.to_gpu.iter().sum::<u32>() + self.to_switch + self.other
+    }
 }
 
 /// `00000000:18:00.0` and `0000:18:00.0` name the same device.
@@ -275,6 +340,92 @@ mod tests {
             short_bus_id("00000000:1A:00.0"),
             short_bus_id("0000:1a:00.0")
         );
+    }
+
+    fn bus(id: &str) -> String {
+        short_bus_id(id)
+    }
+
+    /// Two GPUs and a switch: a link counts as an NVSwitch only when NVML says so; a GPU
+    /// that is not on this node, or a device NVML cannot name, is neither (issue 10).
+    #[test]
+    fn nvlinks_count_a_switch_only_when_nvml_says_so() {
+        let bus_ids = [bus("0000:18:00.0"), bus("0000:2a:00.0")];
+        let n = NvLinks::tally(
+            &[
+                Remote::Gpu(bus("00000000:2A:00.0")),
+                Remote::Gpu(bus("0000:2a:00.0")),
+                Remote::Switch,
+                Remote::Gpu(bus("0000:99:00.0")),
+                Remote::Other,
+            ],
+            &bus_ids,
+        );
+        assert_eq!(
+            n,
+            NvLinks {
+                to_gpu: vec![0, 2],
+                to_switch: 1,
+                other: 2,
+            }
+        );
+        assert_eq!(n.total(), 5);
+        let unknown = NvLinks::tally(&vec![Remote::Other; 18], &bus_ids);
+        assert_eq!(unknown.to_switch, 0);
+        assert_eq!(unknown.total(), 18);
+    }
+
+    fn pcie_only(gpus: usize) -> Vec<NvLinks> {
+        (0..gpus)
+            .map(|_| NvLinks {
+                to_gpu: vec![0; gpus],
+                to_switch: 0,
+                other: 0,
+            })
+            .collect()
+    }
+
+    /// A common-ancestor error drops that pair with a note; the rest of the matrix stands.
+    #[test]
+    fn a_pair_nvml_cannot_place_is_dropped_not_the_discovery() {
+        let mut notes = Vec::new();
+        let links = link_matrix(
+            &pcie_only(3),
+            |i, j| match (i.min(j), i.max(j)) {
+                (0, 2) => Err(NvmlError::Unknown),
+                (0, 1) => Ok(TopologyLevel::Single),
+                _ => Ok(TopologyLevel::System),
+            },
+            &mut notes,
+        );
+        assert_eq!(
+            links,
+            vec![
+                vec![Some(Link::Itself), Some(Link::Pix), None],
+                vec![Some(Link::Pix), Some(Link::Itself), Some(Link::Sys)],
+                vec![None, Some(Link::Sys), Some(Link::Itself)],
+            ]
+        );
+        assert_eq!(notes.len(), 2);
+        assert!(
+            notes[0].starts_with("GPU0-GPU2: nvmlDeviceGetTopologyCommonAncestor failed ("),
+            "{}",
+            notes[0]
+        );
+        assert!(notes[0].ends_with("the pair is left out of the link matrix"));
+    }
+
+    /// GPUs on NVSwitches reach each other over the fewer of their switch links, without
+    /// asking NVML for a PCIe path.
+    #[test]
+    fn switched_gpus_reach_each_other_over_nvlink() {
+        let mut nvlinks = pcie_only(2);
+        nvlinks[0].to_switch = 18;
+        nvlinks[1].to_switch = 9;
+        let mut notes = Vec::new();
+        let links = link_matrix(&nvlinks, |_, _| Err(NvmlError::Unknown), &mut notes);
+        assert_eq!(links[0][1], Some(Link::NvLink(9)));
+        assert!(notes.is_empty());
     }
 
     /// This machine has no NVIDIA driver: discovery says so in one line, and does not panic.

@@ -184,16 +184,16 @@ impl SimBackend {
     /// One-way bandwidth between two GPUs: their NVLinks, or PCIe scaled by the path class.
     fn pair_bytes_per_s(&self, a: u32, b: u32) -> f64 {
         match self.topology.link(a, b) {
-            Link::NvLink(n) => f64::from(n) * self.profile.nvlink_bytes_per_s * P2P_SHARE,
-            Link::Itself => self.profile.hbm_bytes_per_s * HBM_COPY_SHARE / 2.0,
+            Some(Link::NvLink(n)) => f64::from(n) * self.profile.nvlink_bytes_per_s * P2P_SHARE,
+            Some(Link::Itself) => self.profile.hbm_bytes_per_s * HBM_COPY_SHARE / 2.0,
             class => {
                 // P2P through one switch runs near the PCIe rate; through the CPU it is
-                // staged and slower, and across sockets slower still.
+                // staged and slower, and across sockets (or an unknown path) slower still.
                 let share = match class {
-                    Link::Pix => 0.85,
-                    Link::Pxb => 0.8,
-                    Link::Phb => 0.75,
-                    Link::Node => 0.7,
+                    Some(Link::Pix) => 0.85,
+                    Some(Link::Pxb) => 0.8,
+                    Some(Link::Phb) => 0.75,
+                    Some(Link::Node) => 0.7,
                     _ => 0.45,
                 };
                 self.host_bytes_per_s(a).min(self.host_bytes_per_s(b)) * share
@@ -495,7 +495,7 @@ fn build_topology(p: &Profile, faults: &[Fault]) -> Result<Topology> {
             let nvlinks = match (p.fabric, &mesh) {
                 (Fabric::NvSwitch { links }, _) => links,
                 (_, Some(m)) => match m.gpu_links[a as usize][b as usize] {
-                    Link::NvLink(k) => k,
+                    Some(Link::NvLink(k)) => k,
                     _ => 0,
                 },
                 _ => 0,
@@ -604,9 +604,13 @@ fn build_topology(p: &Profile, faults: &[Fault]) -> Result<Topology> {
         source: record::Backend::Sim,
         versions: record::Versions::default(),
         gpus,
-        links,
+        links: links
+            .into_iter()
+            .map(|row| row.into_iter().map(Some).collect())
+            .collect(),
         nvswitch,
         nics,
+        notes: Vec::new(),
     })
 }
 
@@ -777,8 +781,8 @@ mod tests {
         let healthy = node("dgx-h100", &[]);
         let faulty = node("dgx-h100", &["nvlink-degraded:gpu=3"]);
         let t = faulty.topology().unwrap();
-        assert_eq!(t.link(3, 0), Link::NvLink(9));
-        assert_eq!(t.link(1, 0), Link::NvLink(18));
+        assert_eq!(t.link(3, 0), Some(Link::NvLink(9)));
+        assert_eq!(t.link(1, 0), Some(Link::NvLink(18)));
         assert_eq!(t.gpus[3].nvlinks, 9);
         assert_eq!(
             collective(&faulty, Kind::AllReduce, &[0, 1], &BIG),

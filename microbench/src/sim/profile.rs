@@ -99,12 +99,14 @@ const PCIE4: Pcie = Pcie {
     generation_max: 4,
     width: 16,
     width_max: 16,
+    generation_gpu_max: Some(4),
 };
 const PCIE5: Pcie = Pcie {
     generation: 5,
     generation_max: 5,
     width: 16,
     width_max: 16,
+    generation_gpu_max: Some(5),
 };
 
 /// nvidia-smi topo -m of a DGX-1 with V100s, from nccl-tests issue 37.
@@ -220,6 +222,7 @@ pub fn profiles() -> Vec<Profile> {
                 generation_max: 3,
                 width: 16,
                 width_max: 16,
+                generation_gpu_max: Some(3),
             },
             fabric: Fabric::Mesh(DGX1_MESH),
             nvlink_bytes_per_s: 25.0 * GB,
