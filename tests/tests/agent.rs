@@ -327,6 +327,83 @@ fn no_gpu_memory_is_held_between_runs() {
     assert_eq!(live_children(dir.path()), Vec::<u32>::new());
 }
 
+/// Resident memory of process `pid` in bytes, from VmRSS in `/proc/<pid>/status`.
+fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no VmRSS in /proc/{pid}/status"));
+    kib * 1024
+}
+
+/// Issue 10: the agent's resident memory stays flat over 100 calibrations through the child
+/// (a tiny plan: one size, bf16 GEMMs only, one iteration). The first 10 runs fill the
+/// allocator's pools; after them RSS may grow by less than 2 MiB.
+#[test]
+fn rss_stays_flat_over_100_calibration_runs() {
+    const RUNS: u32 = 100;
+    const WARM: u32 = 10;
+    const BOUND: u64 = 2 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let tiny = [
+        "--min-bytes",
+        "1024",
+        "--max-bytes",
+        "1024",
+        "--gemm-dtypes",
+        "bf16",
+        "--iters",
+        "1",
+        "--warmup",
+        "0",
+    ];
+    let agent = Agent::start(
+        &sim(dir.path(), "node-a", &tiny),
+        &[("MESHFIT_CALIBRATE_TOKEN", "rss")],
+        &dir.path().join("log"),
+    );
+    wait_calibrated(&agent);
+    let done = || {
+        agent
+            .metric("meshfit_calibration_runs_total{result=\"success\"")
+            .unwrap_or_default() as u32
+    };
+    let auth = [("Authorization", "Bearer rss")];
+    let mut warm_rss = 0;
+    for run in 1..=RUNS {
+        let before = done();
+        // 409 while the previous run is still winding down: ask again.
+        assert!(
+            wait_for(Duration::from_secs(5), || request(
+                agent.addr,
+                "POST",
+                "/v1/calibrate",
+                &auth
+            )
+            .status
+                == 202),
+            "run {run} not accepted:\n{}",
+            agent.log_text()
+        );
+        assert!(
+            wait_for(Duration::from_secs(10), || done() > before),
+            "run {run} did not succeed:\n{}",
+            agent.log_text()
+        );
+        if run == WARM {
+            warm_rss = rss_bytes(agent.pid());
+        }
+    }
+    let rss = rss_bytes(agent.pid());
+    assert!(
+        rss < warm_rss + BOUND,
+        "RSS grew from {warm_rss} B after {WARM} runs to {rss} B after {RUNS}"
+    );
+}
+
 /// Issue 10: where the driver reports PIDs of another namespace (a container without
 /// `hostPID`), the child is known by its token in the host's /proc; without that view the
 /// agent takes its own child for a job, which is why the DaemonSet needs one of them.
