@@ -66,7 +66,8 @@ pub trait Backend {
     fn activity(&self) -> Result<Vec<Activity>>;
 
     /// Times one point, `warmup` untimed then `iters` timed iterations. A collective gives
-    /// an out-of-place and an in-place record, like nccl-tests.
+    /// an out-of-place and an in-place record, like nccl-tests, each timed as nccl-tests
+    /// does: one timer around the back-to-back loop, the average per iteration.
     fn measure(&self, point: &Point, iters: u32, warmup: u32) -> Result<Vec<Record>>;
 
     /// Runs a plan point by point. GPUs the plan names must exist; a point that fails
@@ -162,6 +163,18 @@ pub(crate) fn summarize(samples: &mut [f64], clock: Clock) -> Timing {
     }
 }
 
+/// A collective's timing as nccl-tests reports it: one timer around `iters` back-to-back
+/// iterations and the average per iteration, with no per-iteration spread to report.
+pub(crate) fn loop_average(elapsed_s: f64, iters: u32, clock: Clock) -> Timing {
+    Timing {
+        time_s: elapsed_s / f64::from(iters.max(1)),
+        time_min_s: None,
+        time_max_s: None,
+        iters: Some(iters),
+        clock,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,5 +196,15 @@ mod tests {
             (2.5, Some(1.0), Some(10.0), Some(4))
         );
         assert_eq!(summarize(&mut [5.0, 4.0, 6.0], Clock::Host).time_s, 5.0);
+    }
+
+    /// nccl-tests prints elapsed / iterations: 20 iterations in 1 ms are 50 us each.
+    #[test]
+    fn a_loop_gives_its_average_and_no_spread() {
+        let t = loop_average(1e-3, 20, Clock::CudaEvent);
+        assert_eq!(
+            (t.time_s, t.time_min_s, t.time_max_s, t.iters),
+            (50e-6, None, None, Some(20))
+        );
     }
 }

@@ -1,5 +1,7 @@
 //! CUDA-event timing shared by the kernels: events recorded on each stream around each
-//! iteration, so every iteration has its own time and the median, min and max are real.
+//! iteration ([`time_iterations`]: GEMMs and copies, whose median, min and max are real), or
+//! once around a loop of back-to-back iterations ([`time_loop`]: collectives, as nccl-tests
+//! times them).
 
 use crate::error::{Error, Result};
 use cudarc::driver::sys::CUevent_flags;
@@ -33,12 +35,40 @@ pub(super) fn cuda(call: &'static str, gpu: u32) -> impl Fn(DriverError) -> Erro
     }
 }
 
-/// Runs `step` `warmup` times untimed, then `iters` times between events on every stream.
-/// An iteration's time is the longest of its streams' (one stream per GPU or direction;
-/// events on different GPUs cannot be compared, their durations can).
+/// Runs `step` `warmup` times untimed, then `iters` times between events on every stream;
+/// gives each iteration's time.
 pub(super) fn time_iterations(
     streams: &[(u32, Arc<CudaStream>)],
     iters: u32,
+    warmup: u32,
+    wait: Wait,
+    step: impl FnMut() -> Result<()>,
+) -> Result<Vec<f64>> {
+    time_spans(streams, iters, 1, warmup, wait, step)
+}
+
+/// Runs `step` `warmup` times untimed, then `iters` times back to back with one pair of events
+/// around the whole loop, as nccl-tests does; gives the loop's elapsed time. Per-iteration
+/// events would put a gap between iterations that the pipelined loop of a training step does
+/// not have.
+pub(super) fn time_loop(
+    streams: &[(u32, Arc<CudaStream>)],
+    iters: u32,
+    warmup: u32,
+    wait: Wait,
+    step: impl FnMut() -> Result<()>,
+) -> Result<f64> {
+    let spans = time_spans(streams, 1, iters, warmup, wait, step)?;
+    Ok(spans.iter().sum())
+}
+
+/// Runs `step` `warmup` times untimed, then `spans` times `per_span` steps, each span between
+/// events on every stream. A span's time is the longest of its streams' (one stream per GPU or
+/// direction; events on different GPUs cannot be compared, their durations can).
+fn time_spans(
+    streams: &[(u32, Arc<CudaStream>)],
+    spans: u32,
+    per_span: u32,
     warmup: u32,
     wait: Wait,
     mut step: impl FnMut() -> Result<()>,
@@ -46,14 +76,16 @@ pub(super) fn time_iterations(
     for _ in 0..warmup {
         step()?;
     }
-    let mut marks = Vec::with_capacity(iters as usize);
-    for _ in 0..iters {
+    let mut marks = Vec::with_capacity(spans as usize);
+    for _ in 0..spans {
         let record = |(gpu, s): &(u32, Arc<CudaStream>)| {
             s.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
                 .map_err(cuda("cuEventRecord", *gpu))
         };
         let starts = streams.iter().map(record).collect::<Result<Vec<_>>>()?;
-        step()?;
+        for _ in 0..per_span {
+            step()?;
+        }
         let ends = streams.iter().map(record).collect::<Result<Vec<_>>>()?;
         marks.push((starts, ends));
     }

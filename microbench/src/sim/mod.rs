@@ -13,7 +13,7 @@ mod profile;
 use crate::discovery::matrix::Matrix;
 use crate::discovery::{Activity, Clocks, Gpu, Link, Nic, Topology};
 use crate::error::{Error, Result};
-use crate::kernels::{check_iters, check_point, summarize, Backend};
+use crate::kernels::{check_iters, check_point, loop_average, summarize, Backend};
 use crate::plan::{CopyPath, Point};
 
 use noise::Noise;
@@ -405,7 +405,7 @@ impl Backend for SimBackend {
             .collect())
     }
 
-    fn measure(&self, point: &Point, iters: u32, _warmup: u32) -> Result<Vec<Record>> {
+    fn measure(&self, point: &Point, iters: u32, warmup: u32) -> Result<Vec<Record>> {
         check_iters(iters)?;
         check_point(point, self.topology.gpus.len())?;
         self.before_point();
@@ -417,6 +417,15 @@ impl Backend for SimBackend {
                     .samples(&format!("{point} {tag}"), model_s, iters),
                 Clock::Model,
             )
+        };
+        // Collectives as the GPU backend times them: warm-up iterations drawn and dropped,
+        // then one timer around the loop, the average per iteration.
+        let loop_timing = |tag: &str| {
+            let samples = self
+                .noise
+                .samples(&format!("{point} {tag}"), model_s, warmup + iters);
+            let elapsed: f64 = samples[warmup as usize..].iter().sum();
+            loop_average(elapsed, iters, Clock::Model)
         };
         Ok(match point {
             Point::Collective {
@@ -434,7 +443,7 @@ impl Backend for SimBackend {
                         group,
                         *bytes,
                         *dtype,
-                        timing(if in_place { "in-place" } else { "out-of-place" }),
+                        loop_timing(if in_place { "in-place" } else { "out-of-place" }),
                     );
                     r.in_place = in_place;
                     r
@@ -679,6 +688,46 @@ mod tests {
         factor: 4,
         increment: 0,
     };
+
+    /// Collectives are timed as nccl-tests times them (issue 10): one timer around the loop,
+    /// so a record has the average per iteration and no spread; out-of-place, then in-place.
+    /// GEMMs keep per-iteration times.
+    #[test]
+    fn collectives_report_the_loop_average_like_nccl_tests() {
+        let dgx = node("dgx-h100", &[]);
+        let point = Point::Collective {
+            kind: Kind::AllReduce,
+            gpus: (0..8).collect(),
+            bytes: 1 << 28,
+            dtype: Dtype::Bf16,
+        };
+        let records = dgx.measure(&point, 20, 5).unwrap();
+        let places: Vec<bool> = records.iter().map(|r| r.in_place).collect();
+        assert_eq!(places, [false, true]);
+        let model_s = dgx.model_time(&point).unwrap();
+        for r in &records {
+            let t = &r.timing;
+            assert_eq!(
+                (t.time_min_s, t.time_max_s, t.iters),
+                (None, None, Some(20))
+            );
+            assert_eq!(t.clock, Clock::Model);
+            assert!((model_s..=model_s * 1.04).contains(&t.time_s), "{t:?}");
+        }
+        let gemm = one(
+            &dgx,
+            Point::Gemm {
+                gpu: 0,
+                shape: Gemm {
+                    m: 4096,
+                    n: 4096,
+                    k: 4096,
+                },
+                dtype: Dtype::Bf16,
+            },
+        );
+        assert!(gemm.timing.time_min_s.is_some());
+    }
 
     #[test]
     fn same_seed_same_records_and_another_seed_other_noise() {
