@@ -177,6 +177,21 @@ pub fn tensor_core_capability(dtype: Dtype) -> Option<[u32; 2]> {
     }
 }
 
+/// The largest L2 cache of the data-centre GPUs of a compute capability, in bytes, from
+/// NVIDIA's architecture whitepapers: Volta V100 6 MiB (7.0), Ampere A100 40 MiB (8.0), Ada
+/// L40S 96 MiB (8.9), Hopper H100 and H200 50 MiB (9.0). `None` for other generations. NVML
+/// does not report L2 and the agent never loads CUDA, so the plan reads it from here.
+pub fn l2_bytes_at_most(compute_capability: [u32; 2]) -> Option<u64> {
+    const MIB: u64 = 1 << 20;
+    match compute_capability {
+        [7, 0] => Some(6 * MIB),
+        [8, 0] => Some(40 * MIB),
+        [8, 9] => Some(96 * MIB),
+        [9, 0] => Some(50 * MIB),
+        _ => None,
+    }
+}
+
 /// True for the last record a point yields: a collective yields an out-of-place then an
 /// in-place record (nccl-tests' order), every other point one. A reader of streamed records
 /// counts finished points with it.

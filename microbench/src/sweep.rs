@@ -3,7 +3,7 @@
 
 use crate::discovery::Topology;
 use crate::error::{Error, Result};
-use crate::plan::{tensor_core_capability, CopyPath, Plan, Point};
+use crate::plan::{l2_bytes_at_most, tensor_core_capability, CopyPath, Plan, Point};
 use record::{Dtype, Gemm, Kind};
 
 /// Sizes from `min_bytes` to `max_bytes`, multiplied by `factor` (`-f`) or, when `factor` is
@@ -321,8 +321,24 @@ pub fn copy_paths(kinds: &[CopyKind], gpus: &[u32]) -> Vec<CopyPath> {
         .collect()
 }
 
+/// An HBM copy must be this many times the L2 cache to measure HBM: smaller ones run
+/// partly or wholly out of L2 and read high (issue 10).
+const PAST_L2: u64 = 8;
+
+/// The smallest HBM copy worth a point on `topology`: [`PAST_L2`] times the largest L2 among
+/// its GPUs, or 1 GiB (8 x 128 MiB, above every L2 known) where a GPU's L2 is not known.
+pub fn hbm_min_bytes(topology: &Topology) -> u64 {
+    topology
+        .gpus
+        .iter()
+        .map(|g| l2_bytes_at_most(g.compute_capability).map_or(1 << 30, |l2| PAST_L2 * l2))
+        .max()
+        .unwrap_or(0)
+}
+
 /// What a calibration run covers: every collective over every TP/EP group size, GEMMs of the
-/// default shapes on every GPU, and every copy path, all at the same sweep.
+/// default shapes on every GPU, and every copy path, all at the same sweep, HBM copies only
+/// from [`hbm_min_bytes`] up.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Calibration {
     /// Sizes of the collective and copy sweeps.
@@ -374,12 +390,12 @@ impl Calibration {
             warmup,
         ));
         let kinds = CopyKind::ALL.map(|(k, _)| k);
-        plan.extend(Plan::copies(
-            &copy_paths(&kinds, &all),
-            &self.sweep,
-            iters,
-            warmup,
-        )?);
+        let mut copies = Plan::copies(&copy_paths(&kinds, &all), &self.sweep, iters, warmup)?;
+        let hbm_min = hbm_min_bytes(topology);
+        copies.points.retain(
+            |p| !matches!(p, Point::Copy { path: CopyPath::Hbm { .. }, bytes } if *bytes < hbm_min),
+        );
+        plan.extend(copies);
         Ok((plan, lacking))
     }
 }

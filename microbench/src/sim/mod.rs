@@ -905,6 +905,44 @@ mod tests {
         );
     }
 
+    /// HBM bandwidth only from copies of at least 8 x L2 (issue 10): on an H100 (50 MiB L2)
+    /// the sweep's 512 MiB and 1 GiB, while the other paths keep every size; a GPU whose L2
+    /// is not known gets 1 GiB and up.
+    #[test]
+    fn hbm_copies_start_well_past_l2() {
+        let calibration = crate::sweep::Calibration {
+            sweep: Sweep {
+                min_bytes: 1 << 20,
+                max_bytes: 1 << 30,
+                factor: 2,
+                increment: 0,
+            },
+            collective_dtype: Dtype::Bf16,
+            gemm_dtypes: vec![],
+            iters: 2,
+            warmup: 0,
+        };
+        let copy_sizes = |t: &Topology, hbm: bool| -> Vec<u64> {
+            let (plan, _) = calibration.plan(t).unwrap();
+            plan.points
+                .iter()
+                .filter_map(|p| match p {
+                    Point::Copy { path, bytes } if path.gpus() == [0] => {
+                        (matches!(path, CopyPath::Hbm { .. }) == hbm).then_some(*bytes)
+                    }
+                    _ => None,
+                })
+                .collect()
+        };
+        let mut h100 = node("dgx-h100", &[]).topology;
+        assert_eq!(crate::sweep::hbm_min_bytes(&h100), 400 << 20);
+        assert_eq!(copy_sizes(&h100, true), vec![512 << 20, 1 << 30]);
+        assert_eq!(copy_sizes(&h100, false).len(), 2 * 11);
+        h100.gpus[3].compute_capability = [12, 0];
+        assert_eq!(crate::sweep::hbm_min_bytes(&h100), 1 << 30);
+        assert_eq!(copy_sizes(&h100, true), vec![1 << 30]);
+    }
+
     #[test]
     fn calibration_covers_the_mesh_groups_and_only_the_types_the_gpus_have() {
         let mesh = node("dgx1-v100", &[]);
@@ -939,7 +977,9 @@ mod tests {
         assert_eq!(all_reduce_groups.len(), 4 + 1 + 1);
         let outcome = mesh.run(&plan, &mut |_| {}).unwrap();
         assert!(outcome.failures.is_empty());
-        assert!(outcome.records.iter().any(|r| r.kind == Kind::HbmCopy));
+        // 1 MiB sits in a V100's 6 MiB L2: no HBM copy at that size.
+        assert!(!outcome.records.iter().any(|r| r.kind == Kind::HbmCopy));
+        assert!(outcome.records.iter().any(|r| r.kind == Kind::H2d));
         assert!(outcome
             .records
             .iter()
