@@ -10,7 +10,7 @@ use tuner::cost::Scenario;
 use tuner::fit::{fit_all, FitOptions};
 use tuner::ingest::snapshot::{Node, Snapshot, TimeRange, FORMAT_VERSION};
 use tuner::ingest::{files, Measurements};
-use tuner::mesh::{FlashKernel, Framework, Precision, ReduceDtype, Training};
+use tuner::mesh::Training;
 use tuner::search::{search, Constraints};
 
 const NODES: u32 = 1000;
@@ -131,19 +131,7 @@ fn pipeline(text: &str) -> f64 {
     let cluster = catalog::cluster("dgx-h100").unwrap();
     let fits = fit_all(&m.records, cluster.gpu.bf16_flops, &FitOptions::default());
     let model = catalog::model("llama3-70b").unwrap().shape;
-    let training = Training {
-        seq_len: 8192,
-        global_batch: 2048,
-        precision: Precision::Bf16,
-        optimizer: "adam",
-        flash_attention: true,
-        overlap_grad_reduce: true,
-        flash_kernel: FlashKernel::Flash2,
-        tp_comm_overlap: false,
-        fused_elementwise: true,
-        framework: Framework::Megatron,
-        grad_reduce: ReduceDtype::Fp32,
-    };
+    let training = Training::megatron(8192, 2048);
     // A 4,096-GPU job placed on the fleet: 8,000 GPUs split no layout of a 2,048-sequence batch.
     let s = Scenario::measured(model, training, cluster, 4096, NOMINAL, &fits);
     search(&s, &Constraints::default(), 10).ranked[0].step_time_s

@@ -4,25 +4,16 @@ use criterion::{criterion_group, criterion_main, Criterion};
 
 use tuner::catalog::{self, NOMINAL};
 use tuner::cost::Scenario;
-use tuner::mesh::{FlashKernel, Framework, Precision, ReduceDtype, Training};
+use tuner::mesh::Training;
 use tuner::search::{search, Constraints};
 
 fn scenario() -> Scenario {
     let model = catalog::model("llama3-405b").unwrap().shape;
-    let training = Training {
-        seq_len: model.seq_len,
+    let training = Training::megatron(
+        model.seq_len,
         // 16M tokens, as Llama 3 405B trained in its main stage (arXiv 2407.21783 §3.4.1).
-        global_batch: 2048,
-        precision: Precision::Bf16,
-        optimizer: "adam",
-        flash_attention: true,
-        overlap_grad_reduce: true,
-        flash_kernel: FlashKernel::Newest,
-        tp_comm_overlap: true,
-        fused_elementwise: true,
-        framework: Framework::Megatron,
-        grad_reduce: ReduceDtype::Fp32,
-    };
+        2048,
+    );
     Scenario::nominal(
         model,
         training,

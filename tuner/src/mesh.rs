@@ -217,6 +217,25 @@ pub struct Training {
 }
 
 impl Training {
+    /// A job as Megatron-Core runs it by default on current GPUs: bf16, cuDNN fused attention,
+    /// overlapped gradient reduction and TP communication, fp32 gradient reduction, fused
+    /// elementwise kernels, mixed-precision Adam. Callers change what differs.
+    pub fn megatron(seq_len: u32, global_batch: u32) -> Training {
+        Training {
+            seq_len,
+            global_batch,
+            precision: Precision::Bf16,
+            optimizer: "adam",
+            flash_attention: true,
+            overlap_grad_reduce: true,
+            flash_kernel: FlashKernel::Newest,
+            tp_comm_overlap: true,
+            fused_elementwise: true,
+            framework: Framework::Megatron,
+            grad_reduce: ReduceDtype::Fp32,
+        }
+    }
+
     /// Tokens in one global batch.
     pub fn tokens_per_step(&self) -> f64 {
         f64::from(self.global_batch) * f64::from(self.seq_len)

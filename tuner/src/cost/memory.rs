@@ -230,7 +230,6 @@ fn activation_bytes(model: &ModelShape, training: &Training, mesh: &Mesh) -> f64
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mesh::{FlashKernel, Framework, Precision, ReduceDtype};
 
     /// Korthikanti et al. 2022 Table 3 configurations: (heads, hidden, seq, microbatch).
     const CONFIGS: [(&str, f64, f64, f64, f64); 4] = [
@@ -286,19 +285,7 @@ mod tests {
     }
 
     fn training(seq: u32, batch: u32) -> Training {
-        Training {
-            seq_len: seq,
-            global_batch: batch,
-            precision: Precision::Bf16,
-            optimizer: "adam",
-            flash_attention: true,
-            overlap_grad_reduce: true,
-            flash_kernel: FlashKernel::Flash2,
-            tp_comm_overlap: false,
-            fused_elementwise: true,
-            framework: Framework::Megatron,
-            grad_reduce: ReduceDtype::Fp32,
-        }
+        Training::megatron(seq, batch)
     }
 
     #[test]

@@ -662,7 +662,7 @@ mod tests {
     use crate::catalog::{self, NOMINAL};
     use crate::cost::collective::Source;
     use crate::cost::compute::NominalCompute;
-    use crate::mesh::{FlashKernel, Precision, ReduceDtype};
+    use crate::mesh::{FlashKernel, ReduceDtype};
     use crate::placement::GroupSpan;
 
     /// Collectives that cost a fixed time per call, to count calls.
@@ -695,17 +695,13 @@ mod tests {
 
     fn training(framework: Framework) -> Training {
         Training {
-            seq_len: 8192,
             global_batch: 512,
-            precision: Precision::Bf16,
-            optimizer: "adam",
-            flash_attention: true,
             overlap_grad_reduce: false,
             flash_kernel: FlashKernel::Flash2,
             tp_comm_overlap: false,
-            fused_elementwise: true,
             framework,
             grad_reduce: ReduceDtype::Bf16,
+            ..Training::megatron(8192, 512)
         }
     }
 

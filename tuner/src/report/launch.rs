@@ -219,21 +219,11 @@ mod tests {
 
     use super::*;
     use crate::catalog;
-    use crate::mesh::{FlashKernel, Framework};
 
     fn training(grad_reduce: ReduceDtype) -> Training {
         Training {
-            seq_len: 8192,
-            global_batch: 1024,
-            precision: Precision::Bf16,
-            optimizer: "adam",
-            flash_attention: true,
-            overlap_grad_reduce: true,
-            flash_kernel: FlashKernel::Newest,
-            tp_comm_overlap: true,
-            fused_elementwise: true,
-            framework: Framework::Megatron,
             grad_reduce,
+            ..Training::megatron(8192, 1024)
         }
     }
 
