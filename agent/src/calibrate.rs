@@ -340,6 +340,10 @@ impl Collected {
                 self.points_done += 1;
                 true
             }
+            Event::Debug(note) => {
+                tracing::debug!("calibration child: {note}");
+                false
+            }
             Event::Line(line) => {
                 tracing::warn!("calibration child: {line}");
                 if self.tail.len() == TAIL_LINES {

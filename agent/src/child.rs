@@ -31,6 +31,9 @@ pub enum Event {
     Record(Box<Record>),
     /// A point that could not be measured, and why (the run went on).
     Skipped(String),
+    /// A stderr line meant for a debug log ([`microbench::kernels::DEBUG_LINE`]), such as
+    /// the SM clock a GEMM ran at.
+    Debug(String),
     /// Any other line: stderr, or stdout that is not a record.
     Line(String),
     /// The process ended; `None` when its status could not be read.
@@ -188,9 +191,12 @@ fn stdout_event(line: String) -> Event {
 }
 
 fn stderr_event(line: String) -> Event {
-    match line.strip_prefix(SKIPPED) {
-        Some(point) => Event::Skipped(point.to_string()),
-        None => Event::Line(line),
+    if let Some(point) = line.strip_prefix(SKIPPED) {
+        Event::Skipped(point.to_string())
+    } else if let Some(note) = line.strip_prefix(microbench::kernels::DEBUG_LINE) {
+        Event::Debug(note.to_string())
+    } else {
+        Event::Line(line)
     }
 }
 
@@ -224,6 +230,7 @@ mod tests {
     async fn records_skips_and_lines_arrive_in_order_then_the_exit() {
         let mut child = sh(&format!(
             "echo '{RECORD}'; echo 'microbench: skipped gemm on GPU 0: no' >&2; \
+             echo 'microbench: debug: gemm on GPU 0: SM clock 1755 MHz' >&2; \
              echo \"token=${RUN_TOKEN_ENV}\" >&2; exit 3"
         ));
         let events = all(&mut child).await;
@@ -234,6 +241,10 @@ mod tests {
         let texts: Vec<String> = events[1..].iter().map(|e| format!("{e:?}")).collect();
         assert!(
             texts.contains(&r#"Skipped("gemm on GPU 0: no")"#.to_string()),
+            "{texts:?}"
+        );
+        assert!(
+            texts.contains(&r#"Debug("gemm on GPU 0: SM clock 1755 MHz")"#.to_string()),
             "{texts:?}"
         );
         assert!(

@@ -10,6 +10,7 @@ use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSen
 use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
 use nvml_wrapper::Nvml;
 use serde::{Deserialize, Serialize};
+use std::fmt;
 
 /// The clock throttle reasons NVML reports, by bit (nvml.h `nvmlClocksThrottleReason*`), with
 /// the names the agent exports.
@@ -106,6 +107,51 @@ impl LiveReader {
     pub fn read(&self) -> Result<Vec<Counters>> {
         read(&self.nvml)
     }
+
+    /// GPU `gpu`'s SM clock and throttle reasons now: two NVML calls, cheap enough to make
+    /// between a kernel's warm-up iterations.
+    pub fn sm_clock(&self, gpu: u32) -> SmClock {
+        match self.nvml.device_by_index(gpu) {
+            Ok(d) => SmClock {
+                mhz: d.clock_info(Clock::SM).ok(),
+                throttle_reasons: d.current_throttle_reasons().ok().map(|r| r.bits()),
+            },
+            Err(_) => SmClock::default(),
+        }
+    }
+}
+
+/// One GPU's SM clock and what holds it back; `None` where NVML does not say.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SmClock {
+    /// SM clock in MHz.
+    pub mhz: Option<u32>,
+    /// Active throttle reasons as NVML's bit mask (see [`THROTTLE_REASONS`]).
+    pub throttle_reasons: Option<u64>,
+}
+
+impl fmt::Display for SmClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.mhz {
+            Some(mhz) => write!(f, "SM clock {mhz} MHz")?,
+            None => f.write_str("SM clock unknown")?,
+        }
+        match self.throttle_reasons {
+            Some(bits) => {
+                let names: Vec<&str> = THROTTLE_REASONS
+                    .iter()
+                    .filter(|(bit, _)| bits & bit != 0)
+                    .map(|(_, name)| *name)
+                    .collect();
+                if names.is_empty() {
+                    f.write_str(", no throttle reason")
+                } else {
+                    write!(f, ", throttled by {}", names.join(", "))
+                }
+            }
+            None => f.write_str(", throttle reasons unknown"),
+        }
+    }
 }
 
 fn read(nvml: &Nvml) -> Result<Vec<Counters>> {
@@ -162,6 +208,22 @@ mod tests {
     use super::*;
 
     /// An error counter one link cannot report is unavailable, not 0 (issue 10).
+    #[test]
+    fn sm_clocks_print_with_their_throttle_reasons() {
+        let capped = SmClock {
+            mhz: Some(1755),
+            throttle_reasons: Some(0x4 | 0x20),
+        };
+        assert_eq!(
+            capped.to_string(),
+            "SM clock 1755 MHz, throttled by sw_power_cap, sw_thermal_slowdown"
+        );
+        assert_eq!(
+            SmClock::default().to_string(),
+            "SM clock unknown, throttle reasons unknown"
+        );
+    }
+
     #[test]
     fn a_counter_any_link_cannot_read_is_unavailable() {
         assert_eq!(sum_all::<()>([Ok(2), Ok(0), Ok(5)]), Some(7));

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
-pub use live::{counters, Counters, LiveReader, NvlinkErrors, THROTTLE_REASONS};
+pub use live::{counters, Counters, LiveReader, NvlinkErrors, SmClock, THROTTLE_REASONS};
 pub use nvml::{activity, discover};
 
 /// One node as discovery sees it.

@@ -1,18 +1,46 @@
 //! GEMM: bf16, fp16 and tf32 through cuBLAS (`cublasGemmEx`), fp8 through cuBLASLt (which
-//! alone takes fp8 operands), all with fp32 accumulation.
+//! alone takes fp8 operands), all with fp32 accumulation, on random operands, timed once the
+//! SM clock has settled (issue 10).
 
+use super::fill::fill_random;
 use super::loader::{check_libraries, Library};
+use super::settle::Settle;
 use super::summarize;
 use super::timer::{cuda, time_iterations, Wait};
+use crate::discovery::SmClock;
 use crate::error::{Error, Result};
 use crate::plan::tensor_core_capability;
 
 use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
 use cudarc::cublas::CudaBlas;
-use cudarc::driver::{CudaContext, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use record::{Clock, Dtype, Gemm, Timing};
 use std::ffi::c_void;
 use std::sync::Arc;
+use std::time::Instant;
+
+/// How a GEMM's warm-up went, and the clock its timed loop ended at: for the log, since the
+/// record has no field for them (design.md).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Warmed {
+    /// Iterations spent waiting for the SM clock to settle, after the fixed warm-up.
+    pub settle_iterations: u32,
+    /// The SM clock and throttle reasons once the timed loop was done.
+    pub ended_at: SmClock,
+}
+
+impl std::fmt::Display for Warmed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} warm-up iterations until the SM clock settled; after the timed loop {}",
+            self.settle_iterations, self.ended_at
+        )
+    }
+}
+
+/// Seeds of the A and B operands: different, so B is not A.
+const SEEDS: [u64; 2] = [0x9e37_79b9_7f4a_7c15, 0xd1b5_4a32_d192_ed03];
 
 /// cuBLAS operand and compute types of the non-fp8 tensor-core types.
 fn types(dtype: Dtype) -> Option<(cudaDataType, cublasComputeType_t)> {
@@ -34,15 +62,16 @@ fn types(dtype: Dtype) -> Option<(cudaDataType, cublasComputeType_t)> {
 }
 
 /// Times C = A.B on one GPU with CUDA events: fp8 through cuBLASLt, the rest through cuBLAS.
+/// `clock` reads the GPU's SM clock; the result says how the warm-up went.
 pub(super) fn measure(
     ctx: &Arc<CudaContext>,
     gpu: u32,
     cc: [u32; 2],
     shape: Gemm,
     dtype: Dtype,
-    iters: u32,
-    warmup: u32,
-) -> Result<Timing> {
+    (iters, warmup): (u32, u32),
+    clock: &dyn Fn() -> SmClock,
+) -> Result<(Timing, Warmed)> {
     let unsupported = |reason: String| Error::Unsupported {
         what: format!("{dtype} GEMM"),
         gpu,
@@ -65,12 +94,12 @@ pub(super) fn measure(
     match types(dtype) {
         Some(types) => {
             check_libraries(&[Library::Cublas])?;
-            measure_gemm_ex(ctx, gpu, shape, types, dtype, iters, warmup)
+            measure_gemm_ex(ctx, gpu, shape, types, dtype, (iters, warmup), clock)
         }
 
         None => {
             check_libraries(&[Library::CublasLt])?;
-            lt::measure(ctx, gpu, shape, dtype, iters, warmup)
+            lt::measure(ctx, gpu, shape, dtype, (iters, warmup), clock)
         }
     }
 }
@@ -84,6 +113,54 @@ fn dim(v: u64) -> Result<i32> {
     })
 }
 
+/// A device buffer of `bytes` on `stream`'s GPU, zeroed, or with random operands of `dtype`
+/// drawn from `seed`.
+fn operand(
+    stream: &Arc<CudaStream>,
+    gpu: u32,
+    bytes: u64,
+    random: Option<(Dtype, u64)>,
+) -> Result<CudaSlice<u8>> {
+    let mut buf = stream
+        .alloc_zeros::<u8>(bytes as usize)
+        .map_err(cuda("cuMemAlloc", gpu))?;
+    if let Some((dtype, seed)) = random {
+        fill_random(stream, &mut buf, dtype, gpu, seed)?;
+    }
+    Ok(buf)
+}
+
+/// Runs `step` `warmup` times, then until the SM clock settles (see [`Settle`]), then times
+/// `iters` iterations; gives the timing and how the warm-up went.
+fn time_gemm(
+    stream: &Arc<CudaStream>,
+    gpu: u32,
+    (iters, warmup): (u32, u32),
+    clock: &dyn Fn() -> SmClock,
+    mut step: impl FnMut() -> Result<()>,
+) -> Result<(Timing, Warmed)> {
+    for _ in 0..warmup {
+        step()?;
+    }
+    let (mut settle, began) = (Settle::default(), Instant::now());
+    loop {
+        step()?;
+        // The clock is read with the GEMM done, so it shows the clock under this load.
+        stream
+            .synchronize()
+            .map_err(cuda("cuStreamSynchronize", gpu))?;
+        if settle.settled(clock().mhz, began.elapsed()) {
+            break;
+        }
+    }
+    let mut samples = time_iterations(&[(gpu, stream.clone())], iters, 0, Wait::Block, step)?;
+    let warmed = Warmed {
+        settle_iterations: settle.iterations(),
+        ended_at: clock(),
+    };
+    Ok((summarize(&mut samples, Clock::CudaEvent), warmed))
+}
+
 /// C = A.B (column-major, no transposes) through cublasGemmEx.
 fn measure_gemm_ex(
     ctx: &Arc<CudaContext>,
@@ -91,27 +168,25 @@ fn measure_gemm_ex(
     shape: Gemm,
     (data_type, compute): (cudaDataType, cublasComputeType_t),
     dtype: Dtype,
-    iters: u32,
-    warmup: u32,
-) -> Result<Timing> {
-    let dim = |v: u64| {
-        i32::try_from(v).map_err(|_| Error::BadValue {
-            field: "gemm shape",
-            value: v.to_string(),
-            expected: "at most 2^31-1".into(),
-        })
-    };
+    iterations: (u32, u32),
+    clock: &dyn Fn() -> SmClock,
+) -> Result<(Timing, Warmed)> {
     let (m, n, k) = (dim(shape.m)?, dim(shape.n)?, dim(shape.k)?);
     let stream = ctx.new_stream().map_err(cuda("cuStreamCreate", gpu))?;
-    let es = dtype.size_bytes() as usize;
-    let alloc = |elems: u64| {
-        stream
-            .alloc_zeros::<u8>(elems as usize * es)
-            .map_err(cuda("cuMemAlloc", gpu))
-    };
-    let a = alloc(shape.m * shape.k)?;
-    let b = alloc(shape.k * shape.n)?;
-    let mut c = alloc(shape.m * shape.n)?;
+    let es = dtype.size_bytes();
+    let a = operand(
+        &stream,
+        gpu,
+        shape.m * shape.k * es,
+        Some((dtype, SEEDS[0])),
+    )?;
+    let b = operand(
+        &stream,
+        gpu,
+        shape.k * shape.n * es,
+        Some((dtype, SEEDS[1])),
+    )?;
+    let mut c = operand(&stream, gpu, shape.m * shape.n * es, None)?;
     let blas = CudaBlas::new(stream.clone()).map_err(|e| Error::Cuda {
         call: "cublasCreate",
         gpu,
@@ -154,17 +229,16 @@ fn measure_gemm_ex(
             message: e.to_string(),
         })
     };
-    let mut samples = time_iterations(&[(gpu, stream.clone())], iters, warmup, Wait::Block, step)?;
-    Ok(summarize(&mut samples, Clock::CudaEvent))
+    time_gemm(&stream, gpu, iterations, clock, step)
 }
 
 /// fp8 GEMM through cuBLASLt. FP8 kernels want A transposed ("TN": A stored k x m) and take a
 /// bf16 C/D; e5m2 pairs with an e4m3 B, since cuBLASLt has no e5m2 x e5m2 kernel. Scales are
 /// left unset, which cuBLASLt reads as 1.
 mod lt {
-    use super::super::summarize;
-    use super::super::timer::{cuda, time_iterations, Wait};
-    use super::dim;
+    use super::super::timer::cuda;
+    use super::{dim, operand, time_gemm, Warmed, SEEDS};
+    use crate::discovery::SmClock;
     use crate::error::{Error, Result};
     use cudarc::cublaslt::result as lt;
     use cudarc::cublaslt::sys::{
@@ -175,7 +249,7 @@ mod lt {
     // cuBLASLt takes cuBLAS's operation enum for TRANSA.
     use cudarc::cublas::sys::cublasOperation_t;
     use cudarc::driver::{CudaContext, DevicePtr, DevicePtrMut};
-    use record::{Clock, Dtype, Gemm, Timing};
+    use record::{Dtype, Gemm, Timing};
     use std::ffi::c_void;
     use std::sync::Arc;
 
@@ -214,9 +288,9 @@ mod lt {
         gpu: u32,
         shape: Gemm,
         dtype: Dtype,
-        iters: u32,
-        warmup: u32,
-    ) -> Result<Timing> {
+        iterations: (u32, u32),
+        clock: &dyn Fn() -> SmClock,
+    ) -> Result<(Timing, Warmed)> {
         let blas = |call: &'static str| {
             move |e: lt::CublasError| Error::Cuda {
                 call,
@@ -232,15 +306,16 @@ mod lt {
         };
         let stream = ctx.new_stream().map_err(cuda("cuStreamCreate", gpu))?;
         ctx.bind_to_thread().map_err(cuda("cuCtxSetCurrent", gpu))?;
-        let alloc = |bytes: u64| {
-            stream
-                .alloc_zeros::<u8>(bytes as usize)
-                .map_err(cuda("cuMemAlloc", gpu))
-        };
-        let a = alloc(shape.k * shape.m)?;
-        let b = alloc(shape.k * shape.n)?;
-        let mut d = alloc(shape.m * shape.n * 2)?;
-        let mut workspace = alloc(WORKSPACE_BYTES as u64)?;
+        // A is e4m3 or e5m2, B e4m3 (see above); one byte each.
+        let a = operand(&stream, gpu, shape.k * shape.m, Some((dtype, SEEDS[0])))?;
+        let b = operand(
+            &stream,
+            gpu,
+            shape.k * shape.n,
+            Some((Dtype::Fp8E4m3, SEEDS[1])),
+        )?;
+        let mut d = operand(&stream, gpu, shape.m * shape.n * 2, None)?;
+        let mut workspace = operand(&stream, gpu, WORKSPACE_BYTES as u64, None)?;
         let mut o = Objects {
             handle: lt::create_handle().map_err(blas("cublasLtCreate"))?,
             desc: None,
@@ -323,8 +398,6 @@ mod lt {
             }
             .map_err(blas("cublasLtMatmul"))
         };
-        let mut samples =
-            time_iterations(&[(gpu, stream.clone())], iters, warmup, Wait::Block, step)?;
-        Ok(summarize(&mut samples, Clock::CudaEvent))
+        time_gemm(&stream, gpu, iterations, clock, step)
     }
 }

@@ -4,8 +4,8 @@
 use super::collective::Communicators;
 use super::loader::{check_libraries, Library};
 use super::timer::cuda;
-use super::{check_iters, check_point, collective, copy, gemm, Backend};
-use crate::discovery::{self, Activity, Topology};
+use super::{check_iters, check_point, collective, copy, gemm, Backend, DEBUG_LINE};
+use crate::discovery::{self, Activity, SmClock, Topology};
 use crate::error::{Error, Result};
 use crate::plan::Point;
 use cudarc::driver::sys::CUdevice_attribute;
@@ -21,6 +21,8 @@ pub struct GpuBackend {
     contexts: Vec<Option<Arc<CudaContext>>>,
     /// NCCL communicators per GPU group, made on first use.
     communicators: Mutex<Vec<Communicators>>,
+    /// NVML kept loaded for the SM clock GEMMs wait on; `None` where it would not load.
+    live: Option<discovery::LiveReader>,
 }
 
 impl GpuBackend {
@@ -41,6 +43,7 @@ impl GpuBackend {
             topology,
             contexts,
             communicators: Mutex::new(Vec::new()),
+            live: discovery::LiveReader::new().ok(),
         })
     }
 
@@ -177,15 +180,23 @@ impl Backend for GpuBackend {
             }
             Point::Gemm { gpu, shape, dtype } => {
                 let cc = self.topology.gpus[*gpu as usize].compute_capability;
-                let timing = gemm::measure(
+                let clock = || {
+                    self.live
+                        .as_ref()
+                        .map_or_else(SmClock::default, |l| l.sm_clock(*gpu))
+                };
+                let (timing, warmed) = gemm::measure(
                     &self.context(*gpu)?,
                     *gpu,
                     cc,
                     *shape,
                     *dtype,
-                    iters,
-                    warmup,
+                    (iters, warmup),
+                    &clock,
                 )?;
+                // The record has no field for the clock (design.md), so it goes to the log;
+                // the agent logs these lines at debug level.
+                eprintln!("{DEBUG_LINE}{point}: {warmed}");
                 vec![Record::gemm(
                     Source::Cuda,
                     group(vec![*gpu], 1),

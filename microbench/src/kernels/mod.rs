@@ -7,11 +7,15 @@ mod collective;
 #[cfg(feature = "cuda")]
 mod copy;
 #[cfg(feature = "cuda")]
+mod fill;
+#[cfg(feature = "cuda")]
 mod gemm;
 #[cfg(feature = "cuda")]
 mod gpu;
 #[cfg(feature = "cuda")]
 mod loader;
+#[cfg(feature = "cuda")]
+mod settle;
 #[cfg(feature = "cuda")]
 mod timer;
 
@@ -24,6 +28,11 @@ use record::{Clock, Record, Timing};
 pub use gpu::GpuBackend;
 #[cfg(feature = "cuda")]
 pub use loader::{check_libraries, Library};
+
+/// How microbench begins a stderr line that is for a debug log, not a warning: what the
+/// record has no field for, such as the SM clock a GEMM ran at. The agent logs its child's
+/// such lines at debug level.
+pub const DEBUG_LINE: &str = "microbench: debug: ";
 
 /// Progress through a plan, reported after each point with what that point gave, so a caller
 /// can stream records as they come (`microbench calibrate --json`, read by the agent).
