@@ -89,7 +89,7 @@ fn healthy_dgx_h100_fleet_ranks_close_to_nominal() {
 }
 
 #[test]
-fn pcie_only_l40s_fleet_moves_the_winner_to_a_smaller_tp() {
+fn pcie_only_l40s_fleet_prices_tp_at_its_measured_rate_and_names_it() {
     let dir = tempfile::tempdir().unwrap();
     let data = fleet(dir.path(), "l40s-pcie", 2, None);
     let data = data.to_str().unwrap();
@@ -123,38 +123,38 @@ fn pcie_only_l40s_fleet_moves_the_winner_to_a_smaller_tp() {
         tp(&measured),
         tp(&nominal)
     );
-    // GPT-3 175B on 96 L40S (12 nodes) with a 128-sequence batch: the catalog's PCIe figure
-    // and NCCL's latency model let TP=6 win, because it needs no recomputation. At the measured
-    // rate its all-reduces cost more than that saving, and TP=3 with recomputation takes over.
+    // GPT-3 175B on 64 L40S (8 nodes), 64 sequences: memory forces TP=8 either way. NCCL's
+    // latency model already keeps the catalog off wide PCIe TP where memory allows, so here the
+    // measurements change the price and the schedule, and the headline names the all-reduce.
     let args = [
         "recommend",
         "--model",
         "gpt3-175b",
         "--gpus",
-        "96",
+        "64",
         "--cluster",
         "l40s-pcie",
         "--global-batch",
-        "128",
+        "64",
         "--top",
         "5",
     ];
     let nominal = tuner(&args);
     let measured = tuner(&[&args[..], &["--measurements", data, "--compare-nominal"]].concat());
-    assert_eq!(
-        layout(&nominal["meshes"][0]).0,
-        6,
-        "{}",
-        nominal["meshes"][0]
+    let step = |d: &Value| d["meshes"][0]["step_time_s"].as_f64().unwrap();
+    assert!(
+        step(&measured) > 1.2 * step(&nominal),
+        "measured {} vs nominal {}",
+        step(&measured),
+        step(&nominal)
     );
     let winner = &measured["meshes"][0];
-    assert!(layout(winner).0 < 6, "{winner}");
-    assert!(winner["nominal_rank"].as_u64().unwrap() > 1, "{winner}");
+    assert_eq!(layout(winner).0, 8, "{winner}");
     let top = measured["top_pick_changed"].as_str().unwrap();
     assert!(
-        top.contains("the catalog picks TP6")
+        top.contains("the catalog picks TP8")
             && top.contains("TP all-reduce")
-            && top.contains("slower than nominal: TP=6 over PCIe"),
+            && top.contains("slower than nominal: TP=8 over PCIe (PCIe-only node)"),
         "{top}"
     );
     assert!(winner["warnings"]
@@ -256,17 +256,17 @@ fn across_nodes(dir: &Path, profile: &str, nodes: u32, faults: &[&str]) -> PathB
 
 #[test]
 fn fabric_at_half_rate_shifts_weight_from_dp_to_pp() {
-    // GPT-3 175B on 512 A100s (64 DGX A100). The fabric is measured across 8 nodes, all GPUs
-    // taking part, once healthy and once delivering half its rate.
+    // Llama 3 70B on 2048 A100s (256 DGX A100). The fabric is measured across 8 nodes, all
+    // GPUs taking part, once healthy and once delivering half its rate.
     let dir = tempfile::tempdir().unwrap();
     let healthy = across_nodes(dir.path(), "dgx-a100", 8, &[]);
     let slow = across_nodes(dir.path(), "dgx-a100", 8, &["fabric-slow:factor=0.5"]);
     let args = [
         "recommend",
         "--model",
-        "gpt3-175b",
+        "llama3-70b",
         "--gpus",
-        "512",
+        "2048",
         "--cluster",
         "dgx-a100",
         "--top",

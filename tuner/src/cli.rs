@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use tuner::catalog::{self, Cluster, NOMINAL, PRIOR};
+use tuner::catalog::{self, Arch, Cluster, NOMINAL, PRIOR};
 use tuner::cost::{Evaluation, Scenario};
 use tuner::error::bad_input;
 use tuner::mesh::{FlashKernel, Framework, Precision, Recompute, ReduceDtype, Training};
@@ -171,7 +171,7 @@ struct JobArgs {
     #[arg(long)]
     no_overlap_grad_reduce: bool,
     /// Price tensor-parallel collectives that wait for their GEMMs (Megatron without
-    /// `--tp-comm-overlap`); by default Megatron overlaps them.
+    /// `--tp-comm-overlap`); by default Megatron overlaps them on Hopper and newer, over NVLink.
     #[arg(long)]
     no_tp_comm_overlap: bool,
     /// Framework whose gradient bucketing and kernels are priced.
@@ -359,7 +359,10 @@ impl JobArgs {
                 Framework::Megatron => FlashKernel::Newest,
                 Framework::Deepspeed | Framework::Fsdp => FlashKernel::Flash2,
             },
-            tp_comm_overlap: self.framework == Framework::Megatron && !self.no_tp_comm_overlap,
+            // Transformer Engine's userbuffers overlap needs Hopper or newer.
+            tp_comm_overlap: self.framework == Framework::Megatron
+                && matches!(cluster.gpu.arch, Arch::Hopper | Arch::Blackwell)
+                && !self.no_tp_comm_overlap,
             fused_elementwise: true,
             framework: self.framework,
             grad_reduce: self.grad_reduce.unwrap_or(match self.framework {

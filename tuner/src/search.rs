@@ -203,8 +203,18 @@ impl PartialOrd for BySlowest {
 }
 impl Ord for BySlowest {
     fn cmp(&self, other: &Self) -> Ordering {
-        self.0.step_time_s.total_cmp(&other.0.step_time_s)
+        self.0
+            .step_time_s
+            .total_cmp(&other.0.step_time_s)
+            .then_with(|| simplicity(&self.0.mesh).cmp(&simplicity(&other.0.mesh)))
     }
+}
+
+/// Exact ties (a CP rank and a DP rank often price the same) go to the simpler layout, so that
+/// every run of the search ranks them alike: less context parallelism, fewer stages and
+/// virtual stages, less TP, less sharding.
+fn simplicity(m: &Mesh) -> (u32, u32, u32, u32, u32, u8) {
+    (m.cp, m.ep, m.pp, m.virtual_stages, m.tp, m.zero_stage)
 }
 
 /// Prices every valid mesh and keeps the `top` fastest that fit.
@@ -252,9 +262,9 @@ pub fn best_mesh(scenario: &Scenario, c: &Constraints) -> (Option<Evaluation>, u
     let mut count = 0;
     let key = |x: &Evaluation| {
         if x.fits() {
-            (0, x.step_time_s)
+            (0, x.step_time_s, simplicity(&x.mesh))
         } else {
-            (1, x.memory.total)
+            (1, x.memory.total, simplicity(&x.mesh))
         }
     };
     for_each_evaluation(scenario, c, |e| {

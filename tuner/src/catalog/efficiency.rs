@@ -3,10 +3,10 @@
 //! These figures are kept apart from the datasheet figures in `gpus.rs` on purpose: datasheets
 //! are what the vendor promises, these are what software gets. Kernel figures are per GPU
 //! architecture and each cites a public measurement of that kernel on that GPU; link figures
-//! cite nccl-tests and NCCL's own tuning model. Five figures have no such measurement behind
+//! cite nccl-tests and NCCL's own tuning model. Six figures have no such measurement behind
 //! them and are fitted once, globally, to every published run (`tuner validate --fit`; see
 //! `validate::fitting::FITTED`): `host_s_per_kernel`, `overlap_hbm_factor`, `recompute_pass`,
-//! `network_busbw` and `straggler_sigma`. `tuner validate --leave-one-source-out` says how they generalise.
+//! `network_busbw`, `tier_contention` and `straggler_sigma`. `tuner validate --leave-one-source-out` says how they generalise.
 
 use super::gpus::Arch;
 
@@ -132,6 +132,9 @@ pub struct Efficiency {
     pub pcie_busbw: f64,
     /// Bus bandwidth over the scale-out fabric against the NIC line rate, inside a job.
     pub network_busbw: f64,
+    /// Bandwidth lost per fabric tier a collective crosses above the first (leaf) tier: ECMP
+    /// hash collisions on the uplinks. Fitted.
+    pub tier_contention: f64,
     /// The same in a sweep on an idle fabric, which is what nccl-tests and calibration
     /// measure; measured inter-node figures are priced at `network_busbw / network_idle_busbw`
     /// of themselves.
@@ -160,18 +163,18 @@ pub const NOMINAL: Efficiency = Efficiency {
     // Prior 3 (read, write, reduce-read per wire byte): NCCL runs its collectives on 8-32 CTAs
     // that stream through HBM and take it from the GEMMs they overlap (Wang et al. 2023,
     // ZeRO++ §2; Rashidi et al. 2021, "Enabling compute-communication overlap", ISCA).
-    // Fitted globally: 0.28, a tenth of the prior; the published runs show little cost of
+    // Fitted globally: 0.29, a tenth of the prior; the published runs show little cost of
     // hidden collectives beyond what the exposure windows already price.
-    overlap_hbm_factor: 0.28,
+    overlap_hbm_factor: 0.29,
     // Prior: Sinha et al. 2022 ("Not all GPUs are created equal", SC'22) measure 1-3% spread
-    // of the same kernel across the A100s/V100s of production clusters. Fitted globally: 1.5%,
-    // inside that range; a 6,144-GPU step waits 4.2 sigma, 6.4%, longer than its mean GPU.
-    straggler_sigma: 0.0152,
+    // of the same kernel across the A100s/V100s of production clusters. Fitted globally: 1.4%,
+    // inside that range; a 6,144-GPU step waits 4.2 sigma, 5.9%, longer than its mean GPU.
+    straggler_sigma: 0.0141,
     // Full recomputation costs less than a forward pass in every published pair of runs with
     // and without it (Korthikanti et al. 2022 Table 4): the first forward under checkpointing
     // runs without autograd and saves no activations. No kernel measurement isolates it:
-    // fitted globally, 0.864.
-    recompute_pass: 0.864,
+    // fitted globally, 0.875.
+    recompute_pass: 0.875,
     // Fused Adam (apex / torch foreach): read fp32 param, grad, m, v; write param, m, v and
     // the bf16 copy: 4+4+4+4 read, 4+4+4+2 write, ~32 bytes.
     optimizer_bytes_per_param: 32.0,
@@ -186,8 +189,13 @@ pub const NOMINAL: Efficiency = Efficiency {
     // Scale-out: InfiniBand NDR/HDR nccl-tests busbw reaches ~90% of line rate on an idle
     // fabric and one rail (network_idle_busbw); jobs that drive every rail at once, across a
     // multi-level fat tree shared with their own pipeline traffic, see less. No public sweep
-    // measures that in-job share: fitted globally, 0.48 of line rate.
-    network_busbw: 0.48,
+    // measures that in-job share: fitted globally, 0.525 of line rate under one leaf.
+    network_busbw: 0.525,
+    // Prior 10% per tier: multi-tier Clos fabrics lose bandwidth to ECMP hash collisions and
+    // polarization on the uplinks (Qian et al., "Alibaba HPN", SIGCOMM 2024, §2; Gangidi et
+    // al., "RDMA over Ethernet for distributed training at Meta scale", SIGCOMM 2024, §5).
+    // Fitted globally: 9.1%.
+    tier_contention: 0.091,
     network_idle_busbw: 0.90,
 };
 
@@ -199,6 +207,7 @@ pub const PRIOR: Efficiency = Efficiency {
     overlap_hbm_factor: 3.0,
     recompute_pass: 0.94,
     network_busbw: 0.68,
+    tier_contention: 0.10,
     straggler_sigma: 0.01,
     ..NOMINAL
 };

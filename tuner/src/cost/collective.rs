@@ -191,7 +191,22 @@ pub struct NominalCollectives {
     pcie_busbw: f64,
     nic_share_busbw: f64,
     network_contention: f64,
+    tier_contention: f64,
     nvlink: bool,
+}
+
+/// Nodes under one leaf switch of a rail-optimized fabric: NVIDIA's DGX SuperPOD reference
+/// architecture builds scalable units of 32 nodes, each rail on its own leaf; a spine joins up
+/// to 32 of them, and bigger fabrics add a third tier.
+const LEAF_NODES: u32 = 32;
+
+/// Switch tiers a collective over `nodes` nodes crosses.
+pub fn fabric_tiers(nodes: u32) -> u32 {
+    match nodes {
+        0..=LEAF_NODES => 1,
+        n if n <= LEAF_NODES * LEAF_NODES => 2,
+        _ => 3,
+    }
 }
 
 impl NominalCollectives {
@@ -202,6 +217,7 @@ impl NominalCollectives {
             pcie_busbw: pcie_x16_bytes_per_s(cluster.gpu.pcie_gen) * eff.pcie_busbw,
             nic_share_busbw: cluster.nic_share_bytes_per_s() * eff.network_busbw,
             network_contention: eff.network_busbw / eff.network_idle_busbw,
+            tier_contention: eff.tier_contention,
             nvlink: cluster.nvlink_domain > 1,
         }
     }
@@ -251,7 +267,11 @@ impl NominalCollectives {
         match group.link {
             LinkClass::Nvlink => self.nvlink_busbw,
             LinkClass::Pcie => self.pcie_busbw,
-            LinkClass::Network => (f64::from(members) * self.nic_share_busbw).min(intra),
+            LinkClass::Network => {
+                let tiers = fabric_tiers(group.nodes) as i32;
+                let spine = (1.0 - self.tier_contention).powi(tiers - 1);
+                (f64::from(members) * self.nic_share_busbw * spine).min(intra)
+            }
         }
     }
 
@@ -387,19 +407,33 @@ mod tests {
     }
 
     #[test]
+    fn fabric_tiers_follow_the_superpod_leaf_and_spine() {
+        // 32 nodes per rail leaf; a spine joins 32 leaves (1,024 nodes); beyond, a third tier.
+        assert_eq!(fabric_tiers(1), 1);
+        assert_eq!(fabric_tiers(32), 1);
+        assert_eq!(fabric_tiers(33), 2);
+        assert_eq!(fabric_tiers(1024), 2);
+        assert_eq!(fabric_tiers(1025), 3);
+    }
+
+    #[test]
     fn crossing_nodes_runs_at_the_nic_share() {
-        // TP=16 over two DGX H100: 8 members per node drive 8 x 50 GB/s of NICs (272 GB/s at
-        // the catalog's 68%), below NVLink's 351 GB/s; one member per node gets 34 GB/s.
+        // TP=16 over two DGX H100: 8 members per node drive 8 x 50 GB/s of NICs (210 GB/s at
+        // the catalog's 52.5%), below NVLink's 351 GB/s; one member per node gets 26 GB/s
+        // under one leaf, and 9.1% less across 64 nodes, whose traffic crosses the spine.
         let c = catalog::cluster("dgx-h100").unwrap();
         let m = NominalCollectives::new(&c, &NOMINAL);
         let net = NOMINAL.network_busbw;
+        let spine = 1.0 - NOMINAL.tier_contention;
         let ar = Collective::AllReduce;
         assert!((m.busbw(ar, &span(16, 1, &c)) - 8.0 * 50e9 * net).abs() < 1.0);
-        assert!((m.busbw(ar, &span(64, 8, &c)) - 50e9 * net).abs() < 1.0);
+        assert!((m.busbw(ar, &span(32, 8, &c)) - 50e9 * net).abs() < 1.0);
+        assert!((m.busbw(ar, &span(64, 8, &c)) - 50e9 * net * spine).abs() < 1.0);
         assert!((m.busbw(ar, &span(8, 1, &c)) - 450e9 * NOMINAL.nvlink_busbw).abs() < 1.0);
         // A sweep on an idle fabric shows 0.90 of line rate, more than a job gets.
         let dp = span(64, 8, &c);
-        assert!((m.sweep_busbw(ar, &dp) - 50e9 * NOMINAL.network_idle_busbw).abs() < 1.0);
+        let idle = NOMINAL.network_idle_busbw;
+        assert!((m.sweep_busbw(ar, &dp) - 50e9 * idle * spine).abs() < 1.0);
         let inside = span(8, 1, &c);
         assert_eq!(m.sweep_busbw(ar, &inside), m.busbw(ar, &inside));
         // Send/recv between two nodes of eight: each pair has one rail.

@@ -11,7 +11,7 @@ use super::compute::{ComputeModel, FLASH_BACKWARD};
 use crate::catalog::Efficiency;
 use crate::mesh::{Framework, Mesh, Recompute, Training};
 use crate::model::{FfnAct, ModelShape};
-use crate::placement::Placement;
+use crate::placement::{LinkClass, Placement};
 
 /// One term of the step time.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -247,8 +247,9 @@ pub fn step_time(x: &Inputs) -> Breakdown {
         kernels: mix(|l| l.kernels),
     };
     let host = x.compute.host_s_per_kernel();
-    // With TP overlap the collectives run under the GEMMs they feed, chunk by chunk.
-    let tp_exposed = if x.training.tp_comm_overlap {
+    // With TP overlap the collectives run under the GEMMs they feed, chunk by chunk; Transformer
+    // Engine's userbuffers do that over NVLink only.
+    let tp_exposed = if x.training.tp_comm_overlap && x.placement.tp.link == LinkClass::Nvlink {
         Term::overlapped(avg.tp, avg.gemm, 0.0, contention_s(x, avg.tp_wire)).exposed_s
     } else {
         avg.tp

@@ -42,6 +42,11 @@ pub const FITTED: &[Knob] = &[
         range: (0.4, 0.9),
     },
     Knob {
+        name: "tier_contention",
+        field: |e| &mut e.tier_contention,
+        range: (0.0, 0.5),
+    },
+    Knob {
         name: "straggler_sigma",
         field: |e| &mut e.straggler_sigma,
         range: (0.0, 0.05),
