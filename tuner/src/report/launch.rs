@@ -25,9 +25,22 @@ pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> String {
             model.kv_heads
         ));
     }
+    // The shape files carry no normalization, position or bias fields: SwiGLU models are the
+    // Llama family (RMSNorm, rotary positions, no linear biases), GeLU models GPT-style
+    // (LayerNorm, learned positions, biases), which is what the cost model prices.
     if model.ffn_act == FfnAct::Swiglu {
-        a.push("--swiglu".into());
+        a.push(
+            "--swiglu --normalization RMSNorm --position-embedding-type rope --disable-bias-linear"
+                .into(),
+        );
+    } else {
+        a.push("--normalization LayerNorm --position-embedding-type learned_absolute".into());
     }
+    // The vocabulary priced in the output layer, through the tokenizer that takes a size.
+    a.push(format!(
+        "--tokenizer-type NullTokenizer --vocab-size {}",
+        model.vocab
+    ));
     if !model.tied_embeddings {
         a.push("--untie-embeddings-and-output-weights".into());
     }
@@ -286,6 +299,11 @@ mod tests {
             assert_eq!(number(&a, "global-batch-size"), t.global_batch);
             assert_eq!(number(&a, "num-layers"), model.layers);
             assert_eq!(number(&a, "num-query-groups"), model.kv_heads);
+            assert_eq!(a["normalization"], ["RMSNorm"]);
+            assert_eq!(a["position-embedding-type"], ["rope"]);
+            assert!(a.contains_key("disable-bias-linear"));
+            assert_eq!(a["tokenizer-type"], ["NullTokenizer"]);
+            assert_eq!(number(&a, "vocab-size"), model.vocab);
             assert!(
                 a.contains_key("swiglu") && a.contains_key("untie-embeddings-and-output-weights")
             );
