@@ -150,7 +150,7 @@ struct JobArgs {
     #[arg(long)]
     nics_per_node: Option<u32>,
     /// Override the preset's NIC line rate, Gbit/s.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     nic_gbps: Option<f64>,
     /// Sequence length (default: the model's).
     #[arg(long)]
@@ -244,6 +244,14 @@ impl MeshArgs {
 
 const DEFAULT_BATCH_TOKENS: u64 = 4 << 20;
 
+/// Largest job priced: 2^20 GPUs, past the largest clusters built.
+const MAX_GPUS: u32 = 1 << 20;
+
+/// Largest global batch priced: 2^24 sequences or 2^40 tokens, a thousand times what any
+/// published run used.
+const MAX_GLOBAL_BATCH: u32 = 1 << 24;
+const MAX_BATCH_TOKENS: f64 = (1u64 << 40) as f64;
+
 /// Parses 4194304, 4M, 4.5M, 16Mi, 512K.
 fn parse_tokens(s: &str) -> anyhow::Result<u64> {
     let t = s.trim();
@@ -259,11 +267,13 @@ fn parse_tokens(s: &str) -> anyhow::Result<u64> {
     .find_map(|(suffix, m)| t.strip_suffix(suffix).map(|n| (n, *m)))
     .unwrap_or((t, 1));
     match num.parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() => Ok((v * mult as f64).round() as u64),
+        Ok(v) if v > 0.0 && v.is_finite() && v * mult as f64 <= MAX_BATCH_TOKENS => {
+            Ok((v * mult as f64).round() as u64)
+        }
         _ => Err(bad_input(
             "--global-batch-tokens",
             s,
-            "a positive token count such as 4194304, 4M or 4Mi",
+            "a positive token count up to 1Ti, such as 4194304, 4M or 4Mi",
         )
         .into()),
     }
@@ -276,16 +286,19 @@ impl JobArgs {
         if self.gpus <= 0 {
             bail!(bad_input("--gpus", self.gpus, "a positive GPU count"));
         }
-        let gpus = u32::try_from(self.gpus)
-            .map_err(|_| bad_input("--gpus", self.gpus, "at most 4294967295"))?;
+        if self.gpus > i64::from(MAX_GPUS) {
+            bail!(bad_input(
+                "--gpus",
+                self.gpus,
+                "at most 1048576: no cluster holds more"
+            ));
+        }
+        let gpus = self.gpus as u32;
         let resolved = catalog::model(&self.model)?;
         notes.extend(resolved.note);
         let model = resolved.shape;
         let mut cluster: Cluster = catalog::cluster(&self.cluster)?;
         if let Some(n) = self.gpus_per_node {
-            if n == 0 {
-                bail!(bad_input("--gpus-per-node", n, "a positive count"));
-            }
             cluster.gpus_per_node = n;
             cluster.nvlink_domain =
                 cluster
@@ -301,11 +314,9 @@ impl JobArgs {
             cluster.nics_per_node = n;
         }
         if let Some(g) = self.nic_gbps {
-            if g <= 0.0 || !g.is_finite() {
-                bail!(bad_input("--nic-gbps", g, "a positive rate in Gbit/s"));
-            }
             cluster.nic_bits_per_s = g * 1e9;
         }
+        cluster.check(gpus, |field| format!("--{}", field.replace('_', "-")))?;
         let seq_len = match self.seq_len {
             Some(0) => bail!(bad_input("--seq-len", 0, "a positive length")),
             Some(s) => s,
@@ -323,6 +334,9 @@ impl JobArgs {
                 0,
                 "a positive number of sequences"
             )),
+            (Some(b), _) if b > MAX_GLOBAL_BATCH => {
+                bail!(bad_input("--global-batch", b, "at most 16777216 sequences"))
+            }
             (Some(b), _) => b,
             (None, tokens) => {
                 let (tokens, default) = match tokens {
@@ -612,7 +626,11 @@ fn no_mesh(
         None if *c != Constraints::default() => "no layout satisfies the pinned knobs (tp must divide heads and KV heads, pp the layers, dp x microbatch the global batch)".to_string(),
         None => "no layout divides the model and the global batch".to_string(),
     };
-    let hint = match search::smallest_working_count(scenario, gpus) {
+    // A pin that can never hold, or not at this count, is the answer; no larger count helps.
+    if let Err(e) = c.check(&scenario.model, gpus) {
+        return e.into();
+    }
+    let hint = match search::smallest_working_count(scenario, gpus, c) {
         Some(n) => format!("; the smallest GPU count that works is {n}"),
         None => String::new(),
     };

@@ -5,6 +5,7 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 use crate::cost::{Evaluation, Scenario};
+use crate::error::{bad_input, TunerError};
 use crate::mesh::{Mesh, Recompute};
 use crate::model::ModelShape;
 
@@ -35,14 +36,104 @@ pub struct Constraints {
     pub sequence_parallel: Option<bool>,
 }
 
+impl Constraints {
+    /// Why the pinned knobs can hold at no GPU count, or not at `gpus`: a zero, a size the
+    /// model cannot split, or a product that does not divide the GPUs. Named by flag.
+    pub fn check(&self, model: &ModelShape, gpus: u32) -> Result<(), TunerError> {
+        let counts = [
+            ("--tp", self.tp),
+            ("--pp", self.pp),
+            ("--dp", self.dp),
+            ("--cp", self.cp),
+            ("--ep", self.ep),
+            ("--microbatch-size", self.microbatch_size),
+            ("--microbatches", self.microbatches),
+            ("--virtual-stages", self.virtual_stages),
+        ];
+        for (flag, value) in counts {
+            if value == Some(0) {
+                return Err(bad_input(flag, 0, "a positive count"));
+            }
+        }
+        if let Some(tp) = self.tp {
+            if model.heads % tp != 0 || model.kv_heads % tp != 0 {
+                return Err(bad_input(
+                    "--tp",
+                    tp,
+                    &format!(
+                        "a divisor of {}'s {} heads and {} KV heads",
+                        model.name, model.heads, model.kv_heads
+                    ),
+                ));
+            }
+        }
+        if let Some(pp) = self.pp {
+            if !splits_layers(model.layers, pp) {
+                return Err(bad_input(
+                    "--pp",
+                    pp,
+                    &format!(
+                        "a stage count that splits {} layers (evenly, or one fewer on the first and last stage)",
+                        model.layers
+                    ),
+                ));
+            }
+        }
+        if let Some(cp) = self.cp {
+            if !cp.is_power_of_two() || cp > MAX_CP {
+                return Err(bad_input("--cp", cp, "a power of two up to 32"));
+            }
+        }
+        if let Some(ep) = self.ep.filter(|&e| e > 1) {
+            match &model.moe {
+                Some(moe) if moe.experts % ep == 0 => {}
+                Some(moe) => {
+                    return Err(bad_input(
+                        "--ep",
+                        ep,
+                        &format!("a divisor of the {} experts", moe.experts),
+                    ))
+                }
+                None => return Err(bad_input("--ep", ep, "1: the model has no experts")),
+            }
+        }
+        let pinned: u64 = [self.tp, self.pp, self.dp, self.cp]
+            .iter()
+            .map(|v| u64::from(v.unwrap_or(1)))
+            .product();
+        if u64::from(gpus) % pinned != 0 {
+            return Err(bad_input(
+                "--gpus",
+                gpus,
+                &format!("a multiple of the pinned tp x pp x dp x cp = {pinned}"),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Largest context-parallel and virtual-stage sizes searched; beyond them the ring or the
 /// schedule is all overhead on any cluster we know.
 const MAX_CP: u32 = 32;
 const MAX_VIRTUAL_STAGES: u32 = 8;
 const MAX_MICROBATCH: u32 = 64;
 
+/// The divisors of n in increasing order, found up to sqrt(n) (a million-GPU count has a few
+/// dozen; walking every integer up to it took seconds per call).
 fn divisors(n: u32) -> impl Iterator<Item = u32> {
-    (1..=n).filter(move |d| n % d == 0)
+    let mut small = Vec::new();
+    let mut large = Vec::new();
+    let mut d = 1u32;
+    while u64::from(d) * u64::from(d) <= u64::from(n) {
+        if n % d == 0 {
+            small.push(d);
+            if d != n / d {
+                large.push(n / d);
+            }
+        }
+        d += 1;
+    }
+    small.into_iter().chain(large.into_iter().rev())
 }
 
 fn pick(fixed: Option<u32>, all: impl Iterator<Item = u32>) -> Vec<u32> {
@@ -276,22 +367,29 @@ pub fn best_mesh(scenario: &Scenario, c: &Constraints) -> (Option<Evaluation>, u
     (best, count)
 }
 
-/// The smallest GPU count above `gpus` with a mesh that fits, trying multiples of the node
-/// size and powers of two up to 64x the request.
-pub fn smallest_working_count(scenario: &mut Scenario, gpus: u32) -> Option<u32> {
-    let node = scenario.cluster.gpus_per_node;
-    let mut candidates: Vec<u32> = (1..=64 * gpus.max(node) / node)
-        .map(|k| k * node)
-        .chain((0..20).map(|i| 1 << i))
-        .filter(|&n| n > gpus && n <= 64 * gpus.max(node))
+/// Candidate counts tried by [`smallest_working_count`]: enough to pass from a node to a
+/// 64x larger job, few enough that the answer comes in well under a second.
+const MAX_CANDIDATES: usize = 48;
+
+/// The smallest GPU count above `gpus` with a mesh that fits under the pinned knobs `c`,
+/// trying multiples of the node size and powers of two up to 64x the request, at most
+/// [`MAX_CANDIDATES`] of them.
+pub fn smallest_working_count(scenario: &mut Scenario, gpus: u32, c: &Constraints) -> Option<u32> {
+    let node = u64::from(scenario.cluster.gpus_per_node.max(1));
+    let limit = 64 * u64::from(gpus).max(node);
+    let mut candidates: Vec<u64> = (1..=MAX_CANDIDATES as u64)
+        .map(|k| (u64::from(gpus) / node + k) * node)
+        .chain((0..32).map(|i| 1u64 << i))
+        .filter(|&n| n > u64::from(gpus) && n <= limit && n <= u64::from(u32::MAX))
         .collect();
     candidates.sort_unstable();
     candidates.dedup();
+    candidates.truncate(MAX_CANDIDATES);
     let original = scenario.gpus;
-    let found = candidates.into_iter().find(|&n| {
+    let found = candidates.into_iter().map(|n| n as u32).find(|&n| {
         scenario.gpus = n;
         let mut any = false;
-        for_each_evaluation(scenario, &Constraints::default(), |e| any = any || e.fits());
+        for_each_evaluation(scenario, c, |e| any = any || e.fits());
         any
     });
     scenario.gpus = original;
@@ -337,6 +435,73 @@ mod tests {
             n += 1;
         });
         assert!(n > 0);
+    }
+
+    #[test]
+    fn divisors_come_in_order() {
+        assert_eq!(divisors(12).collect::<Vec<_>>(), [1, 2, 3, 4, 6, 12]);
+        assert_eq!(divisors(16).collect::<Vec<_>>(), [1, 2, 4, 8, 16]);
+        assert_eq!(divisors(1).collect::<Vec<_>>(), [1]);
+        assert_eq!(divisors(1 << 20).count(), 21);
+    }
+
+    #[test]
+    fn impossible_pins_are_named_by_flag() {
+        let model = catalog::model("llama3-70b").unwrap().shape;
+        let err = |c: Constraints, gpus| c.check(&model, gpus).unwrap_err().to_string();
+        let tp3 = err(
+            Constraints {
+                tp: Some(3),
+                ..Default::default()
+            },
+            8,
+        );
+        assert!(
+            tp3.starts_with("--tp = 3: expected a divisor of llama3-70b's 64 heads and 8 KV heads"),
+            "{tp3}"
+        );
+        let tp0 = err(
+            Constraints {
+                tp: Some(0),
+                ..Default::default()
+            },
+            8,
+        );
+        assert!(tp0.starts_with("--tp = 0"), "{tp0}");
+        let m0 = err(
+            Constraints {
+                microbatches: Some(0),
+                ..Default::default()
+            },
+            64,
+        );
+        assert!(m0.starts_with("--microbatches = 0"), "{m0}");
+        let ep = err(
+            Constraints {
+                ep: Some(8),
+                ..Default::default()
+            },
+            64,
+        );
+        assert!(ep.contains("no experts"), "{ep}");
+        let product = err(
+            Constraints {
+                tp: Some(8),
+                pp: Some(4),
+                ..Default::default()
+            },
+            48,
+        );
+        assert!(
+            product.contains("a multiple of the pinned tp x pp x dp x cp = 32"),
+            "{product}"
+        );
+        assert!(Constraints {
+            tp: Some(8),
+            ..Default::default()
+        }
+        .check(&model, 64)
+        .is_ok());
     }
 
     #[test]

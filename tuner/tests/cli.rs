@@ -441,3 +441,50 @@ fn measurements_of_another_gpu_are_called_out() {
     assert!(out.contains("WARNING: the measurements come from NVIDIA L40S (l40s) but the cluster prices h100-sxm"), "{out}");
     assert!(out.contains("pass --cluster l40s-pcie"), "{out}");
 }
+
+#[test]
+fn impossible_and_absurd_inputs_are_refused_at_once_by_name() {
+    for (extra, expected) in [
+        (
+            &["--gpus", "8", "--tp", "3"][..],
+            "--tp = 3: expected a divisor of llama3-70b's 64 heads and 8 KV heads",
+        ),
+        (
+            &["--gpus", "8", "--tp", "0"],
+            "--tp = 0: expected a positive count",
+        ),
+        (
+            &["--gpus", "64", "--microbatches", "0"],
+            "--microbatches = 0: expected a positive count",
+        ),
+        (
+            &["--gpus", "48", "--tp", "8", "--pp", "4"],
+            "--gpus = 48: expected a multiple of the pinned tp x pp x dp x cp = 32",
+        ),
+        (
+            &["--gpus", "10000000"],
+            "--gpus = 10000000: expected at most 1048576",
+        ),
+        (
+            &["--gpus", "512", "--global-batch", "4294967295"],
+            "--global-batch = 4294967295: expected at most 16777216 sequences",
+        ),
+        (
+            &["--gpus", "512", "--global-batch-tokens", "1e300"],
+            "--global-batch-tokens = 1e300",
+        ),
+        (
+            &["--gpus", "16", "--nic-gbps", "-8"],
+            "--nic-gbps = -8: expected a positive rate",
+        ),
+        (
+            &["--gpus", "16", "--nics-per-node", "0"],
+            "--nics-per-node = 0: expected at least 1 for a job across nodes",
+        ),
+    ] {
+        let args = [&["recommend", "--model", "70b"][..], extra].concat();
+        let err = stderr_of_failure(&args);
+        assert!(err.contains(expected), "{args:?}: {err}");
+        assert!(!err.contains("smallest GPU count"), "{args:?}: {err}");
+    }
+}

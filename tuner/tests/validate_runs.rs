@@ -145,3 +145,36 @@ fn a_run_the_model_cannot_price_is_reported_and_the_rest_scored() {
     );
     assert_eq!(v.summary.runs, 79);
 }
+
+#[test]
+fn nonsense_cluster_figures_are_refused_with_the_key() {
+    let text = std::fs::read_to_string(format!(
+        "{}/../data/published-runs.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    // The first run (Narayanan's 1.7B on 32 GPUs, 8 per node) with each figure broken.
+    for (good, bad, key) in [
+        ("nic_gbps: 200", "nic_gbps: -8", "cluster.nic_gbps = -8"),
+        ("nic_gbps: 200", "nic_gbps: .nan", "cluster.nic_gbps = NaN"),
+        (
+            "nics_per_node: 8",
+            "nics_per_node: 0",
+            "cluster.nics_per_node = 0",
+        ),
+        (
+            "gpus_per_node: 8",
+            "gpus_per_node: 0",
+            "cluster.gpus_per_node = 0",
+        ),
+    ] {
+        let broken = text.replacen(good, bad, 1);
+        let v = validate(&[parse_runs(&broken, "broken.yaml").unwrap()], &NOMINAL);
+        assert_eq!(v.skipped.len(), 1, "{bad}: {:?}", v.skipped);
+        assert!(
+            v.skipped[0].reason.contains(key),
+            "{bad}: {}",
+            v.skipped[0].reason
+        );
+    }
+}

@@ -7,7 +7,7 @@ pub mod models;
 
 use std::path::Path;
 
-use crate::error::TunerError;
+use crate::error::{bad_input, TunerError};
 use crate::model::ModelShape;
 pub use clusters::{ClusterPreset, CLUSTERS};
 pub use efficiency::{ArchKernels, Efficiency, NOMINAL, PRIOR};
@@ -31,6 +31,31 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// Checks the node figures of a job on `gpus` GPUs, naming each field through `name` (the
+    /// CLI's flags and the runs file's keys differ): at least one GPU per node, a NIC per node
+    /// when the job crosses nodes, and a finite positive NIC rate.
+    pub fn check(&self, gpus: u32, name: impl Fn(&str) -> String) -> Result<(), TunerError> {
+        if self.gpus_per_node == 0 {
+            return Err(bad_input(&name("gpus_per_node"), 0, "a positive count"));
+        }
+        if self.nics_per_node == 0 && gpus > self.gpus_per_node {
+            return Err(bad_input(
+                &name("nics_per_node"),
+                0,
+                "at least 1 for a job across nodes",
+            ));
+        }
+        let gbps = self.nic_bits_per_s / 1e9;
+        if !(gbps.is_finite() && gbps > 0.0 && gbps <= 1e5) {
+            return Err(bad_input(
+                &name("nic_gbps"),
+                gbps,
+                "a positive rate in Gbit/s, at most 100000",
+            ));
+        }
+        Ok(())
+    }
+
     /// Scale-out bandwidth available to one GPU, bytes/s per direction: the node's NICs shared
     /// by its GPUs.
     pub fn nic_share_bytes_per_s(&self) -> f64 {

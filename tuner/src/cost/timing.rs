@@ -148,7 +148,9 @@ impl Breakdown {
 /// stages, m microbatches and v virtual stages (v = 1 is plain 1F1B).
 /// Narayanan et al. 2021, arXiv 2104.04473, §2.2: bubble = (p-1)/m of compute, divided by v.
 pub fn bubble_fraction(p: u32, m: u32, v: u32) -> f64 {
-    f64::from(p - 1) / f64::from(v * m + p - 1)
+    // In f64: v x m overflows u32 for absurd batches.
+    let (p, m, v) = (f64::from(p), f64::from(m), f64::from(v));
+    (p - 1.0) / (v * m + p - 1.0)
 }
 
 /// Expected maximum of n standard normal draws, the tail a synchronous step waits for:

@@ -234,14 +234,19 @@ impl Run {
         } else {
             1
         };
-        Ok(Cluster {
+        let cluster = Cluster {
             name: format!("{} x{}", gpu.id, self.cluster.gpus),
             gpu,
             gpus_per_node: self.cluster.gpus_per_node,
             nvlink_domain,
             nics_per_node: self.cluster.nics_per_node,
             nic_bits_per_s: self.cluster.nic_gbps * 1e9,
-        })
+        };
+        // The same checks as the CLI's flags, named by the runs file's keys.
+        cluster.check(self.cluster.gpus, |field| {
+            format!("runs[{}].cluster.{field}", self.id)
+        })?;
+        Ok(cluster)
     }
 
     /// The publication a run comes from: its group's first word (`torchtitan`, `vtrain`,
