@@ -15,7 +15,9 @@ use tuner::report::{explain, launch, table};
 use tuner::search::{self, Constraints};
 use tuner::validate;
 
-use tuner::measure::{self, MeasureArgs, Priced};
+use tuner::measure::Priced;
+
+use crate::measure_args::{self, MeasureArgs};
 
 /// Ranks hybrid-parallel training layouts (DP x TP x PP x CP x EP, ZeRO, microbatches,
 /// recomputation) for a model on a GPU cluster.
@@ -362,11 +364,9 @@ impl JobArgs {
         }
         notes.push("optimizer: mixed-precision Adam, 16 bytes of model state per parameter".into());
 
+        // Megatron-Core's defaults, changed where the flags or the framework say otherwise.
         let training = Training {
-            seq_len,
-            global_batch,
             precision: self.precision,
-            optimizer: "adam",
             flash_attention: !self.no_flash_attention,
             overlap_grad_reduce: !self.no_overlap_grad_reduce,
             flash_kernel: match self.framework {
@@ -377,12 +377,12 @@ impl JobArgs {
             tp_comm_overlap: self.framework == Framework::Megatron
                 && matches!(cluster.gpu.arch, Arch::Hopper | Arch::Blackwell)
                 && !self.no_tp_comm_overlap,
-            fused_elementwise: true,
             framework: self.framework,
             grad_reduce: self.grad_reduce.unwrap_or(match self.framework {
                 Framework::Deepspeed => ReduceDtype::Bf16,
                 Framework::Megatron | Framework::Fsdp => ReduceDtype::Fp32,
             }),
+            ..Training::megatron(seq_len, global_batch)
         };
         Ok((
             Scenario::nominal(model, training, cluster, gpus, NOMINAL),
@@ -488,7 +488,7 @@ fn emit(kind: Emit, scenario: &Scenario, e: &Evaluation) -> String {
 /// The job's scenario, priced from measurements where given, with its notes.
 fn priced(job: &JobArgs, measure_args: &MeasureArgs) -> anyhow::Result<(Priced, Vec<String>)> {
     let (nominal, mut notes) = job.scenario()?;
-    let priced = measure::price(nominal, measure_args)?;
+    let priced = measure_args::price(nominal, measure_args)?;
     notes.extend(priced.notes.iter().cloned());
     notes.push(match priced.fits {
         Some(_) => {

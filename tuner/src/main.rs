@@ -3,6 +3,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 mod cli;
+mod measure_args;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();

@@ -1,176 +1,10 @@
-//! Measurement flags: where measurements come from, how they are screened and aggregated, and
-//! the scenario they price.
+//! Pricing from measurements: fit the records, build the measured scenario, and say what the
+//! measurements changed (stragglers, exclusions, another GPU than the preset's).
 
-use std::path::PathBuf;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-use anyhow::{bail, Context};
-use clap::Args;
-
-use crate::catalog::NOMINAL;
 use crate::cost::Scenario;
-use crate::error::bad_input;
-use crate::fit::fleet::Aggregate;
 use crate::fit::{fit_all, FitOptions, Fits};
-use crate::ingest::prometheus::PromSource;
-use crate::ingest::snapshot::Snapshot;
-use crate::ingest::{files, Measurements};
-use crate::mesh::Precision;
+use crate::ingest::Measurements;
 use crate::report::doc::{MeasurementsDoc, StragglerDoc};
-
-/// Where measured figures come from; without any, the catalog prices everything.
-#[derive(Debug, Args)]
-pub struct MeasureArgs {
-    /// Query the Prometheus HTTP API at this URL for the agents' metrics.
-    #[arg(long, env = "PROMETHEUS_URL")]
-    pub prometheus: Option<String>,
-    /// Bearer token for Prometheus.
-    #[arg(long, env = "PROMETHEUS_TOKEN", hide_env_values = true)]
-    pub prometheus_token: Option<String>,
-    /// Basic-auth user for Prometheus.
-    #[arg(long, env = "PROMETHEUS_USER")]
-    pub prometheus_user: Option<String>,
-    /// Basic-auth password for Prometheus.
-    #[arg(long, env = "PROMETHEUS_PASSWORD", hide_env_values = true)]
-    pub prometheus_password: Option<String>,
-    /// Label matchers scoping every query, e.g. '{pool="train-a"}'.
-    #[arg(long)]
-    pub selector: Option<String>,
-    /// Read the latest sample within this window (e.g. 24h) instead of the latest scrape.
-    #[arg(long)]
-    pub window: Option<String>,
-    /// Prometheus request timeout, e.g. 30s.
-    #[arg(long, default_value = "30s")]
-    pub timeout: String,
-    /// Snapshot files, microbench JSON lines or nccl-tests logs.
-    #[arg(long, num_args = 1..)]
-    pub measurements: Vec<PathBuf>,
-    /// Ignore measurements older than this, e.g. 7d.
-    #[arg(long)]
-    pub max_age: Option<String>,
-    /// How node figures become fleet figures.
-    #[arg(long, value_enum, default_value_t = Aggregate::Slowest)]
-    pub aggregate: Aggregate,
-    /// A node more than this fraction below the fleet median is flagged.
-    #[arg(long, default_value_t = 0.10)]
-    pub straggler_threshold: f64,
-    /// Leave these nodes out.
-    #[arg(long, num_args = 1..)]
-    pub exclude: Vec<String>,
-    /// Leave out every flagged node.
-    #[arg(long)]
-    pub exclude_degraded: bool,
-}
-
-/// Parses 90s, 30m, 24h, 7d, or plain seconds.
-pub fn parse_duration(flag: &str, s: &str) -> anyhow::Result<Duration> {
-    let t = s.trim();
-    let (num, unit) = match t.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
-        Some((i, _)) => t.split_at(i),
-        None => (t, "s"),
-    };
-    let mult = match unit {
-        "ms" => 1e-3,
-        "s" => 1.0,
-        "m" => 60.0,
-        "h" => 3600.0,
-        "d" => 86400.0,
-        _ => bail!(bad_input(flag, s, "a duration such as 90s, 30m, 24h or 7d")),
-    };
-    match num.parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() => Ok(Duration::from_secs_f64(v * mult)),
-        _ => bail!(bad_input(flag, s, "a duration such as 90s, 30m, 24h or 7d")),
-    }
-}
-
-fn now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
-
-impl MeasureArgs {
-    /// Whether any source was given.
-    pub fn any(&self) -> bool {
-        self.prometheus.is_some() || !self.measurements.is_empty()
-    }
-
-    /// The Prometheus source, if one was given.
-    pub fn prom(&self) -> anyhow::Result<Option<PromSource>> {
-        let Some(url) = &self.prometheus else {
-            return Ok(None);
-        };
-        if let Some(w) = &self.window {
-            parse_duration("--window", w)?;
-        }
-        let basic = match (&self.prometheus_user, &self.prometheus_password) {
-            (Some(u), Some(p)) => Some((u.clone(), p.clone())),
-            (None, None) => None,
-            _ => bail!(bad_input(
-                "--prometheus-user/--prometheus-password",
-                "one of them",
-                "both or neither"
-            )),
-        };
-        Ok(Some(PromSource {
-            url: url.clone(),
-            bearer: self.prometheus_token.clone(),
-            basic,
-            timeout: parse_duration("--timeout", &self.timeout)?,
-            selector: self.selector.clone(),
-            window: self.window.clone(),
-        }))
-    }
-
-    /// Reads every source, screens stale and simulated data, and returns what is left with a
-    /// snapshot of the Prometheus part.
-    pub fn load(&self) -> anyhow::Result<(Measurements, Option<Snapshot>)> {
-        let mut m = Measurements::default();
-        let mut snapshot = None;
-        if let Some(src) = self.prom()? {
-            let (pm, snap) = src.fetch(now())?;
-            m.records.extend(pm.records);
-            m.notes.extend(pm.notes);
-            m.sources.extend(pm.sources);
-            m.gpu_models.extend(pm.gpu_models);
-            snapshot = Some(snap);
-        }
-        for path in &self.measurements {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            files::read(&text, &path.display().to_string(), &mut m)?;
-        }
-        let max_age = self
-            .max_age
-            .as_deref()
-            .map(|a| parse_duration("--max-age", a))
-            .transpose()?;
-        m.screen(now(), max_age.map(|d| d.as_secs_f64()));
-        if !(0.0..1.0).contains(&self.straggler_threshold) {
-            bail!(bad_input(
-                "--straggler-threshold",
-                self.straggler_threshold,
-                "a fraction between 0 and 1"
-            ));
-        }
-        Ok((m, snapshot))
-    }
-
-    /// Fit options from the flags.
-    pub fn fit_options(&self, precision: Precision) -> FitOptions {
-        FitOptions {
-            aggregate: self.aggregate,
-            threshold: self.straggler_threshold,
-            exclude: self.exclude.clone(),
-            exclude_degraded: self.exclude_degraded,
-            gemm_dtype: match precision {
-                Precision::Bf16 => record::Dtype::Bf16,
-                Precision::Fp8 => record::Dtype::Fp8E4m3,
-            },
-        }
-    }
-}
 
 /// The priced scenario and what the document says about its measurements.
 pub struct Priced {
@@ -184,17 +18,20 @@ pub struct Priced {
     pub notes: Vec<String>,
 }
 
-/// Builds the measured scenario from a nominal one, or returns the nominal one unchanged.
-pub fn price(nominal: Scenario, args: &MeasureArgs) -> anyhow::Result<Priced> {
-    if !args.any() {
-        return Ok(Priced {
-            scenario: nominal,
+impl Priced {
+    /// The catalog's scenario, with no measurements behind it.
+    pub fn nominal(scenario: Scenario) -> Priced {
+        Priced {
+            scenario,
             fits: None,
             doc: None,
             notes: Vec::new(),
-        });
+        }
     }
-    let (m, _) = args.load()?;
+}
+
+/// Builds the measured scenario from a nominal one and loaded measurements, fitted with `opts`.
+pub fn price(nominal: Scenario, m: Measurements, opts: &FitOptions) -> Priced {
     if m.records.is_empty() {
         let mut notes = m.notes.clone();
         notes.push("no usable measurements: every term falls back to catalog figures".into());
@@ -203,23 +40,14 @@ pub fn price(nominal: Scenario, args: &MeasureArgs) -> anyhow::Result<Priced> {
             notes: m.notes,
             ..Default::default()
         };
-        return Ok(Priced {
-            scenario: nominal,
-            fits: None,
+        return Priced {
             doc: Some(doc),
             notes,
-        });
+            ..Priced::nominal(nominal)
+        };
     }
-    let peak = match nominal.training.precision {
-        Precision::Fp8 => nominal
-            .cluster
-            .gpu
-            .fp8_flops
-            .unwrap_or(nominal.cluster.gpu.bf16_flops),
-        Precision::Bf16 => nominal.cluster.gpu.bf16_flops,
-    };
-    let opts = args.fit_options(nominal.training.precision);
-    let fits = fit_all(&m.records, peak, &opts);
+    let peak = nominal.peak_flops();
+    let fits = fit_all(&m.records, peak, opts);
     let mut notes = m.notes.clone();
     let mut keep_cost = None;
     if !fits.excluded.is_empty() {
@@ -304,9 +132,10 @@ pub fn price(nominal: Scenario, args: &MeasureArgs) -> anyhow::Result<Priced> {
         training,
         cluster,
         gpus,
+        efficiency,
         ..
     } = nominal;
-    let scenario = Scenario::measured(model, training, cluster, gpus, NOMINAL, &fits);
+    let scenario = Scenario::measured(model, training, cluster, gpus, efficiency, &fits);
     let mut priced = Priced {
         scenario,
         fits: Some(fits),
@@ -317,7 +146,7 @@ pub fn price(nominal: Scenario, args: &MeasureArgs) -> anyhow::Result<Priced> {
         priced.doc.as_mut().expect("set above").keep_cost =
             Some(keep_cost_line(&priced.scenario, &all, &nodes));
     }
-    Ok(priced)
+    priced
 }
 
 /// What keeping the excluded nodes costs the best layout.
@@ -333,7 +162,7 @@ fn keep_cost_line(without: &Scenario, all: &Fits, nodes: &[String]) -> String {
         without.training.clone(),
         without.cluster.clone(),
         without.gpus,
-        NOMINAL,
+        without.efficiency.clone(),
         all,
     );
     match (best(without), best(&with)) {

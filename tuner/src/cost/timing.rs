@@ -216,11 +216,10 @@ impl Layer {
     }
 }
 
-/// Time of one pass over a layer: the GPU's, or the host's when issuing the kernels takes
-/// longer (the host runs ahead asynchronously, so the GPU waits only on the difference).
-/// Returns (GPU time, host-bound excess).
-fn pass(gpu_s: f64, kernels: f64, host_s_per_kernel: f64) -> (f64, f64) {
-    (gpu_s, (kernels * host_s_per_kernel - gpu_s).max(0.0))
+/// Host-bound time of one pass over a layer: how much longer issuing its kernels takes than
+/// running them (the host runs ahead asynchronously, so the GPU waits only on the difference).
+fn launch_excess(gpu_s: f64, kernels: f64, host_s_per_kernel: f64) -> f64 {
+    (kernels * host_s_per_kernel - gpu_s).max(0.0)
 }
 
 /// Computes the step time of one mesh.
@@ -259,18 +258,15 @@ pub fn step_time(x: &Inputs) -> Breakdown {
     let comm = tp_exposed + avg.a2a;
 
     // Forward, backward (twice the kernels) and recomputation passes of one layer.
-    let (fwd, fwd_launch) = pass(avg.fwd() + comm, avg.kernels, host);
-    let (bwd, bwd_launch) = pass(avg.bwd() + comm, 2.0 * avg.kernels, host);
+    let (fwd, bwd) = (avg.fwd() + comm, avg.bwd() + comm);
+    let fwd_launch = launch_excess(fwd, avg.kernels, host);
+    let bwd_launch = launch_excess(bwd, 2.0 * avg.kernels, host);
     let (recompute, recompute_launch, recompute_comm_passes) = match mesh.recompute {
         Recompute::None => (0.0, 0.0, 0.0),
         Recompute::Selective => (avg.attention, 0.0, 0.0),
         Recompute::Full => {
-            let (t, l) = pass(
-                avg.fwd() * x.efficiency.recompute_pass + comm,
-                avg.kernels,
-                host,
-            );
-            (t - comm, l, 1.0)
+            let gpu = avg.fwd() * x.efficiency.recompute_pass;
+            (gpu, launch_excess(gpu + comm, avg.kernels, host), 1.0)
         }
     };
     let comm_passes = 2.0 + recompute_comm_passes;

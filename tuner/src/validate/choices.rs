@@ -90,18 +90,17 @@ pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
     // `mixed_precision_reduce` is float32; llm-foundry's PURE mixed precision, DeepSpeed and
     // the fp16 Megatron papers reduce in the 2-byte training type.
     let text = run.source.to_lowercase();
+    let llm_foundry = text.contains("llm-foundry") || text.contains("mosaicml");
     let grad_reduce = match framework {
         Framework::Megatron if megatron_core => ReduceDtype::Fp32,
-        Framework::Fsdp if !(text.contains("llm-foundry") || text.contains("mosaicml")) => {
-            ReduceDtype::Fp32
-        }
+        Framework::Fsdp if !llm_foundry => ReduceDtype::Fp32,
         _ => ReduceDtype::Bf16,
     };
     choices.insert("grad_reduce".into(), grad_reduce.to_string());
     let precision = l.precision.unwrap_or(Precision::Bf16);
     // llm-foundry's benchmarks ran its Triton FlashAttention port; Megatron-Core reaches
     // cuDNN's fused attention through Transformer Engine; the rest call FlashAttention-2.
-    let flash_kernel = if text.contains("llm-foundry") || text.contains("mosaicml") {
+    let flash_kernel = if llm_foundry {
         FlashKernel::Flash1
     } else if framework == Framework::Megatron && megatron_core {
         FlashKernel::Newest

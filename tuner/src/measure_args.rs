@@ -1,0 +1,182 @@
+//! Measurement flags: where measurements come from and how they are screened and aggregated.
+//! The pricing itself is the library's (`tuner::measure`).
+
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context};
+use clap::Args;
+
+use tuner::cost::Scenario;
+use tuner::error::bad_input;
+use tuner::fit::fleet::Aggregate;
+use tuner::fit::FitOptions;
+use tuner::ingest::prometheus::PromSource;
+use tuner::ingest::snapshot::Snapshot;
+use tuner::ingest::{files, Measurements};
+use tuner::measure::{self, Priced};
+use tuner::mesh::Precision;
+
+/// Where measured figures come from; without any, the catalog prices everything.
+#[derive(Debug, Args)]
+pub struct MeasureArgs {
+    /// Query the Prometheus HTTP API at this URL for the agents' metrics.
+    #[arg(long, env = "PROMETHEUS_URL")]
+    pub prometheus: Option<String>,
+    /// Bearer token for Prometheus.
+    #[arg(long, env = "PROMETHEUS_TOKEN", hide_env_values = true)]
+    pub prometheus_token: Option<String>,
+    /// Basic-auth user for Prometheus.
+    #[arg(long, env = "PROMETHEUS_USER")]
+    pub prometheus_user: Option<String>,
+    /// Basic-auth password for Prometheus.
+    #[arg(long, env = "PROMETHEUS_PASSWORD", hide_env_values = true)]
+    pub prometheus_password: Option<String>,
+    /// Label matchers scoping every query, e.g. '{pool="train-a"}'.
+    #[arg(long)]
+    pub selector: Option<String>,
+    /// Read the latest sample within this window (e.g. 24h) instead of the latest scrape.
+    #[arg(long)]
+    pub window: Option<String>,
+    /// Prometheus request timeout, e.g. 30s.
+    #[arg(long, default_value = "30s")]
+    pub timeout: String,
+    /// Snapshot files, microbench JSON lines or nccl-tests logs.
+    #[arg(long, num_args = 1..)]
+    pub measurements: Vec<PathBuf>,
+    /// Ignore measurements older than this, e.g. 7d.
+    #[arg(long)]
+    pub max_age: Option<String>,
+    /// How node figures become fleet figures.
+    #[arg(long, value_enum, default_value_t = Aggregate::Slowest)]
+    pub aggregate: Aggregate,
+    /// A node more than this fraction below the fleet median is flagged.
+    #[arg(long, default_value_t = 0.10)]
+    pub straggler_threshold: f64,
+    /// Leave these nodes out.
+    #[arg(long, num_args = 1..)]
+    pub exclude: Vec<String>,
+    /// Leave out every flagged node.
+    #[arg(long)]
+    pub exclude_degraded: bool,
+}
+
+/// Parses 90s, 30m, 24h, 7d, or plain seconds.
+pub fn parse_duration(flag: &str, s: &str) -> anyhow::Result<Duration> {
+    let t = s.trim();
+    let (num, unit) = match t.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
+        Some((i, _)) => t.split_at(i),
+        None => (t, "s"),
+    };
+    let mult = match unit {
+        "ms" => 1e-3,
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        "d" => 86400.0,
+        _ => bail!(bad_input(flag, s, "a duration such as 90s, 30m, 24h or 7d")),
+    };
+    match num.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(Duration::from_secs_f64(v * mult)),
+        _ => bail!(bad_input(flag, s, "a duration such as 90s, 30m, 24h or 7d")),
+    }
+}
+
+fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+impl MeasureArgs {
+    /// Whether any source was given.
+    pub fn any(&self) -> bool {
+        self.prometheus.is_some() || !self.measurements.is_empty()
+    }
+
+    /// The Prometheus source, if one was given.
+    pub fn prom(&self) -> anyhow::Result<Option<PromSource>> {
+        let Some(url) = &self.prometheus else {
+            return Ok(None);
+        };
+        if let Some(w) = &self.window {
+            parse_duration("--window", w)?;
+        }
+        let basic = match (&self.prometheus_user, &self.prometheus_password) {
+            (Some(u), Some(p)) => Some((u.clone(), p.clone())),
+            (None, None) => None,
+            _ => bail!(bad_input(
+                "--prometheus-user/--prometheus-password",
+                "one of them",
+                "both or neither"
+            )),
+        };
+        Ok(Some(PromSource {
+            url: url.clone(),
+            bearer: self.prometheus_token.clone(),
+            basic,
+            timeout: parse_duration("--timeout", &self.timeout)?,
+            selector: self.selector.clone(),
+            window: self.window.clone(),
+        }))
+    }
+
+    /// Reads every source, screens stale and simulated data, and returns what is left with a
+    /// snapshot of the Prometheus part.
+    pub fn load(&self) -> anyhow::Result<(Measurements, Option<Snapshot>)> {
+        let mut m = Measurements::default();
+        let mut snapshot = None;
+        if let Some(src) = self.prom()? {
+            let (pm, snap) = src.fetch(now())?;
+            m.records.extend(pm.records);
+            m.notes.extend(pm.notes);
+            m.sources.extend(pm.sources);
+            m.gpu_models.extend(pm.gpu_models);
+            snapshot = Some(snap);
+        }
+        for path in &self.measurements {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            files::read(&text, &path.display().to_string(), &mut m)?;
+        }
+        let max_age = self
+            .max_age
+            .as_deref()
+            .map(|a| parse_duration("--max-age", a))
+            .transpose()?;
+        m.screen(now(), max_age.map(|d| d.as_secs_f64()));
+        if !(0.0..1.0).contains(&self.straggler_threshold) {
+            bail!(bad_input(
+                "--straggler-threshold",
+                self.straggler_threshold,
+                "a fraction between 0 and 1"
+            ));
+        }
+        Ok((m, snapshot))
+    }
+
+    /// Fit options from the flags.
+    pub fn fit_options(&self, precision: Precision) -> FitOptions {
+        FitOptions {
+            aggregate: self.aggregate,
+            threshold: self.straggler_threshold,
+            exclude: self.exclude.clone(),
+            exclude_degraded: self.exclude_degraded,
+            gemm_dtype: match precision {
+                Precision::Bf16 => record::Dtype::Bf16,
+                Precision::Fp8 => record::Dtype::Fp8E4m3,
+            },
+        }
+    }
+}
+
+/// The scenario priced from the flags' measurements, or the nominal one when none were given.
+pub fn price(nominal: Scenario, args: &MeasureArgs) -> anyhow::Result<Priced> {
+    if !args.any() {
+        return Ok(Priced::nominal(nominal));
+    }
+    let (m, _) = args.load()?;
+    let opts = args.fit_options(nominal.training.precision);
+    Ok(measure::price(nominal, m, &opts))
+}
