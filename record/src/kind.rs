@@ -104,3 +104,17 @@ mod tests {
         );
     }
 }
+
+named_enum! {
+    /// GEMM operand layout in BLAS terms (column-major op(A), op(B)). A linear layer's forward
+    /// `x . W^T` reaches cuBLAS as `tn`, its input gradient as `nn` and its weight gradient as
+    /// `nt`, so these three are the layouts training runs.
+    GemmLayout, "layout" {
+        /// Neither operand transposed.
+        Nn => "nn",
+        /// B transposed.
+        Nt => "nt",
+        /// A transposed.
+        Tn => "tn",
+    }
+}

@@ -22,6 +22,6 @@ mod record;
 
 pub use busbw::busbw_factor;
 pub use dtype::Dtype;
-pub use kind::{Backend, Clock, Kind, Scope};
+pub use kind::{Backend, Clock, GemmLayout, Kind, Scope};
 pub use names::UnknownName;
-pub use record::{read_json_lines, Gemm, Group, JsonLinesError, Record, Timing, Versions};
+pub use record::{read_json_lines, Detail, Gemm, Group, JsonLinesError, Record, Timing, Versions};

@@ -1,6 +1,6 @@
 //! The measurement record of `shared/design.md`: one timed point, one JSON line.
 
-use crate::{busbw_factor, Backend, Clock, Dtype, Kind, Scope};
+use crate::{busbw_factor, Backend, Clock, Dtype, GemmLayout, Kind, Scope};
 use serde::{Deserialize, Serialize};
 
 /// One timed point: a collective at one buffer size, a GEMM shape, or a copy.
@@ -41,6 +41,34 @@ pub struct Record {
     /// Software that produced it.
     #[serde(default)]
     pub versions: Versions,
+    /// Extensions beyond design.md's field list, all optional, so older readers and files
+    /// keep working.
+    #[serde(flatten)]
+    pub detail: Detail,
+}
+
+/// What design.md's field list does not carry but a reader needs to trust a point: the GEMM
+/// operand layout, the SM clock and throttle reasons the point ran under (issue 10), and for
+/// multi-node runs the other end of a pair and the ranks per node (issue 12).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Detail {
+    /// GEMM operand layout, for `kind = gemm`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<GemmLayout>,
+    /// SM clock in Hz when the timed loop ended, where the backend reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sm_clock_hz: Option<f64>,
+    /// NVML clock throttle reasons active when the timed loop ended (`none` when there were
+    /// none); absent where the backend cannot read them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttle_reasons: Option<Vec<String>>,
+    /// For a pairwise inter-node point, the node at the other end (`group.node` is this end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_node: Option<String>,
+    /// For an inter-node collective, the ranks on each node (nccl-tests under mpirun with
+    /// `-npernode`); with `ranks` it keys the measured inter-node curve.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranks_per_node: Option<u32>,
 }
 
 /// Which devices took part.
@@ -131,6 +159,7 @@ impl Record {
             flops: None,
             timestamp: None,
             versions: Versions::default(),
+            detail: Detail::default(),
         }
     }
 
@@ -156,6 +185,7 @@ impl Record {
             busbw: None,
             timestamp: None,
             versions: Versions::default(),
+            detail: Detail::default(),
         }
     }
 }
@@ -274,6 +304,33 @@ mod tests {
             read_json_lines(&format!("{line}\n\n{line}\n")).unwrap(),
             vec![r.clone(), r]
         );
+    }
+
+    #[test]
+    fn detail_fields_are_optional_and_round_trip() {
+        let plain = Record::transfer(
+            Kind::SendRecv,
+            Backend::Sim,
+            group(2),
+            1 << 20,
+            Dtype::Bf16,
+            timing(1e-4),
+        );
+        let line = serde_json::to_string(&plain).unwrap();
+        assert!(!line.contains("peer_node") && !line.contains("layout"), "{line}");
+        let mut r = plain;
+        r.detail = Detail {
+            layout: Some(GemmLayout::Nt),
+            sm_clock_hz: Some(1.98e9),
+            throttle_reasons: Some(vec!["sw_power_cap".into()]),
+            peer_node: Some("n2".into()),
+            ranks_per_node: Some(8),
+        };
+        let line = serde_json::to_string(&r).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(value["layout"], "nt");
+        assert_eq!(value["peer_node"], "n2");
+        assert_eq!(read_json_lines(&line).unwrap(), vec![r]);
     }
 
     #[test]
