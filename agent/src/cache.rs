@@ -2,6 +2,7 @@
 //! collectors to read. Readers take a cheap snapshot (shared `Arc`s) and never wait on NVML
 //! or on a benchmark.
 
+use crate::fabric::Fabric;
 use crate::state::{Calibration, RunResult};
 use microbench::discovery::{Counters, Topology};
 use std::sync::{Arc, RwLock};
@@ -71,6 +72,8 @@ pub struct Snapshot {
     pub discovery: Discovery,
     /// The calibration served (loaded at start, replaced after each run).
     pub calibration: Arc<Calibration>,
+    /// The last multi-node fabric run's results, from `<state_dir>/fabric.jsonl`.
+    pub fabric: Arc<Fabric>,
     /// Runs since the agent started, by result ([`RunResult::ALL`] order).
     pub runs_total: [u64; RunResult::ALL.len()],
     /// True while a calibration runs.
@@ -97,6 +100,7 @@ impl Cache {
             source,
             discovery: Discovery::Pending,
             calibration: Arc::new(calibration),
+            fabric: Arc::default(),
             runs_total: [0; RunResult::ALL.len()],
             running: false,
             counters: Arc::new(Vec::new()),

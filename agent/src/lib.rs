@@ -10,6 +10,7 @@
 //! - [`identity`]: the run's own child among the GPU processes, across PID namespaces.
 //! - [`sampler`]: live counters, host and process figures every few seconds.
 //! - [`state`]: the calibration kept across restarts, written atomically.
+//! - [`fabric`]: the last multi-node fabric run's results, read from the state directory.
 //! - [`cache::Cache`]: what the scheduler and the sampler last learnt; all a scrape reads.
 //! - [`metrics`]: one collector per family group, rendered at scrape time.
 //! - [`http::router`]: `/metrics`, `/healthz`, `/readyz`, `/v1/topology`, `/v1/results`,
@@ -23,6 +24,7 @@ pub mod calibrate;
 pub mod child;
 pub mod config;
 mod error;
+pub mod fabric;
 pub mod http;
 pub mod identity;
 pub mod metrics;
@@ -108,6 +110,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
         node,
         cache.clone(),
         config.sample_interval.0,
+        fabric::Watcher::new(&config.state_dir),
         stop_rx.clone(),
     ));
     let app = http::router(http::AppState {

@@ -1,8 +1,10 @@
 //! Live sampling every `sample_interval`: the GPUs' counters (off the async threads, bounded
-//! by the interval), the host and the agent's own process from /proc. While discovery has
-//! not found GPUs it is retried here, and a change is logged once.
+//! by the interval), the host and the agent's own process from /proc, and the fabric results
+//! file when it changed. While discovery has not found GPUs it is retried here, and a change
+//! is logged once.
 
 use crate::cache::{Cache, Discovery, DownReason, Host};
+use crate::fabric::{Change, Watcher};
 use crate::node::Node;
 use crate::scheduler::now_s;
 use std::sync::Arc;
@@ -62,11 +64,12 @@ pub async fn discover(node: &Arc<dyn Node>, cache: &Cache) {
     cache.update(|s| s.discovery = discovery);
 }
 
-/// Samples until `shutdown` turns true.
+/// Samples until `shutdown` turns true; `fabric` watches the fabric results file.
 pub async fn run(
     node: Arc<dyn Node>,
     cache: Arc<Cache>,
     every: Duration,
+    mut fabric: Watcher,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut tick = tokio::time::interval(every);
@@ -81,6 +84,7 @@ pub async fn run(
             .await
             .unwrap_or_default();
         cache.update(|s| s.host = host);
+        fabric = poll_fabric(fabric, &cache).await;
         match cache.snapshot().discovery {
             Discovery::Found(_) => {}
             _ => {
@@ -104,6 +108,51 @@ pub async fn run(
             Err(_) => tracing::debug!("counters took longer than {every:?}"),
         }
     }
+}
+
+/// Re-reads the fabric results file when it changed (off the async threads: it may be tens
+/// of megabytes) and logs what happened; a refused file keeps the results read before.
+async fn poll_fabric(watcher: Watcher, cache: &Cache) -> Watcher {
+    let node = cache.snapshot().node_name;
+    let mut moved = watcher.clone();
+    let polled = tokio::task::spawn_blocking(move || {
+        let change = moved.poll(&node);
+        (moved, change)
+    })
+    .await;
+    let (watcher, change) = match polled {
+        Ok(polled) => polled,
+        // Only a runtime shutting down cancels the task: keep the watcher as it was.
+        Err(e) => {
+            tracing::debug!("fabric results poll: {e}");
+            return watcher;
+        }
+    };
+    match change {
+        None => {}
+        Some(Change::Read { fabric, notes }) => {
+            tracing::info!(
+                "read fabric results: {} inter-node collective records, {} pairs, run at {}",
+                fabric.collectives.len(),
+                fabric.pairs.len(),
+                fabric
+                    .last_run_timestamp
+                    .map_or_else(|| "an unknown time".into(), |t| format!("{t:.0}"))
+            );
+            for note in notes {
+                tracing::warn!("fabric results: {note}");
+            }
+            cache.update(|s| s.fabric = Arc::new(fabric));
+        }
+        Some(Change::Removed) => {
+            tracing::info!("fabric results file removed; no fabric metrics until the next run");
+            cache.update(|s| s.fabric = Arc::default());
+        }
+        Some(Change::Refused(why)) => {
+            tracing::warn!("fabric results refused: {why}; serving the results read before");
+        }
+    }
+    watcher
 }
 
 /// Reads /proc; a file that cannot be read leaves its figures at 0.

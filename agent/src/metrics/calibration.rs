@@ -1,5 +1,7 @@
 //! Measured figures cached from the last calibration (collectives, p2p matrix, GEMM, memory
-//! bandwidths) and the calibration's own state (last success, duration, runs by result).
+//! bandwidths) and the calibration's own state (last success, duration, runs by result). The
+//! collective families also carry the job-wide inter-node collectives of the last fabric run
+//! (issue 12): one family cannot be written twice in a scrape, so they are rendered here.
 //!
 //! Sizes and GEMM shapes come from fixed small sets, so the series count stays bounded
 //! whatever the sweep measured; `/v1/results` has every record.
@@ -7,10 +9,11 @@
 use super::topology::{borrow, gpu_labels};
 use super::{Collector, Out, Type};
 use crate::cache::{Discovery, Snapshot};
+use crate::fabric::Fabric;
 use crate::state::{self, RunResult};
 use microbench::discovery::Topology;
 use microbench::sweep::transformer_shapes;
-use record::{Gemm, Kind, Record};
+use record::{Gemm, Kind, Record, Scope};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
@@ -39,16 +42,17 @@ fn nominal_size(r: &Record) -> Option<u64> {
 }
 
 /// Calibration families. The measured ones change only when a run ends, so their text is
-/// kept and reused until the calibration or the topology changes (a scrape then copies
-/// 100-odd KB instead of walking thousands of records).
+/// kept and reused until the calibration, the fabric results or the topology changes (a
+/// scrape then copies 100-odd KB instead of walking thousands of records).
 pub struct Calibration {
     memo: Mutex<Option<Memo>>,
 }
 
-/// Measured families rendered for one calibration and topology (held, so neither address
-/// can be reused by a newer one while the text is kept).
+/// Measured families rendered for one calibration, fabric run and topology (held, so no
+/// address can be reused by a newer one while the text is kept).
 struct Memo {
     calibration: Arc<state::Calibration>,
+    fabric: Arc<Fabric>,
     topology: Option<Arc<Topology>>,
     text: Arc<str>,
 }
@@ -75,6 +79,7 @@ impl Collector for Calibration {
             .map_err(|_| "memo lock poisoned".to_string())?;
         let fresh = memo.as_ref().is_some_and(|m| {
             Arc::ptr_eq(&m.calibration, &s.calibration)
+                && Arc::ptr_eq(&m.fabric, &s.fabric)
                 && match (&m.topology, &topology) {
                     (Some(a), Some(b)) => Arc::ptr_eq(a, b),
                     (None, None) => true,
@@ -86,6 +91,7 @@ impl Collector for Calibration {
             measured_families(s, &mut measured);
             *memo = Some(Memo {
                 calibration: s.calibration.clone(),
+                fabric: s.fabric.clone(),
                 topology,
                 text: Arc::from(measured.text),
             });
@@ -146,7 +152,7 @@ fn state_families(s: &Snapshot, out: &mut Out) {
 /// Collectives, GEMM, p2p and memory bandwidths from the records.
 fn measured_families(s: &Snapshot, out: &mut Out) {
     let c = &s.calibration;
-    collectives(&c.records, out);
+    collectives(c.records.iter().chain(&s.fabric.collectives), out);
     let Discovery::Found(t) = &s.discovery else {
         return;
     };
@@ -228,23 +234,27 @@ fn measured_families(s: &Snapshot, out: &mut Out) {
     }
 }
 
-/// Collective time and bus bandwidth per (collective, scope, ranks, size, backend). Where
-/// several groups of one size were measured (a cube-mesh has differing pairs), the slowest
-/// stands for them: a parallel group is as fast as its slowest member.
-fn collectives(records: &[Record], out: &mut Out) {
-    type Key<'a> = (&'a str, &'a str, u32, u64, &'a str);
+/// Collective time and bus bandwidth per (collective, scope, ranks, size, backend), and for
+/// inter-node records the ranks per node, without which ranks alone do not say which curve
+/// was measured (16 ranks as 2 x 8 and as 16 x 1 differ eightfold). Where several groups
+/// of one size were measured (a cube-mesh has differing pairs), the slowest stands for them:
+/// a parallel group is as fast as its slowest member.
+fn collectives<'a>(records: impl Iterator<Item = &'a Record>, out: &mut Out) {
+    type Key<'a> = (&'a str, &'a str, u32, Option<u32>, u64, &'a str);
     let mut slowest: BTreeMap<Key, (f64, Option<f64>)> = BTreeMap::new();
-    for r in records
-        .iter()
-        .filter(|r| r.kind.is_collective() && !r.in_place)
-    {
+    for r in records.filter(|r| r.kind.is_collective() && !r.in_place) {
         let Some(size) = nominal_size(r) else {
             continue;
+        };
+        let per_node = match r.group.scope {
+            Scope::InterNode => r.detail.ranks_per_node,
+            Scope::IntraNode => None,
         };
         let key = (
             r.kind.as_str(),
             r.group.scope.as_str(),
             r.group.ranks,
+            per_node,
             size,
             r.backend.as_str(),
         );
@@ -256,30 +266,31 @@ fn collectives(records: &[Record], out: &mut Out) {
     for (name, help, busbw) in [
         (
             "meshfit_collective_time_seconds",
-            "Median time of the collective in seconds (out-of-place, slowest group of that size, fixed size set), cached from the last calibration.",
+            "Median time of the collective in seconds (out-of-place, slowest group of that size, fixed size set), cached from the last calibration (intra_node) or the last fabric run (inter_node, with ranks_per_node).",
             false,
         ),
         (
             "meshfit_collective_busbw_bytes_per_second",
-            "Bus bandwidth of the collective in bytes per second (nccl-tests convention, slowest group of that size), cached from the last calibration.",
+            "Bus bandwidth of the collective in bytes per second (nccl-tests convention, slowest group of that size), cached from the last calibration (intra_node) or the last fabric run (inter_node, with ranks_per_node).",
             true,
         ),
     ] {
         let mut family = out.family(name, Type::Gauge, help);
-        for ((kind, scope, ranks, size, backend), (time, bw)) in &slowest {
+        for ((kind, scope, ranks, per_node, size, backend), (time, bw)) in &slowest {
             let value = if busbw { *bw } else { Some(*time) };
             if let Some(v) = value {
                 let (ranks, size) = (ranks.to_string(), size.to_string());
-                family.sample(
-                    &[
-                        ("collective", kind),
-                        ("scope", scope),
-                        ("ranks", &ranks),
-                        ("size_bytes", &size),
-                        ("backend", backend),
-                    ],
-                    v,
-                );
+                let per_node = per_node.map(|p| p.to_string());
+                let mut labels = vec![
+                    ("collective", *kind),
+                    ("scope", *scope),
+                    ("ranks", ranks.as_str()),
+                ];
+                if let Some(p) = &per_node {
+                    labels.push(("ranks_per_node", p.as_str()));
+                }
+                labels.extend([("size_bytes", size.as_str()), ("backend", *backend)]);
+                family.sample(&labels, v);
             }
         }
     }

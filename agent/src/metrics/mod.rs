@@ -13,6 +13,7 @@
 mod calibration;
 mod counters;
 mod exporter;
+mod fabric;
 mod host;
 mod topology;
 
@@ -38,6 +39,7 @@ pub trait Collector: Sync {
 pub static COLLECTORS: &[&dyn Collector] = &[
     &topology::Topology,
     &calibration::CALIBRATION,
+    &fabric::Fabric,
     &counters::Counters,
     &host::Host,
 ];

@@ -1,0 +1,392 @@
+//! Results of the last multi-node fabric run (issue 12), for the metrics to export.
+//!
+//! The agent does not run the fabric job: a launcher (Slurm, mpirun, a Kubernetes Indexed
+//! Job) starts `microbench fabric` on many nodes, and each node's local rank 0 writes
+//! `<state_dir>/fabric.jsonl`: the job-wide inter-node collectives and the pairwise send/recv
+//! points where this node is one end. The sampler re-reads the file whenever its modification
+//! time or length changes ([`Watcher`]). A file over [`MAX_BYTES`], unreadable or not JSON
+//! lines is refused with a warning, and the results read before stay served: a scrape then
+//! shows the last good run, whose time `meshfit_fabric_last_run_timestamp_seconds` gives.
+
+use record::{Backend, Record, Scope};
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+/// The file's name inside the state directory.
+pub const FILE_NAME: &str = "fabric.jsonl";
+
+/// Largest file read: 32 MiB. A node's file holds its pairs with every other node, rail by
+/// rail and size by size: 1,000 nodes x 8 rails x 7 sizes at about 500 bytes a record is
+/// 28 MB. Anything larger is not a fabric run of this agent's node, and reading it would cost
+/// the daemon its memory bound.
+pub const MAX_BYTES: u64 = 32 << 20;
+
+/// One rail to one peer node: the pairwise send/recv point at the largest size measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pair {
+    /// The node at the other end.
+    pub peer_node: String,
+    /// The rail: GPU i and NIC i on both nodes.
+    pub rail: u32,
+    /// What produced the figure.
+    pub backend: Backend,
+    /// The largest per-rank buffer measured, bytes.
+    pub bytes: u64,
+    /// Bus bandwidth at that size (send/recv: equal to algbw), bytes per second.
+    pub busbw_bytes_per_s: f64,
+}
+
+/// What the last fabric run measured, as far as this node's metrics show it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Fabric {
+    /// Job-wide inter-node collectives (every rank, or one GPU per node).
+    pub collectives: Vec<Record>,
+    /// Pairs with this node at one end, sorted by peer, rail and backend.
+    pub pairs: Vec<Pair>,
+    /// The newest record's timestamp, seconds since the Unix epoch.
+    pub last_run_timestamp: Option<f64>,
+}
+
+impl Fabric {
+    /// Sorts `records` into job-wide collectives and this node's pairs. Returns what was
+    /// left out and why, one line per reason, for the log.
+    pub fn from_records(records: Vec<Record>, node: &str) -> (Fabric, Vec<String>) {
+        let mut fabric = Fabric::default();
+        let mut pairs: BTreeMap<(String, u32, Backend), Pair> = BTreeMap::new();
+        let (mut not_inter, mut other_ends, mut no_rail) = (0usize, Vec::new(), 0usize);
+        for r in records {
+            if let Some(t) = r.timestamp {
+                fabric.last_run_timestamp = Some(fabric.last_run_timestamp.map_or(t, |l| l.max(t)));
+            }
+            if r.group.scope != Scope::InterNode || !r.kind.is_collective() {
+                not_inter += 1;
+                continue;
+            }
+            let Some(peer_end) = r.detail.peer_node.as_deref() else {
+                fabric.collectives.push(r);
+                continue;
+            };
+            let this_end = r.group.node.as_deref().unwrap_or_default();
+            // The file holds each pair once, from either end; the label names the other one.
+            let peer = if this_end == node {
+                peer_end
+            } else if peer_end == node {
+                this_end
+            } else {
+                let ends = format!("{this_end}-{peer_end}");
+                if !other_ends.contains(&ends) {
+                    other_ends.push(ends);
+                }
+                continue;
+            };
+            if r.in_place {
+                continue;
+            }
+            let ([rail], Some(busbw)) = (r.group.gpus.as_slice(), r.busbw.or(r.algbw)) else {
+                no_rail += 1;
+                continue;
+            };
+            let key = (peer.to_string(), *rail, r.backend);
+            let pair = Pair {
+                peer_node: key.0.clone(),
+                rail: *rail,
+                backend: r.backend,
+                bytes: r.bytes,
+                busbw_bytes_per_s: busbw,
+            };
+            match pairs.get(&key) {
+                Some(kept) if kept.bytes >= pair.bytes => {}
+                _ => {
+                    pairs.insert(key, pair);
+                }
+            }
+        }
+        fabric.pairs = pairs.into_values().collect();
+        let mut notes = Vec::new();
+        if not_inter > 0 {
+            notes.push(format!(
+                "{not_inter} records are not inter-node collectives (scope inter_node, a collective kind); not exported"
+            ));
+        }
+        if !other_ends.is_empty() {
+            notes.push(format!(
+                "pairs {} do not have this node `{node}` at either end (is node_name the name the fabric job used?); not exported",
+                other_ends.join(", ")
+            ));
+        }
+        if no_rail > 0 {
+            notes.push(format!(
+                "{no_rail} pair records lack one rail in `gpus` or a bandwidth; not exported"
+            ));
+        }
+        (fabric, notes)
+    }
+}
+
+/// Why a file was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    /// Larger than [`MAX_BYTES`].
+    #[error(
+        "{path}: {bytes} bytes, over the {MAX_BYTES}-byte limit of a fabric results file; not read"
+    )]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its length.
+        bytes: u64,
+    },
+    /// Could not be read.
+    #[error("{path}: unreadable: {source}")]
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Not measurement records as JSON lines.
+    #[error("{path}: {source}")]
+    NotRecords {
+        /// The file.
+        path: PathBuf,
+        /// The line and what is wrong with it.
+        source: record::JsonLinesError,
+    },
+}
+
+/// What a poll found.
+#[derive(Debug)]
+pub enum Change {
+    /// A new file was read.
+    Read {
+        /// Its results.
+        fabric: Fabric,
+        /// What was left out, for the log.
+        notes: Vec<String>,
+    },
+    /// The file is gone: there are no fabric results to serve.
+    Removed,
+    /// The file changed but could not be taken; the results read before stay.
+    Refused(Refused),
+}
+
+/// Watches `<state_dir>/fabric.jsonl` by modification time and length.
+#[derive(Debug, Clone)]
+pub struct Watcher {
+    path: PathBuf,
+    /// Modification time and length last seen; `None` before the first poll or while absent.
+    seen: Option<(SystemTime, u64)>,
+}
+
+impl Watcher {
+    /// A watcher of the file in `state_dir`.
+    pub fn new(state_dir: &Path) -> Watcher {
+        Watcher {
+            path: state_dir.join(FILE_NAME),
+            seen: None,
+        }
+    }
+
+    /// Reads the file when it appeared or changed since the last poll; `None` when nothing
+    /// changed. `node` is this agent's node name, the end of the pairs it exports.
+    pub fn poll(&mut self, node: &str) -> Option<Change> {
+        let meta = match fs::metadata(&self.path) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return self.seen.take().map(|_| Change::Removed);
+            }
+            Err(source) => {
+                return self.refuse(
+                    None,
+                    Refused::Unreadable {
+                        path: self.path.clone(),
+                        source,
+                    },
+                )
+            }
+        };
+        // A file system without modification times still shows a rewrite by its length.
+        let stamp = (
+            meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            meta.len(),
+        );
+        if self.seen == Some(stamp) {
+            return None;
+        }
+        if meta.len() > MAX_BYTES {
+            return self.refuse(
+                Some(stamp),
+                Refused::TooLarge {
+                    path: self.path.clone(),
+                    bytes: meta.len(),
+                },
+            );
+        }
+        let text = match fs::read_to_string(&self.path) {
+            Ok(text) => text,
+            Err(source) => {
+                return self.refuse(
+                    Some(stamp),
+                    Refused::Unreadable {
+                        path: self.path.clone(),
+                        source,
+                    },
+                )
+            }
+        };
+        self.seen = Some(stamp);
+        match record::read_json_lines(&text) {
+            Ok(records) => {
+                let (fabric, notes) = Fabric::from_records(records, node);
+                Some(Change::Read { fabric, notes })
+            }
+            Err(source) => Some(Change::Refused(Refused::NotRecords {
+                path: self.path.clone(),
+                source,
+            })),
+        }
+    }
+
+    /// Remembers `stamp` so a refused file is reported once, not at every poll.
+    fn refuse(&mut self, stamp: Option<(SystemTime, u64)>, why: Refused) -> Option<Change> {
+        if stamp.is_some() && self.seen == stamp {
+            return None;
+        }
+        self.seen = stamp;
+        Some(Change::Refused(why))
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use record::{Clock, Detail, Dtype, Group, Kind, Timing};
+
+    /// A pairwise send/recv point between `a` and `b` on `rail`, at `busbw` bytes/s.
+    pub(crate) fn pair(a: &str, b: &str, rail: u32, bytes: u64, busbw: f64) -> Record {
+        let mut r = Record::transfer(
+            Kind::SendRecv,
+            Backend::Sim,
+            Group {
+                node: Some(a.into()),
+                gpus: vec![rail],
+                scope: Scope::InterNode,
+                ranks: 2,
+            },
+            bytes,
+            Dtype::Fp32,
+            Timing {
+                time_s: bytes as f64 / busbw,
+                time_min_s: None,
+                time_max_s: None,
+                iters: Some(20),
+                clock: Clock::Model,
+            },
+        );
+        r.timestamp = Some(1000.0 + f64::from(rail));
+        r.detail = Detail {
+            peer_node: Some(b.into()),
+            ranks_per_node: Some(1),
+            ..Detail::default()
+        };
+        r
+    }
+
+    /// A job-wide inter-node collective over `ranks` ranks, `per_node` on each node.
+    pub(crate) fn job_wide(kind: Kind, ranks: u32, per_node: u32, bytes: u64, t: f64) -> Record {
+        let mut r = Record::transfer(
+            kind,
+            Backend::Sim,
+            Group {
+                node: Some("n0".into()),
+                gpus: (0..ranks).map(|i| i % per_node).collect(),
+                scope: Scope::InterNode,
+                ranks,
+            },
+            bytes,
+            Dtype::Fp32,
+            Timing {
+                time_s: t,
+                time_min_s: None,
+                time_max_s: None,
+                iters: Some(20),
+                clock: Clock::Model,
+            },
+        );
+        r.timestamp = Some(900.0);
+        r.detail.ranks_per_node = Some(per_node);
+        r
+    }
+
+    fn lines(records: &[Record]) -> String {
+        records
+            .iter()
+            .map(|r| serde_json::to_string(r).unwrap() + "\n")
+            .collect()
+    }
+
+    #[test]
+    fn pairs_name_the_other_end_at_the_largest_size() {
+        let records = vec![
+            pair("n0", "n1", 0, 1 << 20, 10e9),
+            pair("n0", "n1", 0, 1 << 26, 45e9),
+            pair("n2", "n1", 1, 1 << 26, 20e9),
+            pair("n0", "n2", 1, 1 << 26, 45e9),
+            job_wide(Kind::AllReduce, 4, 2, 1 << 20, 1e-4),
+        ];
+        let (f, notes) = Fabric::from_records(records, "n1");
+        assert_eq!(
+            f.pairs
+                .iter()
+                .map(|p| (p.peer_node.as_str(), p.rail, p.bytes, p.busbw_bytes_per_s))
+                .collect::<Vec<_>>(),
+            vec![("n0", 0, 1 << 26, 45e9), ("n2", 1, 1 << 26, 20e9)]
+        );
+        assert_eq!(f.collectives.len(), 1);
+        assert_eq!(f.last_run_timestamp, Some(1001.0));
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].contains("n0-n2") && notes[0].contains("`n1`"),
+            "{notes:?}"
+        );
+    }
+
+    #[test]
+    fn watcher_reads_on_change_refuses_bad_files_and_sees_removal() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        let mut w = Watcher::new(dir.path());
+        assert!(w.poll("n1").is_none(), "no file, nothing to say");
+        fs::write(&path, lines(&[pair("n0", "n1", 0, 1 << 26, 45e9)])).unwrap();
+        match w.poll("n1") {
+            Some(Change::Read { fabric, notes }) => {
+                assert_eq!(fabric.pairs.len(), 1);
+                assert!(notes.is_empty(), "{notes:?}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(w.poll("n1").is_none(), "unchanged");
+        fs::write(&path, "{\"kind\": \"all_reduce\"\n").unwrap();
+        match w.poll("n1") {
+            Some(Change::Refused(e @ Refused::NotRecords { .. })) => {
+                assert!(e.to_string().contains("line 1"), "{e}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(w.poll("n1").is_none(), "a refused file is reported once");
+        let big = fs::File::create(&path).unwrap();
+        big.set_len(MAX_BYTES + 1).unwrap();
+        match w.poll("n1") {
+            Some(Change::Refused(e @ Refused::TooLarge { .. })) => {
+                assert!(e.to_string().contains("33554433 bytes"), "{e}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(w.poll("n1").is_none());
+        fs::remove_file(&path).unwrap();
+        assert!(matches!(w.poll("n1"), Some(Change::Removed)));
+        assert!(w.poll("n1").is_none());
+    }
+}

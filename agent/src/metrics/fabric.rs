@@ -1,0 +1,94 @@
+//! The last multi-node fabric run (issue 12): each rail's send/recv bandwidth to every peer
+//! node, and when the run was. The run's job-wide collectives are in the collective families
+//! of [`super::calibration`] with `scope="inter_node"`.
+//!
+//! One series per peer node, rail and backend, at the largest size measured: nodes x rails
+//! bounds the count whatever the sweep.
+
+use super::{Collector, Out, Type};
+use crate::cache::Snapshot;
+
+/// Fabric families.
+pub struct Fabric;
+
+impl Collector for Fabric {
+    fn name(&self) -> &'static str {
+        "fabric"
+    }
+
+    fn collect(&self, s: &Snapshot, out: &mut Out) -> Result<(), String> {
+        let f = &s.fabric;
+        if let Some(at) = f.last_run_timestamp {
+            out.family(
+                "meshfit_fabric_last_run_timestamp_seconds",
+                Type::Gauge,
+                "Time of the newest record of the last multi-node fabric run in <state_dir>/fabric.jsonl, seconds since the Unix epoch.",
+            )
+            .sample(&[], at);
+        }
+        let mut pairs = out.family(
+            "meshfit_fabric_pair_busbw_bytes_per_second",
+            Type::Gauge,
+            "Send/recv bandwidth in bytes per second between this node and peer_node over rail gpu (GPU and NIC of that index on both nodes) at the largest size measured, cached from the last fabric run.",
+        );
+        for p in &f.pairs {
+            let rail = p.rail.to_string();
+            pairs.sample(
+                &[
+                    ("peer_node", &p.peer_node),
+                    ("gpu", &rail),
+                    ("backend", p.backend.as_str()),
+                ],
+                p.busbw_bytes_per_s,
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cache::Cache;
+    use crate::fabric::tests::{job_wide, pair};
+    use crate::metrics::render;
+    use record::Kind;
+    use std::sync::Arc;
+
+    /// Node n1 of a 3-node run whose NIC 1 is slow: its pairs and the job-wide all-reduce,
+    /// next to the intra-node collectives of its own calibration.
+    #[test]
+    fn pairs_and_job_wide_collectives_are_exported() {
+        let records = vec![
+            pair("n0", "n1", 0, 1 << 26, 45e9),
+            pair("n1", "n2", 1, 1 << 26, 22.5e9),
+            job_wide(Kind::AllReduce, 6, 2, 1 << 20, 1e-4),
+            job_wide(Kind::AllReduce, 3, 1, 1 << 20, 2e-4),
+        ];
+        let (fabric, notes) = crate::fabric::Fabric::from_records(records, "n1");
+        assert!(notes.is_empty(), "{notes:?}");
+        let cache = Cache::new(
+            "n1".into(),
+            record::Backend::Sim,
+            crate::state::Calibration::default(),
+        );
+        cache.update(|s| s.fabric = Arc::new(fabric));
+        let text = render(&cache.snapshot());
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| {
+                l.starts_with("meshfit_fabric_") || l.starts_with("meshfit_collective_time")
+            })
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "meshfit_collective_time_seconds{collective=\"all_reduce\",scope=\"inter_node\",ranks=\"3\",ranks_per_node=\"1\",size_bytes=\"1048576\",backend=\"sim\",hostname=\"n1\"} 0.0002",
+                "meshfit_collective_time_seconds{collective=\"all_reduce\",scope=\"inter_node\",ranks=\"6\",ranks_per_node=\"2\",size_bytes=\"1048576\",backend=\"sim\",hostname=\"n1\"} 0.0001",
+                "meshfit_fabric_last_run_timestamp_seconds{hostname=\"n1\",backend=\"sim\"} 1001",
+                "meshfit_fabric_pair_busbw_bytes_per_second{peer_node=\"n0\",gpu=\"0\",backend=\"sim\",hostname=\"n1\"} 45000000000",
+                "meshfit_fabric_pair_busbw_bytes_per_second{peer_node=\"n2\",gpu=\"1\",backend=\"sim\",hostname=\"n1\"} 22500000000",
+            ]
+        );
+        assert!(text.contains("meshfit_scrape_collector_success{collector=\"fabric\",hostname=\"n1\",backend=\"sim\"} 1"));
+    }
+}
