@@ -67,6 +67,8 @@ def render(values: dict) -> list[dict]:
         manifests = chart.render(values, name=RELEASE, namespace=NAMESPACE, is_install=True)
     docs = []
     for template in sorted(manifests):
+        if template.endswith("/NOTES.txt"):  # what `helm install` prints, not an object
+            continue
         docs.extend(d for d in yaml.safe_load_all(manifests[template]) if d)
     return docs
 

@@ -58,3 +58,33 @@ annotations:
 {{- default "default" .Values.serviceAccount.name -}}
 {{- end -}}
 {{- end -}}
+
+{{/* Fabric calibration (issue 12). Its pods get a name label of their own, `<name>-fabric`, so
+that the agent's Service and ServiceMonitor, which select `app.kubernetes.io/name: <name>`,
+never pick them up. */}}
+
+{{/* CronJob, Job prefix, headless Service and pod subdomain. Truncated to 40 characters: the
+CronJob appends `-<minutes since epoch>` (8 digits) to name each Job and the Indexed Job names
+pod i `<job>-<i>`, which must stay a DNS label (63 characters): 40 + 7 + 9 + 4 leaves room for
+up to 999 nodes. */}}
+{{- define "meshfit.fabric.fullname" -}}
+{{- printf "%s-fabric" (include "meshfit.fullname" . | trunc 40 | trimSuffix "-") -}}
+{{- end -}}
+
+{{- define "meshfit.fabric.selectorLabels" -}}
+app.kubernetes.io/name: {{ printf "%s-fabric" (include "meshfit.name" .) | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: fabric-calibration
+{{- end -}}
+
+{{- define "meshfit.fabric.labels" -}}
+{{ include "meshfit.fabric.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: meshfit
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{- define "meshfit.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
