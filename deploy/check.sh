@@ -2,7 +2,8 @@
 # deploy/ checks (issue 6), run by scripts/test.sh after the workspace builds. Installs what it
 # needs when missing (Debian prometheus; Python tools into deploy/.check/venv; npm packages into
 # deploy/.check/node), then checks the Dockerfile, the chart and plain manifests, the Prometheus
-# rules, the Grafana dashboards, and the whole chain with sim agents and a real Prometheus.
+# rules, the Grafana dashboards, the multi-node calibration recipes (issue 12: the chart's fabric
+# CronJob, deploy/slurm, deploy/mpirun), and the whole chain with sim agents and a real Prometheus.
 # Prints each check; exits non-zero on the first failure.
 #
 # Usage: deploy/check.sh [--screenshots]
@@ -72,6 +73,9 @@ echo "   Dockerfile: no findings"
 
 say "Helm chart and plain manifests"
 "$py" check/manifests.py check "$work/rendered"
+
+say "multi-node calibration in the chart: calibration.fabric on, every object validated and wired together"
+"$py" check/recipes.py chart
 
 say "ServiceMonitor and PrometheusRule against the Prometheus Operator CRD schemas"
 cp check/crd_validate.mjs "$tools/node/"
