@@ -783,7 +783,7 @@ fn fit_command(
         }
         Some(path) => {
             let svg = tuner::report::plot::svg(&fits, &m.records, &cluster);
-            std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+            tuner::output::write_atomically(path, svg.as_bytes())?;
         }
         None => {}
     }
@@ -804,10 +804,7 @@ fn snapshot_command(
     let (m, snapshot) = measure_args.load()?;
     let snapshot = snapshot.context("no snapshot came back from Prometheus")?;
     let json = serde_json::to_string_pretty(&snapshot)?;
-    let tmp = output.with_extension("tmp");
-    std::fs::write(&tmp, json + "\n").with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, output)
-        .with_context(|| format!("renaming {} to {}", tmp.display(), output.display()))?;
+    tuner::output::write_atomically(output, (json + "\n").as_bytes())?;
     let mut out = format!(
         "wrote {} ({} nodes, {} records)\n",
         output.display(),

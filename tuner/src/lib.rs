@@ -13,6 +13,7 @@
 //! - [`search`]: enumerate valid meshes, prune by memory, rank by step time.
 //! - [`validate`]: predict published runs and score the predictions.
 //! - [`report`]: tables, JSON/YAML documents, explanations and launch configs.
+//! - [`output`]: files written whole or not at all, never over a device, FIFO or directory.
 
 #![deny(missing_docs)]
 
@@ -24,6 +25,7 @@ pub mod ingest;
 pub mod measure;
 pub mod mesh;
 pub mod model;
+pub mod output;
 pub mod placement;
 pub mod report;
 pub mod search;
