@@ -225,12 +225,12 @@ mod tests {
 
     #[test]
     fn hopper_attention_by_kernel_generation() {
-        // FA3 paper, head dim 128: FA2 ~360 TFLOP/s, FA3/cuDNN ~520 on H100 fwd+bwd.
+        // FA3 paper, head dim 128: FA2 ~325 TFLOP/s, FA3/cuDNN ~520 on H100 fwd+bwd.
         let h100 = catalog::gpu("h100-sxm").unwrap();
         let f2 = NominalCompute::new(h100, Precision::Bf16, FlashKernel::Flash2, &NOMINAL);
         let f3 = NominalCompute::new(h100, Precision::Bf16, FlashKernel::Newest, &NOMINAL);
         let flops = 1e12;
-        assert!((flops / f2.attention_s(flops) - 0.36 * 989.4e12).abs() < 1e6);
+        assert!((flops / f2.attention_s(flops) - 0.33 * 989.4e12).abs() < 1e6);
         assert!(f3.attention_s(flops) < 0.75 * f2.attention_s(flops));
     }
 }
