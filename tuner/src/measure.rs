@@ -83,6 +83,17 @@ pub fn price(nominal: Scenario, m: Measurements, opts: &FitOptions) -> Priced {
             e.network_idle_busbw
         ));
     }
+    if let Some(nic) = &fits.fleet_nic {
+        notes.push(format!(
+            "inter-node terms are priced no faster than node {}'s NIC {} allows: {:.1} GB/s \
+             (1e9 bytes/s) on idle-fabric send/recv pairs, the {} of the kept nodes' slowest \
+             NICs (a synchronous step waits for its slowest member)",
+            nic.node,
+            nic.rail,
+            nic.busbw_bytes_per_s / 1e9,
+            format!("{:?}", fits.aggregate).to_lowercase()
+        ));
+    }
     // Measurements of another GPU than the one the cluster preset prices would be read as
     // efficiencies of the wrong datasheet: say so loudly instead.
     for model in m

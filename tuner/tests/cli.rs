@@ -488,3 +488,90 @@ fn impossible_and_absurd_inputs_are_refused_at_once_by_name() {
         assert!(!err.contains("smallest GPU count"), "{args:?}: {err}");
     }
 }
+
+/// Issue 12: a fabric run's pairwise pass over 4 DGX H100 nodes, 8 rails, 45 GB/s per pair
+/// (0.90 of 400 Gb/s) except n3's NIC 1 at half that. The tuner names n3 and its NIC, prices
+/// every inter-node term no faster than that NIC allows, and ranks differently from the
+/// healthy run; leaving n3 out (`--exclude-degraded`) brings the healthy ranking back.
+#[test]
+fn issue_12_a_slow_nic_is_named_and_bounds_inter_node_terms() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, slow: f64| {
+        let nodes = ["n0", "n1", "n2", "n3"];
+        let mut lines = String::new();
+        for (i, a) in nodes.iter().enumerate() {
+            for b in &nodes[i + 1..] {
+                for rail in 0..8u32 {
+                    let bw = if rail == 1 && *b == "n3" {
+                        45e9 * slow
+                    } else {
+                        45e9
+                    };
+                    let bytes = 64u64 << 20;
+                    let r = serde_json::json!({
+                        "kind": "send_recv", "backend": "sim", "node": a, "gpus": [rail],
+                        "scope": "inter_node", "ranks": 2, "bytes": bytes, "dtype": "fp32",
+                        "time_s": bytes as f64 / bw, "time_min_s": null, "time_max_s": null,
+                        "iters": 20, "clock": "model", "algbw": bw, "busbw": bw,
+                        "flops": null, "timestamp": null, "peer_node": b, "ranks_per_node": 1
+                    });
+                    lines.push_str(&format!("{r}\n"));
+                }
+            }
+        }
+        let path = dir.path().join(name);
+        std::fs::write(&path, lines).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let (ok, slow) = (write("ok.jsonl", 1.0), write("slow.jsonl", 0.5));
+    let recommend = |file: &str, extra: &[&str]| -> Value {
+        let mut args = vec![
+            "recommend",
+            "--model",
+            "llama3-70b",
+            "--gpus",
+            "64",
+            "--top",
+            "3",
+            "--format",
+            "json",
+            "--measurements",
+            file,
+        ];
+        args.extend_from_slice(extra);
+        serde_json::from_str(&stdout_of(&args)).unwrap()
+    };
+    let layout = |doc: &Value| {
+        let m = &doc["meshes"][0];
+        (
+            m["tp"].clone(),
+            m["pp"].clone(),
+            m["dp"].clone(),
+            m["cp"].clone(),
+        )
+    };
+    let healthy = recommend(&ok, &[]);
+    assert_eq!(healthy["measurements"]["stragglers"], serde_json::json!([]));
+    let faulted = recommend(&slow, &[]);
+    let s = &faulted["measurements"]["stragglers"];
+    assert_eq!(s.as_array().unwrap().len(), 1, "{s}");
+    assert_eq!(s[0]["node"], "n3");
+    assert_eq!(
+        s[0]["what"],
+        "inter-node send_recv pairs through NIC 1 (busbw, best of 3 peers)"
+    );
+    assert_eq!(s[0]["shortfall"], 0.5);
+    let notes = faulted["notes"].to_string();
+    assert!(
+        notes.contains("no faster than node n3's NIC 1 allows: 22.5 GB/s"),
+        "{notes}"
+    );
+    assert_ne!(layout(&healthy), layout(&faulted));
+    let best = |doc: &Value| doc["meshes"][0]["step_time_s"].as_f64().unwrap();
+    assert!(best(&faulted) > best(&healthy));
+    let excluded = recommend(&slow, &["--exclude-degraded"]);
+    let ex = &excluded["measurements"]["excluded"];
+    assert_eq!(ex[0][0], "n3", "{ex}");
+    assert_eq!(layout(&excluded), layout(&healthy));
+    assert_eq!(best(&excluded), best(&healthy));
+}

@@ -1,4 +1,5 @@
-//! Collective times from fitted measurements, falling back to the nominal model term by term.
+//! Collective times from fitted measurements, falling back to the nominal model term by term,
+//! and across nodes never faster than the slowest measured NIC allows.
 
 use std::collections::BTreeMap;
 
@@ -24,6 +25,9 @@ pub fn kind_of(c: Collective) -> Kind {
 pub struct MeasuredCollectives {
     nominal: NominalCollectives,
     curves: BTreeMap<(Kind, Scope), Vec<FleetCurve>>,
+    /// Per-NIC send/recv bandwidth of the job's slowest node on an idle fabric, bytes/s, from a
+    /// fabric run's pairs ([`crate::fit::Fits::fleet_nic`]).
+    nic_busbw: Option<f64>,
 }
 
 /// How a measured figure answers a question about a group.
@@ -37,8 +41,9 @@ enum Answer<'a> {
 }
 
 impl MeasuredCollectives {
-    /// Wraps the nominal model with fleet curves.
-    pub fn new(nominal: NominalCollectives, fleet: &[FleetCurve]) -> Self {
+    /// Wraps the nominal model with fleet curves and, where a fabric run measured pairs, the
+    /// per-NIC bandwidth of the slowest node (idle fabric, bytes/s).
+    pub fn new(nominal: NominalCollectives, fleet: &[FleetCurve], nic_busbw: Option<f64>) -> Self {
         let mut curves: BTreeMap<(Kind, Scope), Vec<FleetCurve>> = BTreeMap::new();
         for c in fleet {
             curves.entry((c.kind, c.scope)).or_default().push(c.clone());
@@ -46,7 +51,60 @@ impl MeasuredCollectives {
         for v in curves.values_mut() {
             v.sort_by_key(|c| c.ranks);
         }
-        MeasuredCollectives { nominal, curves }
+        MeasuredCollectives {
+            nominal,
+            curves,
+            nic_busbw,
+        }
+    }
+
+    /// The least time the slowest measured NIC allows a group that crosses nodes (zero inside
+    /// a node or without pair measurements). A ring splits the traffic evenly over its members'
+    /// rails, and every share must arrive, so the group moves at its members per node times
+    /// the slowest rail (send/recv crosses one rail), at the job's in-fabric share of the
+    /// idle-fabric pair figure: t >= S x factor / (members x nic x contention). The slowest
+    /// member sets the pace of a synchronous step (issue 12).
+    fn nic_floor_s(&self, c: Collective, group: &GroupSpan, bytes: f64) -> f64 {
+        let Some(nic) = self.nic_busbw else {
+            return 0.0;
+        };
+        if group.link != LinkClass::Network {
+            return 0.0;
+        }
+        let members = if drives_nics(c, group) {
+            group.members_per_node
+        } else {
+            1
+        };
+        let busbw = f64::from(members.max(1)) * nic * self.nominal.network_contention();
+        bytes * c.busbw_factor(group.ranks) / busbw
+    }
+
+    /// The time from fitted curves (or the catalog where none answers).
+    fn fitted_time_s(&self, c: Collective, group: &GroupSpan, bytes: f64) -> f64 {
+        if let (Answer::None, Some(intra)) = (self.lookup(c, group), self.intra_floor(c, group)) {
+            // No inter-node measurement: the catalog prices the network, but the collective can
+            // be no faster than its members inside one node measured on their own.
+            let floor =
+                intra.alpha_s + bytes * c.busbw_factor(group.ranks) / intra.busbw_bytes_per_s;
+            return self.nominal.time_s(c, group, bytes).max(floor);
+        }
+        match self.lookup(c, group) {
+            // Across nodes the job shares the fabric that was measured idle: its bytes move
+            // as a larger message would on the idle fabric.
+            Answer::Exact(f) if group.link == LinkClass::Network => {
+                f.curve.time_s(bytes / self.nominal.network_contention())
+            }
+            Answer::Exact(f) => f.curve.time_s(bytes),
+            // Ring model: bus bandwidth holds across rank counts, latency grows with the steps
+            // (Thakur et al. 2005, §4); the measured busbw carries over, alpha scales.
+            Answer::Nearest(f) => {
+                let steps = |n: u32| f64::from(n).log2().ceil().max(1.0);
+                f.alpha_s * steps(group.ranks) / steps(f.ranks)
+                    + bytes * c.busbw_factor(group.ranks) / self.carried_busbw(c, f, group)
+            }
+            Answer::None => self.nominal.time_s(c, group, bytes),
+        }
     }
 
     /// For a group that crosses nodes, the measured intra-node curve of its members per node.
@@ -118,36 +176,21 @@ impl CollectiveModel for MeasuredCollectives {
         if group.ranks <= 1 {
             return 0.0;
         }
-        if let (Answer::None, Some(intra)) = (self.lookup(c, group), self.intra_floor(c, group)) {
-            // No inter-node measurement: the catalog prices the network, but the collective can
-            // be no faster than its members inside one node measured on their own.
-            let floor =
-                intra.alpha_s + bytes * c.busbw_factor(group.ranks) / intra.busbw_bytes_per_s;
-            return self.nominal.time_s(c, group, bytes).max(floor);
-        }
-        match self.lookup(c, group) {
-            // Across nodes the job shares the fabric that was measured idle: its bytes move
-            // as a larger message would on the idle fabric.
-            Answer::Exact(f) if group.link == LinkClass::Network => {
-                f.curve.time_s(bytes / self.nominal.network_contention())
-            }
-            Answer::Exact(f) => f.curve.time_s(bytes),
-            // Ring model: bus bandwidth holds across rank counts, latency grows with the steps
-            // (Thakur et al. 2005, §4); the measured busbw carries over, alpha scales.
-            Answer::Nearest(f) => {
-                let steps = |n: u32| f64::from(n).log2().ceil().max(1.0);
-                f.alpha_s * steps(group.ranks) / steps(f.ranks)
-                    + bytes * c.busbw_factor(group.ranks) / self.carried_busbw(c, f, group)
-            }
-            Answer::None => self.nominal.time_s(c, group, bytes),
-        }
+        self.fitted_time_s(c, group, bytes)
+            .max(self.nic_floor_s(c, group, bytes))
     }
 
     fn source(&self, c: Collective, group: &GroupSpan) -> Source {
         match self.lookup(c, group) {
             Answer::Exact(_) => Source::Measured,
             Answer::Nearest(_) => Source::Extrapolated,
-            Answer::None if self.intra_floor(c, group).is_some() => Source::Extrapolated,
+            // A measured figure bounds the catalog's: the members inside a node, or the NICs.
+            Answer::None
+                if self.intra_floor(c, group).is_some()
+                    || (self.nic_busbw.is_some() && group.link == LinkClass::Network) =>
+            {
+                Source::Extrapolated
+            }
             Answer::None => Source::Nominal,
         }
     }
@@ -194,6 +237,7 @@ mod tests {
         let m = MeasuredCollectives::new(
             NominalCollectives::new(&c, &NOMINAL),
             &[curve(Kind::AllReduce, 4, 10e9)],
+            None,
         );
         let g4 = span(4, 1, &c);
         let g8 = span(8, 1, &c);
@@ -222,7 +266,7 @@ mod tests {
             members_per_node: 8,
             ..curve(Kind::AllReduce, 16, 177e9)
         };
-        let m = MeasuredCollectives::new(NominalCollectives::new(&c, &NOMINAL), &[across]);
+        let m = MeasuredCollectives::new(NominalCollectives::new(&c, &NOMINAL), &[across], None);
         let full = span(16, 1, &c);
         assert_eq!(full.members_per_node, 8);
         assert_eq!(m.source(Collective::AllReduce, &full), Source::Measured);
@@ -239,5 +283,36 @@ mod tests {
         // Four members per node: half the rails, still under NVLink.
         let four = busbw_of(m.time_s(Collective::AllReduce, &span(16, 2, &c), bytes));
         assert!((four / (177e9 * k / 2.0) - 1.0).abs() < 1e-9, "{four}");
+    }
+
+    /// A fabric run found one DGX H100's NIC at 22.5 GB/s per pair on the idle fabric, half
+    /// of the 45 GB/s (0.90 of 400 Gb/s) the others reach. A data-parallel all-reduce of 16
+    /// nodes, one member each, moves 1 GB x 2 x 15/16 = 1.875 GB per rank through that NIC at
+    /// the catalog's in-job share of it, 0.525 / 0.90: 22.5 x 0.5833 = 13.125 GB/s, so at least
+    /// 1.875 / 13.125 = 0.142857 s, where the catalog alone says about half. A pipeline
+    /// send/recv of 1 GB crosses one rail: at least 1 / 13.125 = 0.07619 s. Inside a node the
+    /// NIC does not count.
+    #[test]
+    fn the_slowest_nic_bounds_every_inter_node_term() {
+        let c = catalog::cluster("dgx-h100").unwrap();
+        let nominal = NominalCollectives::new(&c, &NOMINAL);
+        let m = MeasuredCollectives::new(nominal.clone(), &[], Some(22.5e9));
+        let dp = span(16, 8, &c);
+        assert_eq!((dp.members_per_node, dp.link), (1, LinkClass::Network));
+        let t = m.time_s(Collective::AllReduce, &dp, 1e9);
+        let in_job = 22.5e9 * NOMINAL.network_busbw / NOMINAL.network_idle_busbw;
+        assert!((in_job / 13.125e9 - 1.0).abs() < 1e-12, "{in_job}");
+        assert!((t / 0.142857 - 1.0).abs() < 1e-5, "{t}");
+        assert!(nominal.time_s(Collective::AllReduce, &dp, 1e9) < 0.6 * t);
+        assert_eq!(m.source(Collective::AllReduce, &dp), Source::Extrapolated);
+        let pp = span(2, 8, &c);
+        let t = m.time_s(Collective::SendRecv, &pp, 1e9);
+        assert!((t / 0.07619 - 1.0).abs() < 1e-4, "{t}");
+        let tp = span(8, 1, &c);
+        assert_eq!(
+            m.time_s(Collective::AllReduce, &tp, 1e9),
+            nominal.time_s(Collective::AllReduce, &tp, 1e9)
+        );
+        assert_eq!(m.source(Collective::AllReduce, &tp), Source::Nominal);
     }
 }

@@ -93,6 +93,7 @@ impl Scenario {
         s.collectives = Box::new(measured::MeasuredCollectives::new(
             NominalCollectives::new(&s.cluster, &s.efficiency),
             &fits.fleet,
+            fits.fleet_nic.as_ref().map(|n| n.busbw_bytes_per_s),
         ));
         s
     }

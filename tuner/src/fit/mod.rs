@@ -1,9 +1,11 @@
 //! Curves fitted to measurements: alpha-beta per collective, scope, rank count and node; GEMM
-//! efficiency per GPU; memory bandwidth; and the fleet view over nodes.
+//! efficiency per GPU; memory bandwidth; each node's NICs from a fabric run's pairs; and the
+//! fleet view over nodes.
 
 pub mod alpha_beta;
 pub mod fleet;
 pub mod gemm;
+pub mod pairs;
 
 use std::collections::BTreeMap;
 
@@ -16,6 +18,7 @@ use serde::Serialize;
 use alpha_beta::Curve;
 use fleet::{Aggregate, Straggler};
 use gemm::GemmCurve;
+use pairs::NicFigure;
 
 /// How to turn per-node curves into fleet figures.
 #[derive(Debug, Clone, PartialEq)]
@@ -120,6 +123,11 @@ pub struct Fits {
     pub memory: Vec<(String, f64)>,
     /// Fleet HBM bandwidth.
     pub fleet_memory: Option<f64>,
+    /// Each node's NICs, from the pairwise send/recv points of a fabric run.
+    pub nics: Vec<NicFigure>,
+    /// The per-NIC send/recv bandwidth of the kept nodes, aggregated from each node's slowest
+    /// NIC, with the node and rail that set it: no inter-node term is faster than it allows.
+    pub fleet_nic: Option<NicFigure>,
     /// Nodes behind the fleet median.
     pub stragglers: Vec<Straggler>,
     /// The aggregate used.
@@ -141,14 +149,16 @@ type FleetKey = (Kind, Scope, u32, u32);
 /// A GEMM point: m, n, k and efficiency against the datasheet peak.
 type GemmPoint = (f64, f64, f64, f64);
 
-/// Ranks a collective record puts on each node. Inside a node, all of them. Across nodes, the
-/// distinct device indices of its rank list (nccl-tests' device list; a uniform launch puts
-/// the same devices on every host), and one per node when the log printed no device list:
-/// the `-g 1` sweep that data-parallel groups look like.
+/// Ranks a collective record puts on each node. Inside a node, all of them. Across nodes, what
+/// the record says (`ranks_per_node`, written by `microbench fabric`), else the distinct device
+/// indices of its rank list (nccl-tests' device list; a uniform launch puts the same devices
+/// on every host), and one per node when the log printed no device list: the `-g 1` sweep
+/// that data-parallel groups look like.
 pub fn members_per_node(r: &Record) -> u32 {
-    match r.group.scope {
-        Scope::IntraNode => r.group.ranks,
-        Scope::InterNode => {
+    match (r.group.scope, r.detail.ranks_per_node) {
+        (Scope::IntraNode, _) => r.group.ranks,
+        (Scope::InterNode, Some(per_node)) => per_node.clamp(1, r.group.ranks.max(1)),
+        (Scope::InterNode, None) => {
             let distinct: std::collections::BTreeSet<u32> = r.group.gpus.iter().copied().collect();
             (distinct.len() as u32).clamp(1, r.group.ranks.max(1))
         }
@@ -186,7 +196,9 @@ pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
     for r in records {
         let node = node_of(r);
         match r.kind {
-            k if k.is_collective() && !r.in_place => {
+            // Pairs are one rail between two nodes each, not a sweep of one group: they go to
+            // the NIC figures below.
+            k if k.is_collective() && !r.in_place && !pairs::is_pair(r) => {
                 sweeps
                     .entry((node, k, r.group.scope, r.group.ranks, members_per_node(r)))
                     .or_default()
@@ -282,6 +294,8 @@ pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
         opts.threshold,
     ));
     stragglers.extend(fleet::stragglers("HBM bandwidth", &memory, opts.threshold));
+    let nics = pairs::nic_figures(records);
+    stragglers.extend(pairs::slow_nics(&nics, opts.threshold));
 
     let mut excluded: Vec<(String, String)> = opts
         .exclude
@@ -367,11 +381,13 @@ pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
         .filter(|(n, _)| kept(n))
         .map(|m| m.1)
         .collect();
+    let fleet_nic = pairs::fleet_nic_busbw(&nics, kept, agg);
     let mut nodes: Vec<String> = curves
         .iter()
         .map(|c| c.node.clone())
         .chain(gemm.iter().map(|g| g.node.clone()))
         .chain(memory.iter().map(|m| m.0.clone()))
+        .chain(nics.iter().map(|f| f.node.clone()))
         .collect();
     nodes.sort();
     nodes.dedup();
@@ -384,6 +400,8 @@ pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
         fleet_gemm,
         fleet_memory: (!kept_mem.is_empty()).then(|| agg.rate(&kept_mem)),
         memory,
+        nics,
+        fleet_nic,
         stragglers,
         aggregate: agg,
     }
@@ -458,5 +476,68 @@ mod tests {
             }
         }
         assert_eq!(checked, 3);
+    }
+
+    /// A fabric run (issue 12): a job-wide all-reduce over 3 nodes x 2 GPUs at 100 GB/s busbw
+    /// and the pairs of `pairs::tests`, in which n2's NIC 1 runs at half speed. The all-reduce
+    /// is a measured curve keyed by 6 ranks and 2 per node; the pairs make no curve of their
+    /// own, name n2 and its NIC, and set the per-NIC figure until n2 is left out.
+    #[test]
+    fn fabric_records_key_inter_node_curves_and_name_the_slow_nic() {
+        let mut records = pairs::tests::three_nodes_n2_nic1_slow();
+        for i in 20..=26 {
+            let bytes = 1u64 << i;
+            let mut r = pairs::tests::pair("n0", "n1", 0, 1.0);
+            r.kind = Kind::AllReduce;
+            r.group.ranks = 6;
+            r.group.gpus = vec![0, 1, 0, 1, 0, 1];
+            r.detail = record::Detail {
+                ranks_per_node: Some(2),
+                ..record::Detail::default()
+            };
+            r.bytes = bytes;
+            r.timing.time_s = 20e-6 + bytes as f64 * (2.0 * 5.0 / 6.0) / 100e9;
+            records.push(r);
+        }
+        let fits = fit_all(&records, 1.0, &FitOptions::default());
+        assert_eq!(
+            fits.fleet
+                .iter()
+                .map(|f| (f.kind, f.scope, f.ranks, f.members_per_node))
+                .collect::<Vec<_>>(),
+            [(Kind::AllReduce, Scope::InterNode, 6, 2)]
+        );
+        assert!((fits.fleet[0].busbw_bytes_per_s / 100e9 - 1.0).abs() < 1e-6);
+        assert_eq!(fits.nodes, ["n0", "n1", "n2"]);
+        let named: Vec<(&str, &str)> = fits
+            .stragglers
+            .iter()
+            .map(|s| (s.node.as_str(), s.what.as_str()))
+            .collect();
+        assert_eq!(
+            named,
+            [(
+                "n2",
+                "inter-node send_recv pairs through NIC 1 (busbw, best of 2 peers)"
+            )]
+        );
+        let nic = fits.fleet_nic.as_ref().unwrap();
+        assert_eq!(
+            (nic.node.as_str(), nic.rail, nic.busbw_bytes_per_s),
+            ("n2", 1, 22.5e9)
+        );
+        let opts = FitOptions {
+            exclude_degraded: true,
+            ..FitOptions::default()
+        };
+        let fits = fit_all(&records, 1.0, &opts);
+        assert_eq!(fits.excluded.len(), 1);
+        assert_eq!(fits.excluded[0].0, "n2");
+        assert!(
+            fits.excluded[0].1.contains("through NIC 1") && fits.excluded[0].1.contains("50%"),
+            "{:?}",
+            fits.excluded
+        );
+        assert_eq!(fits.fleet_nic.unwrap().busbw_bytes_per_s, 45e9);
     }
 }

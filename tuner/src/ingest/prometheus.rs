@@ -1,5 +1,6 @@
 //! The Prometheus HTTP API (`/api/v1/query`): one instant query per metric family, never one
-//! per series, turned back into measurement records.
+//! per series, turned back into measurement records: the agents' calibrations and the last
+//! multi-node fabric run each agent exports (issue 12).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -48,15 +49,30 @@ struct Sample {
     value: (f64, String),
 }
 
-/// The families read, in query order.
-const FAMILIES: [&str; 6] = [
+/// The families read, in query order (that of [`Families`]' fields).
+const FAMILIES: [&str; 8] = [
     "meshfit_collective_time_seconds",
     "meshfit_gemm_flops_per_second",
     "meshfit_memory_bandwidth_bytes_per_second",
     "meshfit_calibration_last_success_timestamp_seconds",
     "meshfit_gpu_info",
     "meshfit_gpu_link_info",
+    "meshfit_fabric_pair_busbw_bytes_per_second",
+    "meshfit_fabric_last_run_timestamp_seconds",
 ];
+
+/// What each family's query returned.
+#[derive(Default)]
+struct Families {
+    collectives: Vec<Sample>,
+    gemms: Vec<Sample>,
+    memory: Vec<Sample>,
+    calibrated: Vec<Sample>,
+    gpus: Vec<Sample>,
+    links: Vec<Sample>,
+    pairs: Vec<Sample>,
+    fabric_runs: Vec<Sample>,
+}
 
 impl PromSource {
     /// The PromQL for one family, scoped by the selector and the window.
@@ -124,19 +140,20 @@ impl PromSource {
         for family in FAMILIES {
             results.push(self.query(&client, family)?);
         }
-        let [collectives, gemms, memory, calibrated, gpus, links]: [Vec<Sample>; 6] = results
-            .try_into()
-            .unwrap_or_else(|_| unreachable!("one result per family"));
-        Ok(to_measurements(
-            self,
-            now,
+        let [collectives, gemms, memory, calibrated, gpus, links, pairs, fabric_runs] =
+            <[Vec<Sample>; FAMILIES.len()]>::try_from(results)
+                .unwrap_or_else(|_| unreachable!("one result per family"));
+        let families = Families {
             collectives,
             gemms,
             memory,
             calibrated,
             gpus,
             links,
-        ))
+            pairs,
+            fabric_runs,
+        };
+        Ok(to_measurements(self, now, families))
     }
 }
 
@@ -188,14 +205,39 @@ fn collective_record(s: &Sample) -> Option<Record> {
         scope,
         ranks,
     };
-    Some(Record::transfer(
-        kind,
+    let mut r = Record::transfer(kind, b, group, bytes, Dtype::Bf16, timing(t, b));
+    // Inter-node series of a fabric run say how many ranks each node ran; a malformed value
+    // drops the series rather than keying the curve wrongly.
+    r.detail.ranks_per_node = match label(s, "ranks_per_node") {
+        Some(v) => Some(v.parse().ok()?),
+        None => None,
+    };
+    Some(r)
+}
+
+/// A pairwise send/recv of 1 GiB between the sample's node and `peer_node` over rail `gpu`,
+/// at the exported bandwidth (the agent exports the largest size's figure, not the size).
+fn pair_record(s: &Sample) -> Option<Record> {
+    let bw = value(s).filter(|v| *v > 0.0)?;
+    let bytes = 1u64 << 30;
+    let b = backend(s);
+    let group = Group {
+        node: Some(node(s)),
+        gpus: vec![label(s, "gpu")?.parse().ok()?],
+        scope: Scope::InterNode,
+        ranks: 2,
+    };
+    let mut r = Record::transfer(
+        Kind::SendRecv,
         b,
         group,
         bytes,
         Dtype::Bf16,
-        timing(t, b),
-    ))
+        timing(bytes as f64 / bw, b),
+    );
+    r.detail.peer_node = Some(label(s, "peer_node")?.to_string());
+    r.detail.ranks_per_node = Some(1);
+    Some(r)
 }
 
 /// The single GPU a per-GPU sample names, on its node.
@@ -244,35 +286,37 @@ fn hbm_record(s: &Sample) -> Option<Record> {
     ))
 }
 
-#[allow(clippy::too_many_arguments)]
-fn to_measurements(
-    src: &PromSource,
-    now: f64,
-    collectives: Vec<Sample>,
-    gemms: Vec<Sample>,
-    memory: Vec<Sample>,
-    calibrated: Vec<Sample>,
-    gpus: Vec<Sample>,
-    links: Vec<Sample>,
-) -> (Measurements, Snapshot) {
+fn to_measurements(src: &PromSource, now: f64, f: Families) -> (Measurements, Snapshot) {
     let mut m = Measurements::default();
-    let stamps: BTreeMap<String, f64> = calibrated
-        .iter()
-        .filter_map(|s| Some((node(s), value(s)?)))
-        .collect();
-    let hbm = memory
+    let by_node = |samples: &[Sample]| -> BTreeMap<String, f64> {
+        samples
+            .iter()
+            .filter_map(|s| Some((node(s), value(s)?)))
+            .collect()
+    };
+    let stamps = by_node(&f.calibrated);
+    let fabric_stamps = by_node(&f.fabric_runs);
+    let hbm = f
+        .memory
         .iter()
         .filter(|s| matches!(label(s, "path"), Some("hbm_copy" | "hbm")));
-    let parsed = collectives
+    let parsed = f
+        .collectives
         .iter()
         .map(collective_record)
-        .chain(gemms.iter().map(gemm_record))
-        .chain(hbm.map(hbm_record));
+        .chain(f.gemms.iter().map(gemm_record))
+        .chain(hbm.map(hbm_record))
+        .chain(f.pairs.iter().map(pair_record));
     let mut skipped = 0usize;
     for r in parsed {
         match r {
             Some(mut r) => {
-                r.timestamp = r.group.node.as_ref().and_then(|n| stamps.get(n)).copied();
+                // Inter-node figures come from the last fabric run, the rest from calibration.
+                let when = match r.group.scope {
+                    Scope::InterNode => &fabric_stamps,
+                    Scope::IntraNode => &stamps,
+                };
+                r.timestamp = r.group.node.as_ref().and_then(|n| when.get(n)).copied();
                 m.records.push(r);
             }
             None => skipped += 1,
@@ -285,7 +329,7 @@ fn to_measurements(
         ));
     }
     let mut nodes: BTreeMap<String, Node> = BTreeMap::new();
-    for s in &gpus {
+    for s in &f.gpus {
         let (Some(idx), Some(model)) = (
             label(s, "gpu").and_then(|g| g.parse().ok()),
             label(s, "model_name"),
@@ -302,7 +346,7 @@ fn to_measurements(
                 model: model.to_string(),
             });
     }
-    for s in &links {
+    for s in &f.links {
         let (Some(gpu), Some(peer), Some(link)) = (
             label(s, "gpu").and_then(|g| g.parse().ok()),
             label(s, "peer_gpu").and_then(|g| g.parse().ok()),
@@ -328,7 +372,11 @@ fn to_measurements(
             .records
             .push(r.clone());
     }
-    let oldest = stamps.values().copied().fold(now, f64::min);
+    let oldest = stamps
+        .values()
+        .chain(fabric_stamps.values())
+        .copied()
+        .fold(now, f64::min);
     let what = format!(
         "prometheus {}{}",
         src.url,
@@ -435,12 +483,13 @@ mod tests {
         let (m, snap) = to_measurements(
             &src(None, None),
             2000.0,
-            coll,
-            gemm,
-            mem,
-            stamp,
-            vec![],
-            vec![],
+            Families {
+                collectives: coll,
+                gemms: gemm,
+                memory: mem,
+                calibrated: stamp,
+                ..Families::default()
+            },
         );
         assert_eq!(m.records.len(), 3);
         let ar = &m.records[0];
@@ -453,5 +502,81 @@ mod tests {
         assert!((m.records[2].busbw.unwrap() / 3e12 - 1.0).abs() < 1e-12);
         assert_eq!(snap.nodes.len(), 1);
         assert_eq!(snap.time_range.start, 1000.0);
+    }
+
+    /// What one agent of a fabric run exports (issue 12): a job-wide all-reduce of 6 ranks, 2
+    /// per node, and its NIC 1 at 22.5 GB/s to n0. The records key the curve by ranks per node
+    /// and carry the pair's ends, with the fabric run's time.
+    #[test]
+    fn fabric_series_become_inter_node_records() {
+        let sample = |labels: &[(&str, &str)], v: &str| Sample {
+            metric: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            value: (0.0, v.to_string()),
+        };
+        let inter = |per_node: &str| {
+            sample(
+                &[
+                    ("collective", "all_reduce"),
+                    ("scope", "inter_node"),
+                    ("ranks", "6"),
+                    ("ranks_per_node", per_node),
+                    ("size_bytes", "16777216"),
+                    ("backend", "sim"),
+                    ("hostname", "n2"),
+                ],
+                "0.0003",
+            )
+        };
+        let pairs = vec![sample(
+            &[
+                ("peer_node", "n0"),
+                ("gpu", "1"),
+                ("backend", "sim"),
+                ("hostname", "n2"),
+            ],
+            "22.5e9",
+        )];
+        let (m, _) = to_measurements(
+            &src(None, None),
+            2000.0,
+            Families {
+                collectives: vec![inter("2"), inter("two")],
+                pairs,
+                calibrated: vec![sample(&[("hostname", "n2")], "1000")],
+                fabric_runs: vec![sample(&[("hostname", "n2")], "1500")],
+                ..Families::default()
+            },
+        );
+        assert_eq!(
+            m.records.len(),
+            2,
+            "the malformed ranks_per_node is skipped"
+        );
+        assert!(m.notes[0].starts_with("1 series"), "{:?}", m.notes);
+        let ar = &m.records[0];
+        assert_eq!(
+            (
+                ar.group.scope,
+                ar.group.ranks,
+                ar.detail.ranks_per_node,
+                ar.timestamp
+            ),
+            (Scope::InterNode, 6, Some(2), Some(1500.0))
+        );
+        assert_eq!(crate::fit::members_per_node(ar), 2);
+        let p = &m.records[1];
+        assert!(crate::fit::pairs::is_pair(p));
+        assert_eq!(
+            (
+                p.group.node.as_deref(),
+                p.detail.peer_node.as_deref(),
+                p.group.gpus.as_slice()
+            ),
+            (Some("n2"), Some("n0"), &[1][..])
+        );
+        assert!((p.busbw.unwrap() / 22.5e9 - 1.0).abs() < 1e-12);
     }
 }
