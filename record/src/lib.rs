@@ -7,6 +7,7 @@
 //! - [`read_json_lines`] reads `microbench --json` output back.
 //! - [`nccl_tests::parse`] reads real nccl-tests logs into records, and [`nccl_tests::write`]
 //!   prints records in the nccl-tests column layout.
+//! - [`datasheet`] holds the GPU datasheet figures that the tuner's catalog and the sim share.
 //!
 //! The crate depends on serde (and thiserror) only, so the tuner reads measurements without
 //! CUDA or NVML in its build.
@@ -15,6 +16,7 @@
 #[macro_use]
 mod names;
 mod busbw;
+pub mod datasheet;
 mod dtype;
 mod kind;
 pub mod nccl_tests;

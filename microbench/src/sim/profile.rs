@@ -1,14 +1,16 @@
 //! Node profiles for the sim: datasheet figures of common 8-GPU servers.
 //!
-//! Peak FLOP/s are dense tensor-core figures (no sparsity). NVLink bandwidth is per link and
-//! direction. Sources: NVIDIA H100 datasheet (SXM5: 989 TFLOP/s bf16, 3.35 TB/s, 18 NVLink4
-//! links of 25 GB/s), H200 datasheet (4.8 TB/s, 141 GB), A100 datasheet (312 TFLOP/s bf16,
-//! 2.04 TB/s, 12 NVLink3 links), L40S datasheet (362 TFLOP/s bf16 dense, 864 GB/s, PCIe 4.0
-//! x16, no NVLink), V100 SXM2 datasheet (125 TFLOP/s fp16, 900 GB/s, 6 NVLink2 links), DGX
-//! H100/A100/DGX-1 user guides for NICs and NUMA layout.
+//! The GPU figures (dense tensor-core peaks, memory as `nvidia-smi` reports it, HBM and NVLink
+//! bandwidth, SMs) come from `record::datasheet`, the table the tuner's catalog prices with, so
+//! sim and tuner never disagree on a peak. NVLink bandwidth here is per link and direction:
+//! the datasheet's per-GPU figure over the links (H100 18 NVLink4, A100 12 NVLink3). The V100
+//! has no bf16 and is not in that table (the tuner prices Ampere and newer): its figures are
+//! the V100 SXM2 datasheet's (125 TFLOP/s fp16, 900 GB/s, 6 NVLink2 links). DGX H100/A100/DGX-1
+//! user guides for NICs and NUMA layout.
 
 use crate::discovery::Pcie;
 use crate::error::{Error, Result};
+use record::datasheet::{self, Gpu};
 use record::Dtype;
 
 /// How the GPUs reach each other.
@@ -121,59 +123,76 @@ GPU6\tNV2\tSYS\tSYS\tSYS\tNV1\tNV2\t X \tNV1\t0-95
 GPU7\tSYS\tNV2\tSYS\tSYS\tNV2\tNV1\tNV1\t X \t0-95
 ";
 
+/// The shared datasheet of catalog GPU `id`; every id named below is in the table (a test
+/// builds every profile).
+fn sheet(id: &str) -> &'static Gpu {
+    datasheet::gpu(id).unwrap_or_else(|| panic!("GPU `{id}` is missing from record::datasheet"))
+}
+
+/// Tensor-core peaks of a datasheet GPU: fp16 runs at the bf16 rate on every GPU there.
+fn peaks(gpu: &Gpu) -> Peaks {
+    Peaks {
+        bf16: Some(gpu.bf16_flops),
+        fp16: Some(gpu.bf16_flops),
+        tf32: Some(gpu.tf32_flops),
+        fp8: gpu.fp8_flops,
+    }
+}
+
+/// Memory in whole bytes, as NVML reports it.
+fn memory_bytes(gpu: &Gpu) -> u64 {
+    gpu.hbm_bytes as u64
+}
+
 /// Every profile.
 pub fn profiles() -> Vec<Profile> {
-    let h100 = Profile {
+    let (h100, h200, a100, l40s) = (
+        sheet("h100-sxm"),
+        sheet("h200-sxm"),
+        sheet("a100-sxm-80gb"),
+        sheet("l40s"),
+    );
+    let h100_node = Profile {
         name: "dgx-h100",
         gpu_name: "NVIDIA H100 80GB HBM3",
         gpus: 8,
-        memory_bytes: 80 * GIB,
+        memory_bytes: memory_bytes(h100),
         compute_capability: [9, 0],
-        sms: 132,
+        sms: h100.sms,
         clocks_mhz: [1980, 2619],
-        peaks: Peaks {
-            bf16: Some(989.4 * TFLOPS),
-            fp16: Some(989.4 * TFLOPS),
-            tf32: Some(494.7 * TFLOPS),
-            fp8: Some(1978.9 * TFLOPS),
-        },
-        hbm_bytes_per_s: 3350.0 * GB,
+        peaks: peaks(h100),
+        hbm_bytes_per_s: h100.hbm_bytes_per_s,
         pcie: PCIE5,
         fabric: Fabric::NvSwitch { links: 18 },
-        nvlink_bytes_per_s: 25.0 * GB,
+        nvlink_bytes_per_s: h100.nvlink_bytes_per_s / 18.0,
         numa_nodes: 2,
         cores_per_numa: 56,
         nics: 8,
         nic_bytes_per_s: 50.0 * GB,
     };
     vec![
-        h100.clone(),
+        h100_node.clone(),
         Profile {
             name: "hgx-h200",
             gpu_name: "NVIDIA H200",
-            memory_bytes: 141 * GIB,
-            hbm_bytes_per_s: 4800.0 * GB,
+            memory_bytes: memory_bytes(h200),
+            hbm_bytes_per_s: h200.hbm_bytes_per_s,
             cores_per_numa: 48,
-            ..h100
+            ..h100_node
         },
         Profile {
             name: "dgx-a100",
             gpu_name: "NVIDIA A100-SXM4-80GB",
             gpus: 8,
-            memory_bytes: 80 * GIB,
+            memory_bytes: memory_bytes(a100),
             compute_capability: [8, 0],
-            sms: 108,
+            sms: a100.sms,
             clocks_mhz: [1410, 1593],
-            peaks: Peaks {
-                bf16: Some(312.0 * TFLOPS),
-                fp16: Some(312.0 * TFLOPS),
-                tf32: Some(156.0 * TFLOPS),
-                fp8: None,
-            },
-            hbm_bytes_per_s: 2039.0 * GB,
+            peaks: peaks(a100),
+            hbm_bytes_per_s: a100.hbm_bytes_per_s,
             pcie: PCIE4,
             fabric: Fabric::NvSwitch { links: 12 },
-            nvlink_bytes_per_s: 25.0 * GB,
+            nvlink_bytes_per_s: a100.nvlink_bytes_per_s / 12.0,
             numa_nodes: 2,
             cores_per_numa: 64,
             nics: 8,
@@ -183,17 +202,12 @@ pub fn profiles() -> Vec<Profile> {
             name: "l40s-pcie",
             gpu_name: "NVIDIA L40S",
             gpus: 8,
-            memory_bytes: 48 * GIB,
+            memory_bytes: memory_bytes(l40s),
             compute_capability: [8, 9],
-            sms: 142,
+            sms: l40s.sms,
             clocks_mhz: [2520, 9001],
-            peaks: Peaks {
-                bf16: Some(362.05 * TFLOPS),
-                fp16: Some(362.05 * TFLOPS),
-                tf32: Some(183.0 * TFLOPS),
-                fp8: Some(733.0 * TFLOPS),
-            },
-            hbm_bytes_per_s: 864.0 * GB,
+            peaks: peaks(l40s),
+            hbm_bytes_per_s: l40s.hbm_bytes_per_s,
             pcie: PCIE4,
             fabric: Fabric::Pcie { per_switch: 2 },
             nvlink_bytes_per_s: 0.0,
@@ -251,6 +265,20 @@ pub fn profile(name: &str) -> Result<Profile> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn profiles_take_the_tuners_datasheet() {
+        let all = profiles();
+        let h100 = profile("dgx-h100").unwrap();
+        let sheet = datasheet::gpu("h100-sxm").unwrap();
+        assert_eq!(h100.peaks.bf16, Some(sheet.bf16_flops));
+        assert_eq!(h100.peaks.fp8, sheet.fp8_flops);
+        assert_eq!(h100.hbm_bytes_per_s, sheet.hbm_bytes_per_s);
+        // NVML reports 81559 MiB for the H100 80GB, which the datasheet keeps.
+        assert_eq!(h100.memory_bytes, 81559 << 20);
+        assert_eq!(h100.nvlink_bytes_per_s, 25e9);
+        assert_eq!(all.len(), 5);
+    }
 
     #[test]
     fn profiles_are_found_by_name_and_unknown_ones_listed() {
