@@ -202,6 +202,19 @@ pub fn table(r: &FitReport) -> String {
             m / 1e9
         ));
     }
+    if let Some(nic) = &f.fleet_nic {
+        let nodes: std::collections::BTreeSet<&str> =
+            f.nics.iter().map(|n| n.node.as_str()).collect();
+        s.push_str(&format!(
+            "fleet ({}) NIC send/recv {:.1} GB/s per NIC on the idle fabric, set by {} NIC {} ({} NICs on {} nodes measured in pairs)\n",
+            r.aggregate,
+            nic.busbw_bytes_per_s / 1e9,
+            nic.node,
+            nic.rail,
+            f.nics.len(),
+            nodes.len()
+        ));
+    }
     for st in &f.stragglers {
         s.push_str(&format!(
             "straggler: {} {:.0}% below the fleet median on {}\n",
