@@ -78,6 +78,11 @@ pub struct Snapshot {
     pub runs_total: [u64; RunResult::ALL.len()],
     /// True while a calibration runs.
     pub running: bool,
+    /// Parts of the state file not trusted at start (another node's, a last success in the
+    /// future, negative times); the log says which.
+    pub state_distrusted: u64,
+    /// State file writes that failed since the agent started: results served but not kept.
+    pub state_write_failures: u64,
     /// Live counters per GPU from the last good sample.
     pub counters: Arc<Vec<Counters>>,
     /// When that sample was taken, seconds since the Unix epoch.
@@ -103,6 +108,8 @@ impl Cache {
             fabric: Arc::default(),
             runs_total: [0; RunResult::ALL.len()],
             running: false,
+            state_distrusted: 0,
+            state_write_failures: 0,
             counters: Arc::new(Vec::new()),
             counters_at: None,
             host: Host::default(),

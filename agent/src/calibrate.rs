@@ -291,14 +291,21 @@ impl Calibrator<'_> {
         let dir = self.config.state_dir.clone();
         let saved = Arc::new(calibration);
         let to_save = saved.clone();
-        match tokio::task::spawn_blocking(move || state::save(&dir, &to_save)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::error!("{e}; the result is served but not kept"),
-            Err(e) => tracing::error!("saving the state file: {e}"),
-        }
+        let kept = match tokio::task::spawn_blocking(move || state::save(&dir, &to_save)).await {
+            Ok(Ok(())) => true,
+            Ok(Err(e)) => {
+                tracing::error!("{e}; the result is served but not kept");
+                false
+            }
+            Err(e) => {
+                tracing::error!("saving the state file: {e}");
+                false
+            }
+        };
         self.cache.update(|s| {
             s.calibration = saved;
             s.running = false;
+            s.state_write_failures += u64::from(!kept);
         });
         self.cache.count_run(result);
         let line = format!(

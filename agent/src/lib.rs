@@ -58,9 +58,18 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     let microbench = child::find_microbench(config.microbench_bin.as_deref())?;
     let node: Arc<dyn node::Node> = node::build(&config)?.into();
     let node_name = config.node_name.clone().unwrap_or_else(host_name);
+    let mut state_distrusted = 0;
     let calibration = match state::load(&config.state_dir)? {
         state::Loaded::Empty => state::Calibration::default(),
-        state::Loaded::Found(c) => {
+        state::Loaded::Found(mut c) => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            let distrusted = state::distrust(&mut c, &node_name, now);
+            for why in &distrusted {
+                tracing::warn!("state file in {}: {why}", config.state_dir.display());
+            }
+            state_distrusted = distrusted.len() as u64;
             tracing::info!(
                 "loaded calibration from {}: {} records, last success at {}",
                 config.state_dir.display(),
@@ -79,6 +88,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
         }
     };
     let cache = Arc::new(Cache::new(node_name, node.source(), calibration));
+    cache.update(|s| s.state_distrusted = state_distrusted);
     let trigger = Arc::new(Trigger::default());
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await

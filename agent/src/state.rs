@@ -132,6 +132,61 @@ struct Version {
     format_version: Option<u32>,
 }
 
+/// How far ahead of this host's clock a stored time may be before it is distrusted: NTP
+/// steps and clock skew between restarts stay well under it.
+const FUTURE_SLACK_S: f64 = 300.0;
+
+/// Checks a loaded calibration against this node and clock (issue 13) and drops what cannot be
+/// trusted, returning one reason per distrusted part (empty when all of it holds):
+/// - a file written by another node (a copied state directory) is not served at all;
+/// - a last success in the future would never look due again: it is forgotten, so the node
+///   recalibrates;
+/// - records and runs with negative or non-finite times are dropped.
+pub fn distrust(calibration: &mut Calibration, node: &str, now: f64) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if !calibration.node.is_empty() && calibration.node != node {
+        reasons.push(format!(
+            "written by node `{}`, this is `{node}` (a copied state directory?): not served",
+            calibration.node
+        ));
+        *calibration = Calibration::default();
+        return reasons;
+    }
+    if let Some(t) = calibration.last_success_timestamp {
+        if !t.is_finite() || t < 0.0 || t > now + FUTURE_SLACK_S {
+            reasons.push(format!(
+                "last success at {t} against a clock at {now:.0}: forgotten, so the node recalibrates"
+            ));
+            calibration.last_success_timestamp = None;
+        }
+    }
+    let valid_time = |t: f64| t.is_finite() && t >= 0.0 && t <= now + FUTURE_SLACK_S;
+    if let Some(run) = &calibration.last_run {
+        if !(valid_time(run.started_at) && run.duration_s.is_finite() && run.duration_s >= 0.0) {
+            reasons.push(format!(
+                "last run started at {} and took {} s: dropped",
+                run.started_at, run.duration_s
+            ));
+            calibration.last_run = None;
+        }
+    }
+    let before = calibration.records.len();
+    calibration.records.retain(|r| {
+        r.timing.time_s.is_finite()
+            && r.timing.time_s > 0.0
+            && r.group.ranks > 0
+            && r.timestamp.is_none_or(valid_time)
+    });
+    let dropped = before - calibration.records.len();
+    if dropped > 0 {
+        reasons.push(format!(
+            "{dropped} of {before} records had a time that is not positive, a timestamp that is \
+             negative or in the future, or no ranks: dropped"
+        ));
+    }
+    reasons
+}
+
 /// Creates the state directory and proves it writable, so a bad one stops the start.
 pub fn check_dir(dir: &Path) -> Result<()> {
     let fail = |source| Error::StateDir {
@@ -286,6 +341,59 @@ mod tests {
             }
             assert!(matches!(load(dir.path()).unwrap(), Loaded::Empty));
         }
+    }
+
+    #[test]
+    fn copied_future_and_negative_state_is_distrusted() {
+        let now = 1.7e9;
+        let mut copied = Calibration {
+            node: "other".into(),
+            last_success_timestamp: Some(now - 10.0),
+            last_run: Some(run(RunResult::Success)),
+            records: vec![],
+        };
+        let why = distrust(&mut copied, "this", now);
+        assert!(
+            why[0].contains("written by node `other`, this is `this`"),
+            "{why:?}"
+        );
+        assert_eq!(copied, Calibration::default());
+
+        let mut future = Calibration {
+            node: "this".into(),
+            last_success_timestamp: Some(now + 86_400.0),
+            ..Calibration::default()
+        };
+        let why = distrust(&mut future, "this", now);
+        assert!(
+            why[0].contains("forgotten, so the node recalibrates"),
+            "{why:?}"
+        );
+        assert_eq!(future.last_success_timestamp, None);
+
+        let mut negative = Calibration {
+            node: "this".into(),
+            last_success_timestamp: Some(now - 60.0),
+            last_run: Some(Run {
+                started_at: -1.0,
+                ..run(RunResult::Success)
+            }),
+            records: vec![],
+        };
+        let why = distrust(&mut negative, "this", now);
+        assert_eq!(why.len(), 1, "{why:?}");
+        assert!(negative.last_run.is_none());
+        assert_eq!(negative.last_success_timestamp, Some(now - 60.0));
+
+        let mut sound = Calibration {
+            node: "this".into(),
+            last_success_timestamp: Some(now - 60.0),
+            last_run: Some(run(RunResult::Success)),
+            records: vec![],
+        };
+        let kept = sound.clone();
+        assert!(distrust(&mut sound, "this", now).is_empty());
+        assert_eq!(sound, kept);
     }
 
     #[test]

@@ -147,6 +147,18 @@ fn state_families(s: &Snapshot, out: &mut Out) {
     for (r, n) in RunResult::ALL.iter().zip(s.runs_total) {
         runs.sample(&[("result", r.as_str())], n as f64);
     }
+    out.family(
+        "meshfit_state_distrusted_parts",
+        Type::Gauge,
+        "Parts of the state file not trusted at start: another node's file, a last success in the future, negative times (the log names them).",
+    )
+    .sample(&[], s.state_distrusted as f64);
+    out.family(
+        "meshfit_state_write_failures_total",
+        Type::Counter,
+        "State file writes that failed since the agent started; those results are served but not kept across a restart.",
+    )
+    .sample(&[], s.state_write_failures as f64);
 }
 
 /// Collectives, GEMM, p2p and memory bandwidths from the records.
