@@ -4,7 +4,7 @@
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use microbench::sim::Fault;
 use microbench::sweep::{parse_size, CopyKind};
-use record::{Dtype, Kind, Scope};
+use record::{Dtype, GemmLayout, Kind, Scope};
 
 /// Node discovery and kernel timing: NVML topology, GEMM, NCCL collectives and copies, with
 /// nccl-tests compatible text in and out.
@@ -158,6 +158,10 @@ pub struct GemmArgs {
     /// Shapes MxNxK, comma-separated (default: squares 256..16384 and transformer TP shapes).
     #[arg(long = "shape", value_delimiter = ',', value_parser = parse_shape)]
     pub shapes: Vec<record::Gemm>,
+    /// Layouts, comma-separated or repeated: tn (forward), nn (input gradient), nt (weight
+    /// gradient); fp8 runs in tn only, other layouts fail as their points.
+    #[arg(long = "layout", value_delimiter = ',', value_parser = parse_layout, default_value = "tn")]
+    pub layouts: Vec<GemmLayout>,
     /// GPUs to run on, comma-separated (default: all).
     #[arg(long = "gpu", value_delimiter = ',')]
     pub gpus: Vec<u32>,
@@ -247,6 +251,11 @@ fn parse_dtype(s: &str) -> Result<Dtype, String> {
     alias.parse::<Dtype>().map_err(|e| e.to_string())
 }
 
+/// `tn`, `nn` or `nt`.
+fn parse_layout(s: &str) -> Result<GemmLayout, String> {
+    s.parse::<GemmLayout>().map_err(|e| e.to_string())
+}
+
 /// `MxNxK`, e.g. `8192x8192x8192`.
 fn parse_shape(s: &str) -> Result<record::Gemm, String> {
     let dims: Vec<u64> = s
@@ -272,6 +281,26 @@ mod tests {
     #[test]
     fn cli_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn gemm_layouts_parse_comma_separated_or_repeated() {
+        let layouts = |args: &[&str]| match Cli::try_parse_from(args) {
+            Ok(Cli {
+                command: Command::Gemm(g),
+                ..
+            }) => Ok(g.layouts),
+            Ok(other) => panic!("not gemm: {other:?}"),
+            Err(e) => Err(e.to_string()),
+        };
+        let (tn, nn, nt) = (GemmLayout::Tn, GemmLayout::Nn, GemmLayout::Nt);
+        assert_eq!(layouts(&["microbench", "gemm"]), Ok(vec![tn]));
+        assert_eq!(
+            layouts(&["microbench", "gemm", "--layout", "nn,nt", "--layout", "tn"]),
+            Ok(vec![nn, nt, tn])
+        );
+        let err = layouts(&["microbench", "gemm", "--layout", "tt"]).unwrap_err();
+        assert!(err.contains("layout `tt`: expected one of"), "{err}");
     }
 
     #[test]

@@ -150,6 +150,7 @@ fn plan(command: &Command, t: &Topology) -> Result<Plan> {
                 &all_gpus(t, &args.gpus),
                 &shapes,
                 &args.dtypes,
+                &args.layouts,
                 args.iters,
                 args.warmup,
             )

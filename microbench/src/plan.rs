@@ -2,7 +2,7 @@
 //! which GEMM types each GPU generation has tensor cores for. The kernels, the sim and the
 //! sweeps that build plans all read this module; it reads none of them (issue 10).
 
-use record::{Dtype, Gemm, Kind, Record};
+use record::{Dtype, Gemm, GemmLayout, Kind, Record};
 use std::fmt;
 
 /// A plan: points to time, and how many iterations each.
@@ -38,6 +38,8 @@ pub enum Point {
         shape: Gemm,
         /// Operand type (accumulation in fp32).
         dtype: Dtype,
+        /// Which operands are stored transposed, as cuBLAS sees them (see [`gemm_layouts`]).
+        layout: GemmLayout,
     },
     /// A copy of `bytes`.
     Copy {
@@ -138,9 +140,14 @@ impl fmt::Display for Point {
                 bytes,
                 dtype,
             } => write!(f, "{kind} {dtype} {bytes} B on GPUs {}", gpus(g)),
-            Point::Gemm { gpu, shape, dtype } => write!(
+            Point::Gemm {
+                gpu,
+                shape,
+                dtype,
+                layout,
+            } => write!(
                 f,
-                "gemm {dtype} {}x{}x{} on GPU {gpu}",
+                "gemm {dtype} {layout} {}x{}x{} on GPU {gpu}",
                 shape.m, shape.n, shape.k
             ),
             Point::Copy { path, bytes } => match path {
@@ -174,6 +181,19 @@ pub fn tensor_core_capability(dtype: Dtype) -> Option<[u32; 2]> {
         Dtype::Bf16 | Dtype::Tf32 => Some([8, 0]),
         Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => Some([8, 9]),
         _ => None,
+    }
+}
+
+/// The layouts a training step runs its GEMMs in, as cuBLAS (column-major) sees PyTorch's
+/// row-major `y = x.W^T`: `tn` for the forward pass, `nn` for the input gradient (dx = dy.W)
+/// and `nt` for the weight gradient (dW = dy^T.x), the order Transformer Engine lists them.
+/// fp8 has only `tn`: cuBLASLt's fp8 kernels on Ada and Hopper require A transposed and B
+/// not (its documented "TN" requirement), which is why Transformer Engine keeps a transposed
+/// copy of each fp8 tensor for the backward GEMMs instead of calling NN or NT.
+pub fn gemm_layouts(dtype: Dtype) -> &'static [GemmLayout] {
+    match dtype {
+        Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => &[GemmLayout::Tn],
+        _ => &[GemmLayout::Tn, GemmLayout::Nn, GemmLayout::Nt],
     }
 }
 

@@ -2,19 +2,22 @@
 //! [`record::nccl_tests::write`]), and a summary of the best figures of a run.
 
 use crate::discovery::Topology;
-use record::{Kind, Record};
+use crate::kernels::LOOPS;
+use record::{Clock, Kind, Record};
 use std::fmt::Write as _;
 
-/// GEMM records as a table: shape, dtype, time in us and TFLOP/s (1e12 FLOP/s).
+/// GEMM records as a table: dtype, layout (`-` where the record has none), shape, time in us
+/// and TFLOP/s (1e12 FLOP/s).
 pub fn gemm_table(records: &[&Record]) -> String {
-    let mut out = String::from("#  gpu     dtype          m          n          k      time(us)  min(us)  max(us)   TFLOP/s\n");
+    let mut out = String::from("#  gpu     dtype  layout          m          n          k      time(us)  min(us)  max(us)   TFLOP/s\n");
     for r in records {
         let Some(shape) = r.gemm else { continue };
         let _ = writeln!(
             out,
-            "  {:>4}  {:>8}  {:>9}  {:>9}  {:>9}  {:>12.1}  {:>7.1}  {:>7.1}  {:>8.1}",
+            "  {:>4}  {:>8}  {:>6}  {:>9}  {:>9}  {:>9}  {:>12.1}  {:>7.1}  {:>7.1}  {:>8.1}",
             gpus(r),
             r.dtype,
+            r.detail.layout.map_or("-", |l| l.as_str()),
             shape.m,
             shape.n,
             shape.k,
@@ -141,6 +144,16 @@ pub fn summary(records: &[Record]) -> String {
     }
     let mut out =
         String::from("# Summary (best per kind, GPUs and dtype; GB = 1e9 B, TFLOP = 1e12 FLOP)\n");
+    // The nccl-tests tables above print one time per size, as nccl-tests does; say which.
+    let timed_here = |r: &&Record| r.kind.is_collective() && r.timing.clock != Clock::NcclTests;
+    if let Some(r) = records.iter().find(timed_here) {
+        let _ = writeln!(
+            out,
+            "#   collective time: median of {LOOPS} timed loops of {} back-to-back iterations, \
+             each loop's time / iterations as nccl-tests prints its one loop",
+            r.timing.iters.map_or("-n".to_string(), |n| n.to_string())
+        );
+    }
     for (r, value) in best {
         let figure = if r.kind == Kind::Gemm {
             format!("{:.1} TFLOP/s", value / 1e12)
@@ -267,6 +280,53 @@ mod tests {
         assert_eq!(lines[7], "GPU1      40.00        -");
     }
 
+    /// Measured collectives say how their time was taken; imported nccl-tests logs do not
+    /// need to (their time is nccl-tests' own).
+    #[test]
+    fn summary_says_collective_times_are_the_median_loop_mean() {
+        let text = summary(&[record(1 << 20, 1e-4)]);
+        assert!(
+            text.contains(
+                "collective time: median of 5 timed loops of 1 back-to-back iterations, \
+                 each loop's time / iterations as nccl-tests prints its one loop"
+            ),
+            "{text}"
+        );
+        let mut imported = record(1 << 20, 1e-4);
+        imported.timing.clock = Clock::NcclTests;
+        assert!(!summary(&[imported]).contains("collective time"));
+    }
+
+    #[test]
+    fn gemm_rows_show_their_layout() {
+        let group = Group {
+            node: None,
+            gpus: vec![0],
+            scope: Scope::IntraNode,
+            ranks: 1,
+        };
+        let timing = Timing {
+            time_s: 1e-3,
+            time_min_s: Some(1e-3),
+            time_max_s: Some(1e-3),
+            iters: Some(20),
+            clock: Clock::Model,
+        };
+        let shape = record::Gemm {
+            m: 8192,
+            n: 4096,
+            k: 8192,
+        };
+        let mut r = Record::gemm(Backend::Sim, group, shape, Dtype::Bf16, timing);
+        r.detail.layout = Some(record::GemmLayout::Nt);
+        let table = gemm_table(&[&r]);
+        let row = table.lines().nth(1).unwrap();
+        assert!(
+            row.starts_with("     0      bf16      nt       8192       4096       8192"),
+            "{row}"
+        );
+    }
+
     #[test]
     fn summary_keeps_the_best_busbw_per_group() {
         let text = summary(&[
@@ -279,6 +339,7 @@ mod tests {
             text.contains("busbw 107.37 GB/s at 1073741824 B  [sim]"),
             "{text}"
         );
-        assert_eq!(text.lines().count(), 2);
+        // The title, the timing line, one line for the group.
+        assert_eq!(text.lines().count(), 3);
     }
 }

@@ -3,8 +3,8 @@
 
 use crate::discovery::Topology;
 use crate::error::{Error, Result};
-use crate::plan::{l2_bytes_at_most, tensor_core_capability, CopyPath, Plan, Point};
-use record::{Dtype, Gemm, Kind};
+use crate::plan::{gemm_layouts, l2_bytes_at_most, tensor_core_capability, CopyPath, Plan, Point};
+use record::{Dtype, Gemm, GemmLayout, Kind};
 
 /// Sizes from `min_bytes` to `max_bytes`, multiplied by `factor` (`-f`) or, when `factor` is
 /// 1, increased by `increment` (`-i`), as nccl-tests steps them.
@@ -183,6 +183,22 @@ pub fn default_gemm_shapes() -> Vec<Gemm> {
     shapes
 }
 
+/// The shapes a calibration also times in the backward layouts (`nn`, `nt`; see
+/// [`gemm_layouts`]): the 8192^3 square and the MLP up-projection of a hidden-8192 layer at
+/// TP 8 (8192 x 4096 x 8192), one square and one not. Two shapes, so the calibration adds
+/// two points per shape, type and GPU, not three times its GEMMs.
+pub fn layout_shapes() -> Vec<Gemm> {
+    let mlp_up = transformer_shapes(8192, 8192, 8)[2];
+    vec![
+        Gemm {
+            m: 8192,
+            n: 8192,
+            k: 8192,
+        },
+        mlp_up,
+    ]
+}
+
 impl Plan {
     /// A collective over each group of each size, each size of the sweep.
     pub fn collectives(
@@ -211,18 +227,30 @@ impl Plan {
         })
     }
 
-    /// Every shape in every dtype on every listed GPU.
-    pub fn gemms(gpus: &[u32], shapes: &[Gemm], dtypes: &[Dtype], iters: u32, warmup: u32) -> Plan {
-        let points = gpus
-            .iter()
-            .flat_map(|&gpu| {
-                dtypes.iter().flat_map(move |&dtype| {
-                    shapes
-                        .iter()
-                        .map(move |&shape| Point::Gemm { gpu, shape, dtype })
-                })
-            })
-            .collect();
+    /// Every shape in every dtype and layout on every listed GPU, a shape's layouts in a row.
+    /// A layout a dtype has no kernel for is kept, and fails as its point (see
+    /// [`gemm_layouts`]): asked for, it is reported, not dropped.
+    pub fn gemms(
+        gpus: &[u32],
+        shapes: &[Gemm],
+        dtypes: &[Dtype],
+        layouts: &[GemmLayout],
+        iters: u32,
+        warmup: u32,
+    ) -> Plan {
+        let mut points = Vec::new();
+        for &gpu in gpus {
+            for &dtype in dtypes {
+                for &shape in shapes {
+                    points.extend(layouts.iter().map(|&layout| Point::Gemm {
+                        gpu,
+                        shape,
+                        dtype,
+                        layout,
+                    }));
+                }
+            }
+        }
         Plan {
             points,
             iters,
@@ -337,7 +365,8 @@ pub fn hbm_min_bytes(topology: &Topology) -> u64 {
 }
 
 /// What a calibration run covers: every collective over every TP/EP group size, GEMMs of the
-/// default shapes on every GPU, and every copy path, all at the same sweep, HBM copies only
+/// default shapes on every GPU in the forward layout (`tn`) and of [`layout_shapes`] also in
+/// the backward layouts the type has, and every copy path, all at the same sweep, HBM copies only
 /// from [`hbm_min_bytes`] up.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Calibration {
@@ -386,9 +415,25 @@ impl Calibration {
             &all,
             &default_gemm_shapes(),
             &dtypes,
+            &[GemmLayout::Tn],
             iters,
             warmup,
         ));
+        for &dtype in &dtypes {
+            let backward: Vec<GemmLayout> = gemm_layouts(dtype)
+                .iter()
+                .copied()
+                .filter(|&l| l != GemmLayout::Tn)
+                .collect();
+            plan.extend(Plan::gemms(
+                &all,
+                &layout_shapes(),
+                &[dtype],
+                &backward,
+                iters,
+                warmup,
+            ));
+        }
         let kinds = CopyKind::ALL.map(|(k, _)| k);
         let mut copies = Plan::copies(&copy_paths(&kinds, &all), &self.sweep, iters, warmup)?;
         let hbm_min = hbm_min_bytes(topology);
@@ -495,6 +540,97 @@ mod tests {
             }
         );
         assert_eq!(square_shapes().len(), 7);
+    }
+
+    /// Issue 10: the main bf16 shape in all three training layouts, fp8 in `tn` only, the
+    /// other shapes forward only; on an H100 (which has fp8) with one GPU's worth of points.
+    #[test]
+    fn calibration_times_the_main_shapes_in_the_training_layouts() {
+        use crate::kernels::Backend;
+        let h100 = crate::SimBackend::new(crate::sim::profile("dgx-h100").unwrap(), vec![], 1)
+            .unwrap()
+            .topology()
+            .unwrap();
+        let calibration = Calibration {
+            sweep: Sweep {
+                min_bytes: 1 << 20,
+                max_bytes: 1 << 20,
+                factor: 2,
+                increment: 0,
+            },
+            collective_dtype: Dtype::Bf16,
+            gemm_dtypes: vec![Dtype::Bf16, Dtype::Fp8E4m3],
+            iters: 2,
+            warmup: 0,
+        };
+        let (plan, lacking) = calibration.plan(&h100).unwrap();
+        assert!(lacking.is_empty());
+        let layouts = |want: Dtype, want_shape: Gemm| -> Vec<GemmLayout> {
+            plan.points
+                .iter()
+                .filter_map(|p| match *p {
+                    Point::Gemm {
+                        gpu: 0,
+                        shape,
+                        dtype,
+                        layout,
+                    } if dtype == want && shape == want_shape => Some(layout),
+                    _ => None,
+                })
+                .collect()
+        };
+        let main = Gemm {
+            m: 8192,
+            n: 8192,
+            k: 8192,
+        };
+        let all = vec![GemmLayout::Tn, GemmLayout::Nn, GemmLayout::Nt];
+        assert_eq!(layouts(Dtype::Bf16, main), all);
+        assert_eq!(
+            layout_shapes()[1],
+            Gemm {
+                m: 8192,
+                n: 4096,
+                k: 8192
+            }
+        );
+        assert_eq!(layouts(Dtype::Bf16, layout_shapes()[1]), all);
+        assert_eq!(layouts(Dtype::Fp8E4m3, main), vec![GemmLayout::Tn]);
+        let square_1024 = Gemm {
+            m: 1024,
+            n: 1024,
+            k: 1024,
+        };
+        assert_eq!(layouts(Dtype::Bf16, square_1024), vec![GemmLayout::Tn]);
+        // Bounded: the backward layouts add 2 shapes x 2 layouts for bf16 only, per GPU.
+        let gemms_on_0 = plan
+            .points
+            .iter()
+            .filter(|p| matches!(p, Point::Gemm { gpu: 0, .. }))
+            .count();
+        assert_eq!(gemms_on_0, 2 * default_gemm_shapes().len() + 4);
+    }
+
+    #[test]
+    fn gemm_plans_keep_every_layout_asked_for() {
+        let shape = Gemm {
+            m: 64,
+            n: 32,
+            k: 16,
+        };
+        let plan = Plan::gemms(
+            &[0, 1],
+            &[shape],
+            &[Dtype::Fp8E4m3],
+            &[GemmLayout::Tn, GemmLayout::Nt],
+            5,
+            1,
+        );
+        assert_eq!(plan.points.len(), 4);
+        assert_eq!(
+            plan.points[1].to_string(),
+            "gemm fp8_e4m3 nt 64x32x16 on GPU 0"
+        );
     }
 
     #[test]

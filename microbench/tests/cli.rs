@@ -107,7 +107,7 @@ fn sim_gemm_copy_and_topo() {
     )
     .success();
     assert!(
-        stdout(&a).contains("    bf16       8192       8192       8192"),
+        stdout(&a).contains("    bf16      tn       8192       8192       8192"),
         "{}",
         stdout(&a)
     );
@@ -148,12 +148,57 @@ fn unsupported_points_are_skipped_with_exit_code_2() {
     .code(2);
     assert!(
         stderr(&a).contains(
-            "skipped gemm fp8_e4m3 1024x1024x1024 on GPU 0: fp8_e4m3 GEMM is not supported"
+            "skipped gemm fp8_e4m3 tn 1024x1024x1024 on GPU 0: fp8_e4m3 GEMM is not supported"
         ),
         "{}",
         stderr(&a)
     );
     assert!(stdout(&a).contains("bf16"));
+}
+
+/// Issue 10: `--layout` runs each GEMM in the layouts asked for, records carry theirs, and
+/// fp8 outside `tn` is skipped with the reason, not quietly run as `tn`.
+#[test]
+fn gemm_layouts_are_recorded_and_fp8_runs_only_tn() {
+    let a = sim(
+        "dgx-h100",
+        &[
+            "--json",
+            "gemm",
+            "--dtype",
+            "bf16,fp8",
+            "--layout",
+            "tn,nt",
+            "--shape",
+            "1024x512x256",
+            "--gpu",
+            "0",
+        ],
+    )
+    .code(2);
+    let records = record::read_json_lines(&stdout(&a)).unwrap();
+    let got: Vec<(String, Option<record::GemmLayout>)> = records
+        .iter()
+        .map(|r| (r.dtype.to_string(), r.detail.layout))
+        .collect();
+    use record::GemmLayout::{Nt, Tn};
+    assert_eq!(
+        got,
+        [
+            ("bf16".to_string(), Some(Tn)),
+            ("bf16".to_string(), Some(Nt)),
+            ("fp8_e4m3".to_string(), Some(Tn)),
+        ]
+    );
+    assert!(
+        stderr(&a).contains(
+            "skipped gemm fp8_e4m3 nt 1024x512x256 on GPU 0: fp8_e4m3 GEMM in layout nt is \
+             not supported on GPU 0 (cuBLASLt's fp8_e4m3 kernels on Ada and Hopper take only \
+             layout tn)"
+        ),
+        "{}",
+        stderr(&a)
+    );
 }
 
 #[test]

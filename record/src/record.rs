@@ -110,7 +110,12 @@ impl Gemm {
 /// The time of one point over its iterations.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Timing {
-    /// Median time per iteration in seconds (nccl-tests logs give the mean instead).
+    /// Median time per iteration in seconds. GEMMs and copies: the median of per-iteration
+    /// times. Collectives measured by microbench: each of 5 loops (its `kernels::LOOPS`) of
+    /// `iters` back-to-back iterations is timed as nccl-tests times its one loop (one timer,
+    /// mean per iteration); this is the median of the 5 loop means, and `time_min_s` and
+    /// `time_max_s` are the fastest and slowest loop means. Imported nccl-tests logs: the
+    /// mean of the one loop nccl-tests timed.
     pub time_s: f64,
     /// Fastest iteration, when known.
     pub time_min_s: Option<f64>,
@@ -317,7 +322,10 @@ mod tests {
             timing(1e-4),
         );
         let line = serde_json::to_string(&plain).unwrap();
-        assert!(!line.contains("peer_node") && !line.contains("layout"), "{line}");
+        assert!(
+            !line.contains("peer_node") && !line.contains("layout"),
+            "{line}"
+        );
         let mut r = plain;
         r.detail = Detail {
             layout: Some(GemmLayout::Nt),

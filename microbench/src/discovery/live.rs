@@ -130,25 +130,61 @@ pub struct SmClock {
     pub throttle_reasons: Option<u64>,
 }
 
+impl SmClock {
+    /// The SM clock in Hz, as records carry it.
+    pub fn hz(&self) -> Option<f64> {
+        self.mhz.map(|mhz| f64::from(mhz) * 1e6)
+    }
+
+    /// The active throttle reasons by name (see [`THROTTLE_REASONS`]), `["none"]` when there
+    /// are none, as records carry them. A bit the table does not name (a newer driver's) is
+    /// kept as `unknown_0x<bit>` rather than dropped.
+    pub fn reason_names(&self) -> Option<Vec<String>> {
+        let bits = self.throttle_reasons?;
+        if bits == 0 {
+            return Some(vec!["none".to_string()]);
+        }
+        let known: u64 = THROTTLE_REASONS.iter().map(|(bit, _)| bit).sum();
+        let mut names: Vec<String> = THROTTLE_REASONS
+            .iter()
+            .filter(|(bit, _)| bits & bit != 0)
+            .map(|(_, name)| name.to_string())
+            .collect();
+        names.extend(
+            (0..64)
+                .map(|i| 1u64 << i)
+                .filter(|bit| bits & !known & bit != 0)
+                .map(|bit| format!("unknown_{bit:#x}")),
+        );
+        Some(names)
+    }
+
+    /// What held back the slowest of several GPUs (a collective or copy runs at its slowest
+    /// member's pace): the lowest clock and every reason any of them had; unknown where any
+    /// GPU's reading is unknown, since the missing one may be the slowest.
+    pub fn slowest(clocks: &[SmClock]) -> SmClock {
+        let all =
+            |f: fn(&SmClock) -> Option<u64>| -> Option<Vec<u64>> { clocks.iter().map(f).collect() };
+        SmClock {
+            mhz: all(|c| c.mhz.map(u64::from))
+                .and_then(|v| v.into_iter().min())
+                .and_then(|m| u32::try_from(m).ok()),
+            throttle_reasons: all(|c| c.throttle_reasons)
+                .filter(|v| !v.is_empty())
+                .map(|v| v.into_iter().fold(0, |a, b| a | b)),
+        }
+    }
+}
+
 impl fmt::Display for SmClock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.mhz {
             Some(mhz) => write!(f, "SM clock {mhz} MHz")?,
             None => f.write_str("SM clock unknown")?,
         }
-        match self.throttle_reasons {
-            Some(bits) => {
-                let names: Vec<&str> = THROTTLE_REASONS
-                    .iter()
-                    .filter(|(bit, _)| bits & bit != 0)
-                    .map(|(_, name)| *name)
-                    .collect();
-                if names.is_empty() {
-                    f.write_str(", no throttle reason")
-                } else {
-                    write!(f, ", throttled by {}", names.join(", "))
-                }
-            }
+        match self.reason_names() {
+            Some(names) if names == ["none"] => f.write_str(", no throttle reason"),
+            Some(names) => write!(f, ", throttled by {}", names.join(", ")),
             None => f.write_str(", throttle reasons unknown"),
         }
     }
@@ -222,6 +258,31 @@ mod tests {
             SmClock::default().to_string(),
             "SM clock unknown, throttle reasons unknown"
         );
+    }
+
+    /// Records carry NVML's reasons by name, `none` when there are none (issue 10).
+    #[test]
+    fn sm_clocks_name_their_reasons_for_records() {
+        let capped = SmClock {
+            mhz: Some(1755),
+            throttle_reasons: Some(0x4 | 0x80 | 0x100),
+        };
+        assert_eq!(capped.hz(), Some(1.755e9));
+        assert_eq!(
+            capped.reason_names().unwrap(),
+            ["sw_power_cap", "hw_power_brake_slowdown", "unknown_0x100"]
+        );
+        let free = SmClock {
+            mhz: Some(1980),
+            throttle_reasons: Some(0),
+        };
+        assert_eq!(free.reason_names().unwrap(), ["none"]);
+        assert_eq!(free.to_string(), "SM clock 1980 MHz, no throttle reason");
+        assert_eq!(SmClock::default().reason_names(), None);
+        let both = SmClock::slowest(&[free, capped]);
+        assert_eq!((both.mhz, both.throttle_reasons), (Some(1755), Some(0x184)));
+        let unknown = SmClock::slowest(&[free, SmClock::default()]);
+        assert_eq!((unknown.mhz, unknown.throttle_reasons), (None, None));
     }
 
     #[test]

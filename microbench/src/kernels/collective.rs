@@ -1,15 +1,15 @@
 //! NCCL collectives within a node, one process driving every GPU of the group (one rank per
 //! GPU, `ncclCommInitAll`), timed like nccl-tests: warm-up, then the iterations back to back
 //! on the streams with one pair of CUDA events around the loop, time = elapsed / iterations;
-//! out-of-place, then in-place.
+//! [`LOOPS`] such loops, of which the median is recorded; out-of-place, then in-place.
 //!
 //! A collective that fails, reports an asynchronous error (`ncclCommGetAsyncError`, polled
 //! while the loop runs) or does not finish in time has its communicators aborted
 //! (`ncclCommAbort`, which stops their kernels) before its buffers are freed; the next point
 //! builds new ones. Every NCCL group opened is closed, even when an enqueue fails (issue 10).
 
-use super::loop_average;
-use super::timer::{cuda, time_loop, Wait};
+use super::timer::{cuda, time_loops, Wait};
+use super::{loop_timing, LOOPS};
 use crate::error::{Error, Result};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtrMut};
 use cudarc::nccl::result as nccl;
@@ -206,8 +206,8 @@ pub(super) fn measure(
     let check = || shared.async_error();
     let timed = |in_place: bool| -> Result<Timing> {
         let step = || issue(&shared.comms, &ranks, kind, elems, es, ty, in_place);
-        let elapsed = time_loop(&streams, iters, warmup, Wait::Watch(&check), step)?;
-        Ok(loop_average(elapsed, iters, Clock::CudaEvent))
+        let elapsed = time_loops(&streams, (LOOPS, iters), warmup, Wait::Watch(&check), step)?;
+        Ok(loop_timing(&elapsed, iters, Clock::CudaEvent))
     };
     let timings = timed(false).and_then(|oop| Ok([oop, timed(true)?]));
     if timings.is_err() {

@@ -21,7 +21,8 @@ pub struct GpuBackend {
     contexts: Vec<Option<Arc<CudaContext>>>,
     /// NCCL communicators per GPU group, made on first use.
     communicators: Mutex<Vec<Communicators>>,
-    /// NVML kept loaded for the SM clock GEMMs wait on; `None` where it would not load.
+    /// NVML kept loaded for the SM clock GEMMs wait on and every record carries; `None` where
+    /// it would not load.
     live: Option<discovery::LiveReader>,
 }
 
@@ -78,6 +79,13 @@ impl GpuBackend {
         result
     }
 
+    /// GPU `gpu`'s SM clock and throttle reasons now; unknown where NVML did not load.
+    fn sm_clock(&self, gpu: u32) -> SmClock {
+        self.live
+            .as_ref()
+            .map_or_else(SmClock::default, |l| l.sm_clock(gpu))
+    }
+
     fn context(&self, gpu: u32) -> Result<Arc<CudaContext>> {
         self.contexts
             .get(gpu as usize)
@@ -89,6 +97,12 @@ impl GpuBackend {
                 message: "not visible to CUDA (check CUDA_VISIBLE_DEVICES)".into(),
             })
     }
+}
+
+/// Records the SM clock and throttle reasons a point's timed loop ended under (issue 10).
+fn set_conditions(record: &mut Record, clock: SmClock) {
+    record.detail.sm_clock_hz = clock.hz();
+    record.detail.throttle_reasons = clock.reason_names();
 }
 
 /// Matches CUDA ordinals to NVML indices by PCI address.
@@ -178,32 +192,36 @@ impl Backend for GpuBackend {
                     in_place,
                 ]
             }
-            Point::Gemm { gpu, shape, dtype } => {
+            Point::Gemm {
+                gpu,
+                shape,
+                dtype,
+                layout,
+            } => {
                 let cc = self.topology.gpus[*gpu as usize].compute_capability;
-                let clock = || {
-                    self.live
-                        .as_ref()
-                        .map_or_else(SmClock::default, |l| l.sm_clock(*gpu))
-                };
+                let clock = || self.sm_clock(*gpu);
                 let (timing, warmed) = gemm::measure(
                     &self.context(*gpu)?,
                     *gpu,
                     cc,
                     *shape,
                     *dtype,
+                    *layout,
                     (iters, warmup),
                     &clock,
                 )?;
-                // The record has no field for the clock (design.md), so it goes to the log;
-                // the agent logs these lines at debug level.
-                eprintln!("{DEBUG_LINE}{point}: {warmed}");
-                vec![Record::gemm(
-                    Source::Cuda,
-                    group(vec![*gpu], 1),
-                    *shape,
-                    *dtype,
-                    timing,
-                )]
+                // The record has no field for the warm-up; the agent logs these lines at
+                // debug level.
+                eprintln!(
+                    "{DEBUG_LINE}{point}: {} warm-up iterations until the SM clock settled",
+                    warmed.settle_iterations
+                );
+                let mut r =
+                    Record::gemm(Source::Cuda, group(vec![*gpu], 1), *shape, *dtype, timing);
+                r.detail.layout = Some(*layout);
+                // Read right after the timed loop, before the buffers are freed.
+                set_conditions(&mut r, warmed.ended_at);
+                vec![r]
             }
             Point::Copy { path, bytes } => {
                 let contexts = path
@@ -222,6 +240,14 @@ impl Backend for GpuBackend {
                 )]
             }
         };
+        // Collectives and copies: the clocks once their loops are done (two NVML calls per
+        // GPU, far below a point's time), the slowest GPU standing for the group.
+        if !matches!(point, Point::Gemm { .. }) {
+            let clocks: Vec<SmClock> = point.gpus().iter().map(|&g| self.sm_clock(g)).collect();
+            for r in &mut records {
+                set_conditions(r, SmClock::slowest(&clocks));
+            }
+        }
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs_f64())

@@ -9,9 +9,7 @@ use crate::error::{Error, Result};
 pub enum Library {
     /// The CUDA driver, `libcuda.so.1`.
     Cuda,
-    /// cuBLAS.
-    Cublas,
-    /// cuBLASLt (fp8 GEMM).
+    /// cuBLASLt (every GEMM).
     CublasLt,
     /// NCCL.
     Nccl,
@@ -24,7 +22,6 @@ impl Library {
         unsafe {
             match self {
                 Library::Cuda => cudarc::driver::sys::is_culib_present(),
-                Library::Cublas => cudarc::cublas::sys::is_culib_present(),
                 Library::CublasLt => cudarc::cublaslt::sys::is_culib_present(),
                 Library::Nccl => cudarc::nccl::sys::is_culib_present(),
             }
@@ -34,10 +31,6 @@ impl Library {
     fn missing(self) -> Error {
         match self {
             Library::Cuda => Error::NoDriver("libcuda.so.1 cannot be loaded (is the NVIDIA driver installed?)".into()),
-            Library::Cublas => Error::MissingLibrary {
-                library: "libcublas.so",
-                hint: "install the CUDA toolkit or the nvidia-cublas-cu12 wheel and add its lib/ to LD_LIBRARY_PATH",
-            },
             Library::CublasLt => Error::MissingLibrary {
                 library: "libcublasLt.so",
                 hint: "install the CUDA toolkit or the nvidia-cublas-cu12 wheel and add its lib/ to LD_LIBRARY_PATH",

@@ -21,8 +21,8 @@ mod timer;
 
 use crate::discovery::{Activity, Topology};
 use crate::error::{Error, Result};
-use crate::plan::{Plan, Point};
-use record::{Clock, Record, Timing};
+use crate::plan::{gemm_layouts, Plan, Point};
+use record::{Clock, Dtype, GemmLayout, Record, Timing};
 
 #[cfg(feature = "cuda")]
 pub use gpu::GpuBackend;
@@ -30,8 +30,8 @@ pub use gpu::GpuBackend;
 pub use loader::{check_libraries, Library};
 
 /// How microbench begins a stderr line that is for a debug log, not a warning: what the
-/// record has no field for, such as the SM clock a GEMM ran at. The agent logs its child's
-/// such lines at debug level.
+/// record has no field for, such as how long a GEMM waited for its SM clock to settle. The
+/// agent logs its child's such lines at debug level.
 pub const DEBUG_LINE: &str = "microbench: debug: ";
 
 /// Progress through a plan, reported after each point with what that point gave, so a caller
@@ -76,7 +76,8 @@ pub trait Backend {
 
     /// Times one point, `warmup` untimed then `iters` timed iterations. A collective gives
     /// an out-of-place and an in-place record, like nccl-tests, each timed as nccl-tests
-    /// does: one timer around the back-to-back loop, the average per iteration.
+    /// does (one timer around a back-to-back loop, the mean per iteration), [`LOOPS`] times:
+    /// the median loop mean (see [`loop_timing`]).
     fn measure(&self, point: &Point, iters: u32, warmup: u32) -> Result<Vec<Record>>;
 
     /// Runs a plan point by point. GPUs the plan names must exist; a point that fails
@@ -172,16 +173,45 @@ pub(crate) fn summarize(samples: &mut [f64], clock: Clock) -> Timing {
     }
 }
 
-/// A collective's timing as nccl-tests reports it: one timer around `iters` back-to-back
-/// iterations and the average per iteration, with no per-iteration spread to report.
-pub(crate) fn loop_average(elapsed_s: f64, iters: u32, clock: Clock) -> Timing {
+/// Timed loops per collective point. nccl-tests times one loop of `-n` back-to-back
+/// iterations and prints its mean; one loop gives no spread and a single slow loop (a clock
+/// step, another process's burst) moves the figure. So each point runs this many such loops
+/// and records the median loop mean, with the fastest and slowest loop means as its spread:
+/// each figure is still an nccl-tests mean, and five loops give a median that one outlier
+/// cannot move (issue 10).
+pub const LOOPS: u32 = 5;
+
+/// A collective's timing from the elapsed times of [`LOOPS`] loops of `iters` back-to-back
+/// iterations each (see [`LOOPS`]): `time_s` is the median of the loop means (elapsed /
+/// iters, as nccl-tests prints), `time_min_s` and `time_max_s` the fastest and slowest loop
+/// means, and `iters` the iterations of one loop (nccl-tests' `-n`).
+pub(crate) fn loop_timing(loop_elapsed_s: &[f64], iters: u32, clock: Clock) -> Timing {
+    let mut means: Vec<f64> = loop_elapsed_s
+        .iter()
+        .map(|elapsed| elapsed / f64::from(iters.max(1)))
+        .collect();
     Timing {
-        time_s: elapsed_s / f64::from(iters.max(1)),
-        time_min_s: None,
-        time_max_s: None,
         iters: Some(iters),
-        clock,
+        ..summarize(&mut means, clock)
     }
+}
+
+/// Refuses a GEMM layout that `dtype` has no kernel for (see
+/// [`crate::plan::gemm_layouts`]): one point fails, with the reason, and the run goes on.
+pub(crate) fn check_gemm_layout(dtype: Dtype, layout: GemmLayout, gpu: u32) -> Result<()> {
+    let allowed = gemm_layouts(dtype);
+    if allowed.contains(&layout) {
+        return Ok(());
+    }
+    let names: Vec<&str> = allowed.iter().map(|l| l.as_str()).collect();
+    Err(Error::Unsupported {
+        what: format!("{dtype} GEMM in layout {layout}"),
+        gpu,
+        reason: format!(
+            "cuBLASLt's {dtype} kernels on Ada and Hopper take only layout {}",
+            names.join(", ")
+        ),
+    })
 }
 
 #[cfg(test)]
@@ -207,13 +237,43 @@ mod tests {
         assert_eq!(summarize(&mut [5.0, 4.0, 6.0], Clock::Host).time_s, 5.0);
     }
 
-    /// nccl-tests prints elapsed / iterations: 20 iterations in 1 ms are 50 us each.
+    /// Five loops of 20 iterations taking 1.0, 1.2, 0.9, 5.0 and 1.1 ms: loop means of 50,
+    /// 60, 45, 250 and 55 us; the median is 55 us and the one slow loop only sets the max.
     #[test]
-    fn a_loop_gives_its_average_and_no_spread() {
-        let t = loop_average(1e-3, 20, Clock::CudaEvent);
+    fn loops_give_the_median_loop_mean_and_its_spread() {
+        let t = loop_timing(
+            &[1.0e-3, 1.2e-3, 0.9e-3, 5.0e-3, 1.1e-3],
+            20,
+            Clock::CudaEvent,
+        );
+        let us = |s: f64| (s * 1e6 * 1e6).round() / 1e6;
         assert_eq!(
-            (t.time_s, t.time_min_s, t.time_max_s, t.iters),
-            (50e-6, None, None, Some(20))
+            (
+                us(t.time_s),
+                t.time_min_s.map(us),
+                t.time_max_s.map(us),
+                t.iters
+            ),
+            (55.0, Some(45.0), Some(250.0), Some(20))
+        );
+        assert_eq!(t.clock, Clock::CudaEvent);
+        // One loop is exactly what nccl-tests prints: elapsed / iterations.
+        let one = loop_timing(&[1e-3], 20, Clock::Model);
+        assert_eq!((one.time_s, one.time_min_s), (50e-6, Some(50e-6)));
+    }
+
+    #[test]
+    fn fp8_gemms_are_refused_outside_tn_and_bf16_takes_all_three() {
+        for layout in [GemmLayout::Tn, GemmLayout::Nn, GemmLayout::Nt] {
+            assert!(check_gemm_layout(Dtype::Bf16, layout, 0).is_ok());
+        }
+        assert!(check_gemm_layout(Dtype::Fp8E4m3, GemmLayout::Tn, 0).is_ok());
+        assert_eq!(
+            check_gemm_layout(Dtype::Fp8E4m3, GemmLayout::Nn, 3)
+                .unwrap_err()
+                .to_string(),
+            "fp8_e4m3 GEMM in layout nn is not supported on GPU 3 (cuBLASLt's fp8_e4m3 \
+             kernels on Ada and Hopper take only layout tn)"
         );
     }
 }

@@ -1,7 +1,7 @@
 //! CUDA-event timing shared by the kernels: events recorded on each stream around each
 //! iteration ([`time_iterations`]: GEMMs and copies, whose median, min and max are real), or
-//! once around a loop of back-to-back iterations ([`time_loop`]: collectives, as nccl-tests
-//! times them).
+//! around each of a few loops of back-to-back iterations ([`time_loops`]: collectives, each
+//! loop as nccl-tests times its one).
 
 use crate::error::{Error, Result};
 use cudarc::driver::sys::CUevent_flags;
@@ -9,8 +9,8 @@ use cudarc::driver::{CudaEvent, CudaStream, DriverError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Longest a timed loop may run before it is given up as hung: far above any calibration point
-/// (an 8 GiB all-reduce over PCIe takes about a second per iteration, and there are 25).
+/// Longest one timed loop may run before it is given up as hung: far above any calibration
+/// point (an 8 GiB all-reduce over PCIe takes about a second per iteration, and a loop has 25).
 const HUNG_AFTER: Duration = Duration::from_secs(120);
 
 /// Time between polls of a watched loop; the timing itself is on the GPU's events.
@@ -47,19 +47,18 @@ pub(super) fn time_iterations(
     time_spans(streams, iters, 1, warmup, wait, step)
 }
 
-/// Runs `step` `warmup` times untimed, then `iters` times back to back with one pair of events
-/// around the whole loop, as nccl-tests does; gives the loop's elapsed time. Per-iteration
-/// events would put a gap between iterations that the pipelined loop of a training step does
-/// not have.
-pub(super) fn time_loop(
+/// Runs `step` `warmup` times untimed, then `loops` loops of `iters` back-to-back iterations,
+/// one pair of events around each loop, as nccl-tests times its one loop; gives each loop's
+/// elapsed time. Per-iteration events would put a gap between iterations that the pipelined
+/// loop of a training step does not have.
+pub(super) fn time_loops(
     streams: &[(u32, Arc<CudaStream>)],
-    iters: u32,
+    (loops, iters): (u32, u32),
     warmup: u32,
     wait: Wait,
     step: impl FnMut() -> Result<()>,
-) -> Result<f64> {
-    let spans = time_spans(streams, 1, iters, warmup, wait, step)?;
-    Ok(spans.iter().sum())
+) -> Result<Vec<f64>> {
+    time_spans(streams, loops, iters, warmup, wait, step)
 }
 
 /// Runs `step` `warmup` times untimed, then `spans` times `per_span` steps, each span between
@@ -95,9 +94,11 @@ fn time_spans(
                 s.synchronize().map_err(cuda("cuStreamSynchronize", *gpu))?;
             }
         }
+        // Span by span, so [`HUNG_AFTER`] bounds one span, however many there are.
         Wait::Watch(check) => {
-            let last = marks.last().map(|(_, ends)| ends.as_slice()).unwrap_or(&[]);
-            watch(streams, last, check)?;
+            for (_, ends) in &marks {
+                watch(streams, ends, check)?;
+            }
         }
     }
     marks

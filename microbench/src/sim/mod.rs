@@ -13,7 +13,9 @@ mod profile;
 use crate::discovery::matrix::Matrix;
 use crate::discovery::{Activity, Clocks, Gpu, Link, Nic, Topology};
 use crate::error::{Error, Result};
-use crate::kernels::{check_iters, check_point, loop_average, summarize, Backend};
+use crate::kernels::{
+    check_gemm_layout, check_iters, check_point, loop_timing, summarize, Backend, LOOPS,
+};
 use crate::plan::{CopyPath, Point};
 
 use noise::Noise;
@@ -326,7 +328,12 @@ impl SimBackend {
                 let ranks = gpus.len() as u32 * self.nodes;
                 model::collective_time(*kind, ranks, *bytes, bw, scale).0
             }
-            Point::Gemm { gpu, shape, dtype } => {
+            Point::Gemm {
+                gpu,
+                shape,
+                dtype,
+                layout,
+            } => {
                 let peak = self
                     .profile
                     .peaks
@@ -336,6 +343,7 @@ impl SimBackend {
                         gpu: *gpu,
                         reason: format!("{} has no {dtype} tensor cores", self.profile.gpu_name),
                     })?;
+                check_gemm_layout(*dtype, *layout, *gpu)?;
                 let speed = self.speed(*gpu) * self.compute_factor(*gpu);
                 model::gemm_time(
                     *shape,
@@ -419,13 +427,16 @@ impl Backend for SimBackend {
             )
         };
         // Collectives as the GPU backend times them: warm-up iterations drawn and dropped,
-        // then one timer around the loop, the average per iteration.
-        let loop_timing = |tag: &str| {
-            let samples = self
-                .noise
-                .samples(&format!("{point} {tag}"), model_s, warmup + iters);
-            let elapsed: f64 = samples[warmup as usize..].iter().sum();
-            loop_average(elapsed, iters, Clock::Model)
+        // then LOOPS loops of `iters`, each timed as a whole; the median loop mean.
+        let timed_loops = |tag: &str| {
+            let samples =
+                self.noise
+                    .samples(&format!("{point} {tag}"), model_s, warmup + LOOPS * iters);
+            let elapsed: Vec<f64> = samples[warmup as usize..]
+                .chunks(iters as usize)
+                .map(|l| l.iter().sum())
+                .collect();
+            loop_timing(&elapsed, iters, Clock::Model)
         };
         Ok(match point {
             Point::Collective {
@@ -443,20 +454,28 @@ impl Backend for SimBackend {
                         group,
                         *bytes,
                         *dtype,
-                        loop_timing(if in_place { "in-place" } else { "out-of-place" }),
+                        timed_loops(if in_place { "in-place" } else { "out-of-place" }),
                     );
                     r.in_place = in_place;
                     r
                 })
                 .collect(),
-            Point::Gemm { gpu, shape, dtype } => {
-                vec![Record::gemm(
+            Point::Gemm {
+                gpu,
+                shape,
+                dtype,
+                layout,
+            } => {
+                // The layout only; no clock or throttle reasons, which would read as hardware.
+                let mut r = Record::gemm(
                     record::Backend::Sim,
                     self.group(vec![*gpu], 1),
                     *shape,
                     *dtype,
                     timing(""),
-                )]
+                );
+                r.detail.layout = Some(*layout);
+                vec![r]
             }
             Point::Copy { path, bytes } => {
                 let group = self.group(path.gpus(), path.senders());
@@ -628,7 +647,7 @@ mod tests {
     use super::*;
     use crate::plan::Plan;
     use crate::sweep::{groups, Sweep};
-    use record::Gemm;
+    use record::{Gemm, GemmLayout};
 
     fn node(profile_name: &str, faults: &[&str]) -> SimBackend {
         let faults = faults.iter().map(|f| f.parse().unwrap()).collect();
@@ -664,6 +683,7 @@ mod tests {
                 gpu,
                 shape,
                 dtype: Dtype::Bf16,
+                layout: GemmLayout::Tn,
             },
         )
         .flops
@@ -689,11 +709,12 @@ mod tests {
         increment: 0,
     };
 
-    /// Collectives are timed as nccl-tests times them (issue 10): one timer around the loop,
-    /// so a record has the average per iteration and no spread; out-of-place, then in-place.
-    /// GEMMs keep per-iteration times.
+    /// Collectives are timed as nccl-tests times them (issue 10): one timer around each loop,
+    /// the median of LOOPS loop means, the fastest and slowest loop means as the spread;
+    /// out-of-place, then in-place. GEMMs keep per-iteration times and carry their layout,
+    /// but no SM clock: the sim has none to read.
     #[test]
-    fn collectives_report_the_loop_average_like_nccl_tests() {
+    fn collectives_report_the_median_loop_mean_like_nccl_tests() {
         let dgx = node("dgx-h100", &[]);
         let point = Point::Collective {
             kind: Kind::AllReduce,
@@ -707,10 +728,9 @@ mod tests {
         let model_s = dgx.model_time(&point).unwrap();
         for r in &records {
             let t = &r.timing;
-            assert_eq!(
-                (t.time_min_s, t.time_max_s, t.iters),
-                (None, None, Some(20))
-            );
+            let (min, max) = (t.time_min_s.unwrap(), t.time_max_s.unwrap());
+            assert!(min <= t.time_s && t.time_s <= max && min < max, "{t:?}");
+            assert_eq!(t.iters, Some(20));
             assert_eq!(t.clock, Clock::Model);
             assert!((model_s..=model_s * 1.04).contains(&t.time_s), "{t:?}");
         }
@@ -724,9 +744,22 @@ mod tests {
                     k: 4096,
                 },
                 dtype: Dtype::Bf16,
+                layout: GemmLayout::Nt,
             },
         );
         assert!(gemm.timing.time_min_s.is_some());
+        assert_eq!(gemm.detail.layout, Some(GemmLayout::Nt));
+        assert_eq!(
+            (
+                gemm.detail.sm_clock_hz,
+                gemm.detail.throttle_reasons.as_ref()
+            ),
+            (None, None)
+        );
+        assert_eq!(gemm.backend, record::Backend::Sim);
+        assert!(serde_json::to_string(&gemm)
+            .unwrap()
+            .contains(r#""layout":"nt""#));
     }
 
     #[test]
@@ -1067,7 +1100,14 @@ mod tests {
             n: 1024,
             k: 1024,
         };
-        let plan = Plan::gemms(&[0], &[shape], &[Dtype::Bf16, Dtype::Fp8E4m3], 5, 1);
+        let plan = Plan::gemms(
+            &[0],
+            &[shape],
+            &[Dtype::Bf16, Dtype::Fp8E4m3],
+            &[GemmLayout::Tn],
+            5,
+            1,
+        );
         let outcome = sim.run(&plan, &mut |_| {}).unwrap();
         assert_eq!(outcome.records.len(), 1);
         assert_eq!(outcome.failures[0].error.to_string(), "fp8_e4m3 GEMM is not supported on GPU 0 (NVIDIA A100-SXM4-80GB has no fp8_e4m3 tensor cores)");
