@@ -40,10 +40,12 @@ struct Response {
 
 #[derive(Deserialize)]
 struct Data {
-    result: Vec<Sample>,
+    #[serde(rename = "resultType")]
+    result_type: String,
+    result: serde_json::Value,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize)]
 struct Sample {
     metric: BTreeMap<String, String>,
     value: (f64, String),
@@ -94,36 +96,89 @@ impl PromSource {
         }
     }
 
+    /// The base URL with any password replaced by `***`, for messages and reports.
+    pub fn redacted_url(&self) -> String {
+        match reqwest::Url::parse(&self.url) {
+            Ok(mut u) if u.password().is_some() => {
+                // Cannot fail: the URL has a host, or it could not carry a password.
+                let _ = u.set_password(Some("***"));
+                u.to_string()
+            }
+            _ => self.url.clone(),
+        }
+    }
+
+    /// `<base>/api/v1/query?query=...`, built with a URL parser so a base path, a query string
+    /// (`?token=x`) or credentials in the base URL stay where they belong.
+    fn query_url(&self, query: &str) -> Result<reqwest::Url, String> {
+        let mut url = reqwest::Url::parse(&self.url)
+            .map_err(|e| format!("not a URL ({e}); expected one such as http://prometheus:9090"))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(format!("scheme `{}`: expected http or https", url.scheme()));
+        }
+        let path = format!("{}/api/v1/query", url.path().trim_end_matches('/'));
+        url.set_path(&path);
+        url.query_pairs_mut().append_pair("query", query);
+        Ok(url)
+    }
+
     fn query(
         &self,
         client: &reqwest::blocking::Client,
         family: &str,
     ) -> Result<Vec<Sample>, TunerError> {
         let q = self.query_for(family);
-        let url = format!("{}/api/v1/query", self.url.trim_end_matches('/'));
-        let mut req = client.get(&url).query(&[("query", q.as_str())]);
-        if let Some(t) = &self.bearer {
-            req = req.bearer_auth(t);
-        }
-        if let Some((u, p)) = &self.basic {
-            req = req.basic_auth(u, Some(p));
-        }
         let fail = |message: String| TunerError::Prometheus {
-            url: self.url.clone(),
+            url: self.redacted_url(),
             query: q.clone(),
             message,
         };
-        let resp = req.send().map_err(|e| fail(e.to_string()))?;
-        let status = resp.status();
-        let body: Response = resp
-            .json()
-            .map_err(|e| fail(format!("HTTP {status}: {e}")))?;
-        if body.status != "success" {
-            return Err(fail(body.error.unwrap_or_else(|| {
-                format!("HTTP {status}, status {}", body.status)
-            })));
+        let mut url = self.query_url(&q).map_err(fail)?;
+        // Credentials in the URL become basic auth, never part of a message.
+        let from_url = (!url.username().is_empty()).then(|| {
+            (
+                url.username().to_string(),
+                url.password().unwrap_or("").to_string(),
+            )
+        });
+        let _ = url.set_username("");
+        let _ = url.set_password(None);
+        let mut req = client.get(url);
+        if let Some(t) = &self.bearer {
+            req = req.bearer_auth(t);
         }
-        Ok(body.data.map(|d| d.result).unwrap_or_default())
+        if let Some((u, p)) = self.basic.as_ref().or(from_url.as_ref()) {
+            req = req.basic_auth(u, Some(p));
+        }
+        let resp = req.send().map_err(|e| fail(self.send_error(&e)))?;
+        let status = resp.status();
+        let body = read_capped(resp, REPLY_LIMIT).map_err(|e| {
+            fail(if e.kind() == std::io::ErrorKind::TimedOut {
+                format!(
+                    "timed out after {} s reading the reply",
+                    self.timeout.as_secs_f64()
+                )
+            } else {
+                format!("HTTP {status}: {e}")
+            })
+        })?;
+        parse_reply(status, &body).map_err(fail)
+    }
+
+    /// What a failed request means, in words: timed out, refused, or the transport's message.
+    fn send_error(&self, e: &reqwest::Error) -> String {
+        if e.is_timeout() {
+            format!("timed out after {} s", self.timeout.as_secs_f64())
+        } else if e.is_connect() {
+            "connection refused or unreachable (is Prometheus listening there?)".into()
+        } else {
+            // reqwest's message may carry the URL: use the chain's root cause only.
+            let mut cause: &dyn std::error::Error = e;
+            while let Some(next) = cause.source() {
+                cause = next;
+            }
+            cause.to_string()
+        }
     }
 
     /// Runs one query per family and returns the records, plus a snapshot of them.
@@ -132,7 +187,7 @@ impl PromSource {
             .timeout(self.timeout)
             .build()
             .map_err(|e| TunerError::Prometheus {
-                url: self.url.clone(),
+                url: self.redacted_url(),
                 query: String::new(),
                 message: e.to_string(),
             })?;
@@ -155,6 +210,56 @@ impl PromSource {
         };
         Ok(to_measurements(self, now, families))
     }
+}
+
+/// Largest reply read from Prometheus: a fleet of 10,000 nodes' calibration series is a few
+/// tens of MB; a reply that streams on past this is cut and refused (issue 13).
+pub const REPLY_LIMIT: u64 = 256 << 20;
+
+/// Reads at most `limit` bytes of the reply, and refuses one that goes on past it.
+fn read_capped(resp: impl std::io::Read, limit: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut body = Vec::new();
+    resp.take(limit + 1).read_to_end(&mut body)?;
+    if body.len() as u64 > limit {
+        return Err(std::io::Error::other(format!(
+            "the reply is larger than {} MiB: refused",
+            limit >> 20
+        )));
+    }
+    Ok(body)
+}
+
+/// The samples of an instant-vector reply, or what the reply is instead.
+fn parse_reply(status: reqwest::StatusCode, body: &[u8]) -> Result<Vec<Sample>, String> {
+    let text = String::from_utf8_lossy(body);
+    let start = text.trim_start();
+    if start.is_empty() {
+        return Err(format!("HTTP {status}: empty reply"));
+    }
+    if start.starts_with('<') {
+        return Err(format!(
+            "HTTP {status}: not JSON but HTML (a login page or a proxy in the way?)"
+        ));
+    }
+    let reply: Response = serde_json::from_str(start)
+        .map_err(|e| format!("HTTP {status}: not a Prometheus API reply: {e}"))?;
+    if reply.status != "success" {
+        return Err(reply
+            .error
+            .unwrap_or_else(|| format!("HTTP {status}, status {}", reply.status)));
+    }
+    let Some(data) = reply.data else {
+        return Ok(Vec::new());
+    };
+    if data.result_type != "vector" {
+        return Err(format!(
+            "result type `{}`, expected `vector` (an instant query of a metric family)",
+            data.result_type
+        ));
+    }
+    serde_json::from_value(data.result)
+        .map_err(|e| format!("HTTP {status}: the vector's samples do not parse: {e}"))
 }
 
 fn label<'a>(s: &'a Sample, name: &str) -> Option<&'a str> {
@@ -303,12 +408,12 @@ fn to_measurements(src: &PromSource, now: f64, f: Families) -> (Measurements, Sn
     let parsed = f
         .collectives
         .iter()
-        .map(collective_record)
-        .chain(f.gemms.iter().map(gemm_record))
-        .chain(hbm.map(hbm_record))
-        .chain(f.pairs.iter().map(pair_record));
-    let mut skipped = 0usize;
-    for r in parsed {
+        .map(|s| (s, FAMILIES[0], collective_record(s)))
+        .chain(f.gemms.iter().map(|s| (s, FAMILIES[1], gemm_record(s))))
+        .chain(hbm.map(|s| (s, FAMILIES[2], hbm_record(s))))
+        .chain(f.pairs.iter().map(|s| (s, FAMILIES[6], pair_record(s))));
+    let mut skipped = Vec::new();
+    for (sample, family, r) in parsed {
         match r {
             Some(mut r) => {
                 // Inter-node figures come from the last fabric run, the rest from calibration.
@@ -319,13 +424,17 @@ fn to_measurements(src: &PromSource, now: f64, f: Families) -> (Measurements, Sn
                 r.timestamp = r.group.node.as_ref().and_then(|n| when.get(n)).copied();
                 m.records.push(r);
             }
-            None => skipped += 1,
+            None => skipped.push(skip_reason(sample, family)),
         }
     }
-    if skipped > 0 {
+    if !skipped.is_empty() {
+        const SHOWN: usize = 3;
         m.notes.push(format!(
-            "{skipped} series from {} lacked the labels of shared/design.md and were skipped",
-            src.url
+            "{} series from {} skipped: {}{}",
+            skipped.len(),
+            src.redacted_url(),
+            skipped[..skipped.len().min(SHOWN)].join("; "),
+            if skipped.len() > SHOWN { "; ..." } else { "" }
         ));
     }
     let mut nodes: BTreeMap<String, Node> = BTreeMap::new();
@@ -379,7 +488,7 @@ fn to_measurements(src: &PromSource, now: f64, f: Families) -> (Measurements, Sn
         .fold(now, f64::min);
     let what = format!(
         "prometheus {}{}",
-        src.url,
+        src.redacted_url(),
         src.selector
             .as_deref()
             .map(|s| format!(" {s}"))
@@ -401,6 +510,17 @@ fn to_measurements(src: &PromSource, now: f64, f: Families) -> (Measurements, Sn
         nodes: nodes.into_values().collect(),
     };
     (m, snapshot)
+}
+
+/// Why a sample of `family` made no record: a value that is no time or rate, or labels that
+/// design.md's series carry and this one lacks.
+fn skip_reason(s: &Sample, family: &str) -> String {
+    let raw = &s.value.1;
+    let why = match raw.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => "lacks the labels of shared/design.md".to_string(),
+        _ => format!("value `{raw}` is not a positive finite number"),
+    };
+    format!("{} {family}: {why}", node(s))
 }
 
 fn empty_node(name: String) -> Node {
@@ -425,6 +545,110 @@ mod tests {
             selector: selector.map(Into::into),
             window: window.map(Into::into),
         }
+    }
+
+    fn at(url: &str) -> PromSource {
+        PromSource {
+            url: url.into(),
+            ..src(None, None)
+        }
+    }
+
+    #[test]
+    fn urls_are_built_by_a_parser_and_passwords_never_shown() {
+        let q = at("http://prom.example/sub/?token=x")
+            .query_url("up")
+            .unwrap();
+        assert_eq!(
+            q.as_str(),
+            "http://prom.example/sub/api/v1/query?token=x&query=up"
+        );
+        let s = at("https://ops:hunter2@prom.example:9090");
+        assert_eq!(s.redacted_url(), "https://ops:***@prom.example:9090/");
+        assert!(!s
+            .query_url("up")
+            .unwrap()
+            .as_str()
+            .contains("api/v1/query/"));
+        let err = at("prom.example:9090").query_url("up").unwrap_err();
+        assert!(err.starts_with("scheme `prom.example`"), "{err}");
+        let err = at("not a url").query_url("up").unwrap_err();
+        assert!(err.starts_with("not a URL"), "{err}");
+    }
+
+    #[test]
+    fn replies_that_are_not_an_instant_vector_say_what_they_are() {
+        let ok = reqwest::StatusCode::OK;
+        let err = |body: &str| parse_reply(ok, body.as_bytes()).unwrap_err();
+        assert_eq!(err(""), "HTTP 200 OK: empty reply");
+        assert!(err("<html>login</html>").contains("not JSON but HTML"));
+        assert!(err("{\"foo\": 1").contains("not a Prometheus API reply"));
+        assert!(
+            err(r#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#)
+                .contains("result type `matrix`, expected `vector`")
+        );
+        assert_eq!(
+            err(r#"{"status":"error","error":"parse error at char 3"}"#),
+            "parse error at char 3"
+        );
+        let samples = parse_reply(
+            ok,
+            br#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"hostname":"n1"},"value":[1,"2"]}]}}"#,
+        )
+        .unwrap();
+        assert_eq!(samples.len(), 1);
+    }
+
+    #[test]
+    fn a_reply_past_the_limit_is_refused() {
+        let endless = std::io::repeat(b' ');
+        let err = read_capped(endless, 1 << 20).unwrap_err().to_string();
+        assert_eq!(err, "the reply is larger than 1 MiB: refused");
+        assert_eq!(read_capped(&b"{}"[..], 1 << 20).unwrap(), b"{}");
+    }
+
+    #[test]
+    fn skipped_samples_name_node_family_and_reason() {
+        let sample = |v: &str, labels: &[(&str, &str)]| Sample {
+            metric: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            value: (0.0, v.into()),
+        };
+        let nan = sample("NaN", &[("hostname", "n7"), ("gpu", "0")]);
+        assert_eq!(
+            skip_reason(&nan, "meshfit_gemm_flops_per_second"),
+            "n7 meshfit_gemm_flops_per_second: value `NaN` is not a positive finite number"
+        );
+        let unlabelled = sample("1e12", &[("hostname", "n7")]);
+        assert!(skip_reason(&unlabelled, "meshfit_gemm_flops_per_second")
+            .ends_with("lacks the labels of shared/design.md"));
+    }
+
+    #[test]
+    fn a_refused_connection_and_a_timeout_say_so() {
+        // A port nothing listens on: bind, learn the port, close.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let err = at(&format!("http://127.0.0.1:{port}"))
+            .fetch(0.0)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("connection refused or unreachable"), "{err}");
+        // A server that accepts and never answers.
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = silent.local_addr().unwrap().port();
+        let source = PromSource {
+            timeout: Duration::from_millis(300),
+            ..at(&format!("http://127.0.0.1:{port}"))
+        };
+        let err = source.fetch(0.0).unwrap_err().to_string();
+        assert!(err.contains("timed out after 0.3 s"), "{err}");
+        drop(silent);
     }
 
     #[test]
