@@ -183,14 +183,11 @@ fn check_alignment(ops: &Operands, types: &Types, gpu: u32) -> Result<()> {
 
 /// Times C = op(A).op(B) of `shape` in `layout` on one GPU with CUDA events. `clock` reads the
 /// GPU's SM clock; the result says how the warm-up went and where the clock ended.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn measure(
     ctx: &Arc<CudaContext>,
     gpu: u32,
     cc: [u32; 2],
-    shape: Gemm,
-    dtype: Dtype,
-    layout: GemmLayout,
+    (shape, dtype, layout): (Gemm, Dtype, GemmLayout),
     iterations: (u32, u32),
     clock: &dyn Fn() -> SmClock,
 ) -> Result<(Timing, Warmed)> {

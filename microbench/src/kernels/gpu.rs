@@ -204,9 +204,7 @@ impl Backend for GpuBackend {
                     &self.context(*gpu)?,
                     *gpu,
                     cc,
-                    *shape,
-                    *dtype,
-                    *layout,
+                    (*shape, *dtype, *layout),
                     (iters, warmup),
                     &clock,
                 )?;
