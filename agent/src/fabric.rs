@@ -11,6 +11,7 @@
 use record::{Backend, Record, Scope};
 use std::collections::BTreeMap;
 use std::fs;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -55,7 +56,7 @@ impl Fabric {
     pub fn from_records(records: Vec<Record>, node: &str) -> (Fabric, Vec<String>) {
         let mut fabric = Fabric::default();
         let mut pairs: BTreeMap<(String, u32, Backend), Pair> = BTreeMap::new();
-        let (mut not_inter, mut other_ends, mut no_rail) = (0usize, Vec::new(), 0usize);
+        let (mut not_inter, mut other_ends, mut malformed) = (0usize, Vec::new(), 0usize);
         for r in records {
             if let Some(t) = r.timestamp {
                 fabric.last_run_timestamp = Some(fabric.last_run_timestamp.map_or(t, |l| l.max(t)));
@@ -68,7 +69,17 @@ impl Fabric {
                 fabric.collectives.push(r);
                 continue;
             };
-            let this_end = r.group.node.as_deref().unwrap_or_default();
+            if r.in_place {
+                continue;
+            }
+            let (Some(this_end), [rail], Some(busbw)) = (
+                r.group.node.as_deref(),
+                r.group.gpus.as_slice(),
+                r.busbw.or(r.algbw),
+            ) else {
+                malformed += 1;
+                continue;
+            };
             // The file holds each pair once, from either end; the label names the other one.
             let peer = if this_end == node {
                 peer_end
@@ -79,13 +90,6 @@ impl Fabric {
                 if !other_ends.contains(&ends) {
                     other_ends.push(ends);
                 }
-                continue;
-            };
-            if r.in_place {
-                continue;
-            }
-            let ([rail], Some(busbw)) = (r.group.gpus.as_slice(), r.busbw.or(r.algbw)) else {
-                no_rail += 1;
                 continue;
             };
             let key = (peer.to_string(), *rail, r.backend);
@@ -116,9 +120,9 @@ impl Fabric {
                 other_ends.join(", ")
             ));
         }
-        if no_rail > 0 {
+        if malformed > 0 {
             notes.push(format!(
-                "{no_rail} pair records lack one rail in `gpus` or a bandwidth; not exported"
+                "{malformed} pair records lack a node, one rail in `gpus` or a bandwidth; not exported"
             ));
         }
         (fabric, notes)
@@ -130,7 +134,7 @@ impl Fabric {
 pub enum Refused {
     /// Larger than [`MAX_BYTES`].
     #[error(
-        "{path}: {bytes} bytes, over the {MAX_BYTES}-byte limit of a fabric results file; not read"
+        "{path}: {bytes} bytes or more, over the {MAX_BYTES}-byte limit of a fabric results file; not read"
     )]
     TooLarge {
         /// The file.
@@ -178,6 +182,8 @@ pub struct Watcher {
     path: PathBuf,
     /// Modification time and length last seen; `None` before the first poll or while absent.
     seen: Option<(SystemTime, u64)>,
+    /// The file could not even be looked at last time (reported once, not at every poll).
+    stat_failed: bool,
 }
 
 impl Watcher {
@@ -186,25 +192,28 @@ impl Watcher {
         Watcher {
             path: state_dir.join(FILE_NAME),
             seen: None,
+            stat_failed: false,
         }
     }
 
     /// Reads the file when it appeared or changed since the last poll; `None` when nothing
     /// changed. `node` is this agent's node name, the end of the pairs it exports.
     pub fn poll(&mut self, node: &str) -> Option<Change> {
-        let meta = match fs::metadata(&self.path) {
+        let meta = fs::metadata(&self.path);
+        let failed_before = std::mem::replace(&mut self.stat_failed, false);
+        let meta = match meta {
             Ok(meta) => meta,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return self.seen.take().map(|_| Change::Removed);
             }
             Err(source) => {
-                return self.refuse(
-                    None,
-                    Refused::Unreadable {
+                self.stat_failed = true;
+                return (!failed_before).then(|| {
+                    Change::Refused(Refused::Unreadable {
                         path: self.path.clone(),
                         source,
-                    },
-                )
+                    })
+                });
             }
         };
         // A file system without modification times still shows a rewrite by its length.
@@ -215,28 +224,33 @@ impl Watcher {
         if self.seen == Some(stamp) {
             return None;
         }
-        if meta.len() > MAX_BYTES {
-            return self.refuse(
-                Some(stamp),
-                Refused::TooLarge {
-                    path: self.path.clone(),
-                    bytes: meta.len(),
-                },
-            );
-        }
-        let text = match fs::read_to_string(&self.path) {
-            Ok(text) => text,
-            Err(source) => {
-                return self.refuse(
-                    Some(stamp),
-                    Refused::Unreadable {
-                        path: self.path.clone(),
-                        source,
-                    },
-                )
-            }
-        };
+        // Remembered before reading, so a refused file is reported once, not at every poll.
         self.seen = Some(stamp);
+        if meta.len() > MAX_BYTES {
+            return Some(Change::Refused(Refused::TooLarge {
+                path: self.path.clone(),
+                bytes: meta.len(),
+            }));
+        }
+        // Read through a bound: the file may have grown since it was looked at.
+        let mut text = String::new();
+        let read = fs::File::open(&self.path)
+            .and_then(|f| f.take(MAX_BYTES + 1).read_to_string(&mut text));
+        match read {
+            Ok(n) if n as u64 > MAX_BYTES => {
+                return Some(Change::Refused(Refused::TooLarge {
+                    path: self.path.clone(),
+                    bytes: n as u64,
+                }))
+            }
+            Ok(_) => {}
+            Err(source) => {
+                return Some(Change::Refused(Refused::Unreadable {
+                    path: self.path.clone(),
+                    source,
+                }))
+            }
+        }
         match record::read_json_lines(&text) {
             Ok(records) => {
                 let (fabric, notes) = Fabric::from_records(records, node);
@@ -247,15 +261,6 @@ impl Watcher {
                 source,
             })),
         }
-    }
-
-    /// Remembers `stamp` so a refused file is reported once, not at every poll.
-    fn refuse(&mut self, stamp: Option<(SystemTime, u64)>, why: Refused) -> Option<Change> {
-        if stamp.is_some() && self.seen == stamp {
-            return None;
-        }
-        self.seen = stamp;
-        Some(Change::Refused(why))
     }
 }
 
@@ -329,13 +334,16 @@ pub(crate) mod tests {
 
     #[test]
     fn pairs_name_the_other_end_at_the_largest_size() {
-        let records = vec![
+        let mut records = vec![
             pair("n0", "n1", 0, 1 << 20, 10e9),
             pair("n0", "n1", 0, 1 << 26, 45e9),
             pair("n2", "n1", 1, 1 << 26, 20e9),
             pair("n0", "n2", 1, 1 << 26, 45e9),
             job_wide(Kind::AllReduce, 4, 2, 1 << 20, 1e-4),
         ];
+        let mut nameless = pair("n0", "n1", 0, 1 << 26, 45e9);
+        nameless.group.node = None;
+        records.push(nameless);
         let (f, notes) = Fabric::from_records(records, "n1");
         assert_eq!(
             f.pairs
@@ -346,9 +354,13 @@ pub(crate) mod tests {
         );
         assert_eq!(f.collectives.len(), 1);
         assert_eq!(f.last_run_timestamp, Some(1001.0));
-        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert_eq!(notes.len(), 2, "{notes:?}");
         assert!(
             notes[0].contains("n0-n2") && notes[0].contains("`n1`"),
+            "{notes:?}"
+        );
+        assert!(
+            notes[1].starts_with("1 pair records lack a node"),
             "{notes:?}"
         );
     }
@@ -380,7 +392,7 @@ pub(crate) mod tests {
         big.set_len(MAX_BYTES + 1).unwrap();
         match w.poll("n1") {
             Some(Change::Refused(e @ Refused::TooLarge { .. })) => {
-                assert!(e.to_string().contains("33554433 bytes"), "{e}")
+                assert!(e.to_string().contains("33554433 bytes or more"), "{e}")
             }
             other => panic!("{other:?}"),
         }
