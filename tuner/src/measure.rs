@@ -31,7 +31,8 @@ impl Priced {
 }
 
 /// Builds the measured scenario from a nominal one and loaded measurements, fitted with `opts`.
-pub fn price(nominal: Scenario, m: Measurements, opts: &FitOptions) -> Priced {
+pub fn price(nominal: Scenario, mut m: Measurements, opts: &FitOptions) -> Priced {
+    drop_foreign_gpus(&nominal, &mut m);
     if m.records.is_empty() {
         let mut notes = m.notes.clone();
         notes.push("no usable measurements: every term falls back to catalog figures".into());
@@ -49,6 +50,21 @@ pub fn price(nominal: Scenario, m: Measurements, opts: &FitOptions) -> Priced {
     let peak = nominal.peak_flops();
     let fits = fit_all(&m.records, peak, opts);
     let mut notes = m.notes.clone();
+    for f in &fits.fleet {
+        if let Some(why) = f.unusable() {
+            notes.push(format!(
+                "measured {} {} over {} ranks {why}",
+                f.kind, f.scope, f.ranks
+            ));
+        }
+    }
+    if fits.fleet.iter().any(|f| f.unusable().is_none()) {
+        notes.push(format!(
+            "measured curves price messages within {}x of the sizes they swept; the catalog \
+             prices the rest",
+            crate::fit::EXTRAPOLATE
+        ));
+    }
     let mut keep_cost = None;
     if !fits.excluded.is_empty() {
         let all = fit_all(
@@ -71,7 +87,7 @@ pub fn price(nominal: Scenario, m: Measurements, opts: &FitOptions) -> Priced {
     if fits
         .fleet
         .iter()
-        .any(|f| f.scope == record::Scope::InterNode)
+        .any(|f| f.scope == record::Scope::InterNode && f.unusable().is_none())
     {
         let e = &nominal.efficiency;
         notes.push(format!(
@@ -94,21 +110,23 @@ pub fn price(nominal: Scenario, m: Measurements, opts: &FitOptions) -> Priced {
             format!("{:?}", fits.aggregate).to_lowercase()
         ));
     }
-    // Measurements of another GPU than the one the cluster preset prices would be read as
-    // efficiencies of the wrong datasheet: say so loudly instead.
     for model in m
         .gpu_models
         .values()
         .collect::<std::collections::BTreeSet<_>>()
     {
         let priced_as = &nominal.cluster.gpu;
-        match crate::catalog::gpu_for_model_name(model) {
-            Some(g) if g.id != priced_as.id => {
-                let preset = crate::catalog::CLUSTERS.iter().find(|c| c.gpu == g.id).map_or(String::new(), |c| format!("; pass --cluster {}", c.id));
-                notes.push(format!("WARNING: the measurements come from {model} ({}) but the cluster prices {} ({}){preset}", g.id, priced_as.id, priced_as.name));
-            }
-            Some(_) => notes.push(format!("measured GPUs report as {model}, priced against the {} datasheet", priced_as.name)),
-            None => notes.push(format!("measured GPUs report as {model}, which the catalog does not know; priced against the {} datasheet", priced_as.name)),
+        if crate::catalog::gpu_for_model_name(model).is_some() {
+            notes.push(format!(
+                "measured GPUs report as {model}, priced against the {} datasheet",
+                priced_as.name
+            ));
+        } else {
+            notes.push(format!(
+                "measured GPUs report as {model}, which the catalog does not know; priced \
+                 against the {} datasheet",
+                priced_as.name
+            ));
         }
     }
     let doc = MeasurementsDoc {
@@ -158,6 +176,39 @@ pub fn price(nominal: Scenario, m: Measurements, opts: &FitOptions) -> Priced {
             Some(keep_cost_line(&priced.scenario, &all, &nodes));
     }
     priced
+}
+
+/// Removes the records of nodes whose GPUs are another catalog GPU than the one the cluster
+/// prices: their curves would be read as efficiencies of the wrong datasheet (issue 13). Each
+/// such model is named in a warning, with the preset that would use them.
+fn drop_foreign_gpus(nominal: &Scenario, m: &mut Measurements) {
+    let priced_as = &nominal.cluster.gpu;
+    let foreign: std::collections::BTreeMap<String, (String, &'static str)> = m
+        .gpu_models
+        .iter()
+        .filter_map(|(node, model)| {
+            let g = crate::catalog::gpu_for_model_name(model)?;
+            (g.id != priced_as.id).then(|| (node.clone(), (model.clone(), g.id)))
+        })
+        .collect();
+    m.records.retain(|r| {
+        r.group
+            .node
+            .as_ref()
+            .is_none_or(|n| !foreign.contains_key(n))
+    });
+    let models: std::collections::BTreeSet<&(String, &str)> = foreign.values().collect();
+    for (model, id) in models {
+        let preset = crate::catalog::CLUSTERS
+            .iter()
+            .find(|c| c.gpu == *id)
+            .map_or(String::new(), |c| format!("; pass --cluster {}", c.id));
+        m.notes.push(format!(
+            "WARNING: the measurements come from {model} ({id}) but the cluster prices {} ({}): \
+             they are not used and the catalog prices those terms{preset}",
+            priced_as.id, priced_as.name
+        ));
+    }
 }
 
 /// What keeping the excluded nodes costs the best layout.

@@ -438,8 +438,33 @@ fn measurements_of_another_gpu_are_called_out() {
         "--measurements",
         path.to_str().unwrap(),
     ]);
-    assert!(out.contains("WARNING: the measurements come from NVIDIA L40S (l40s) but the cluster prices h100-sxm"), "{out}");
-    assert!(out.contains("pass --cluster l40s-pcie"), "{out}");
+    assert!(out.contains("WARNING: the measurements come from NVIDIA L40S (l40s) but the cluster prices h100-sxm (NVIDIA H100 SXM5 80GB): they are not used and the catalog prices those terms; pass --cluster l40s-pcie"), "{out}");
+    assert!(out.contains("terms from measurements: none"), "{out}");
+}
+
+#[test]
+fn a_curve_is_used_only_where_it_was_measured() {
+    // A real 5-row log: 256 B to 4 KiB sends between two A40 nodes, latency-bound throughout.
+    let log = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../data/nccl-tests/nccl-tests-214_a40-x1-per-node-2nodes_sendrecv.txt"
+    );
+    let args = ["recommend", "--model", "70b", "--gpus", "16", "--top", "1"];
+    let nominal = stdout_of(&args);
+    let measured = stdout_of(&[&args[..], &["--measurements", log]].concat());
+    assert!(
+        measured.contains("measured send_recv inter_node over 2 ranks fits poorly (R² -56.88 < 0.9): priced from the catalog"),
+        "{measured}"
+    );
+    assert!(!measured.contains("idle-fabric sweeps"), "{measured}");
+    let best = |out: &str| {
+        out.lines()
+            .find(|l| l.starts_with("│ 1 "))
+            .map(str::to_string)
+            .unwrap_or_default()
+    };
+    assert!(!best(&nominal).is_empty(), "{nominal}");
+    assert_eq!(best(&measured), best(&nominal), "{measured}");
 }
 
 #[test]

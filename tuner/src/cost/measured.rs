@@ -45,7 +45,7 @@ impl MeasuredCollectives {
     /// per-NIC bandwidth of the slowest node (idle fabric, bytes/s).
     pub fn new(nominal: NominalCollectives, fleet: &[FleetCurve], nic_busbw: Option<f64>) -> Self {
         let mut curves: BTreeMap<(Kind, Scope), Vec<FleetCurve>> = BTreeMap::new();
-        for c in fleet {
+        for c in fleet.iter().filter(|c| c.unusable().is_none()) {
             curves.entry((c.kind, c.scope)).or_default().push(c.clone());
         }
         for v in curves.values_mut() {
@@ -90,6 +90,10 @@ impl MeasuredCollectives {
             return self.nominal.time_s(c, group, bytes).max(floor);
         }
         match self.lookup(c, group) {
+            // A curve prices only sizes near those it swept (issue 13).
+            Answer::Exact(f) | Answer::Nearest(f) if !f.covers(bytes) => {
+                self.nominal.time_s(c, group, bytes)
+            }
             // Across nodes the job shares the fabric that was measured idle: its bytes move
             // as a larger message would on the idle fabric.
             Answer::Exact(f) if group.link == LinkClass::Network => {
@@ -227,8 +231,34 @@ mod tests {
             busbw_bytes_per_s: busbw,
             rms_rel_error: 0.02,
             nodes: 4,
+            bytes_range: (1024.0, 8.0 * 1024.0 * 1024.0 * 1024.0),
+            r2: 0.999,
             curve: crate::fit::alpha_beta::fit(&pts).unwrap(),
         }
+    }
+
+    #[test]
+    fn curves_price_only_near_their_sizes_and_only_when_they_fit() {
+        let c = catalog::cluster("l40s-pcie").unwrap();
+        let nominal = NominalCollectives::new(&c, &NOMINAL);
+        let g4 = span(4, 1, &c);
+        let narrow = FleetCurve {
+            bytes_range: (1024.0, 4096.0),
+            ..curve(Kind::AllReduce, 4, 10e9)
+        };
+        let m = MeasuredCollectives::new(nominal.clone(), std::slice::from_ref(&narrow), None);
+        let at = |m: &MeasuredCollectives, b: f64| m.time_s(Collective::AllReduce, &g4, b);
+        // Within 8x of the sweep the curve prices; far past it the catalog does.
+        assert_eq!(at(&m, 8.0 * 4096.0), narrow.curve.time_s(8.0 * 4096.0));
+        assert_eq!(at(&m, 1e9), nominal.time_s(Collective::AllReduce, &g4, 1e9));
+        let poor = FleetCurve {
+            r2: -56.9,
+            ..curve(Kind::AllReduce, 4, 10e9)
+        };
+        assert!(poor.unusable().unwrap().contains("R² -56.90 < 0.9"));
+        let m = MeasuredCollectives::new(nominal.clone(), &[poor], None);
+        assert_eq!(m.source(Collective::AllReduce, &g4), Source::Nominal);
+        assert_eq!(at(&m, 1e6), nominal.time_s(Collective::AllReduce, &g4, 1e6));
     }
 
     #[test]

@@ -91,6 +91,36 @@ pub struct FleetCurve {
     pub curve: Curve,
     /// Nodes aggregated.
     pub nodes: usize,
+    /// Sizes every aggregated node swept, smallest and largest, bytes.
+    pub bytes_range: (f64, f64),
+    /// Worst R² of log time among the node fits.
+    pub r2: f64,
+}
+
+/// Least R² of log time a curve needs to price anything: below it the fit does not explain its
+/// own points (a 5-row latency-only log fitted at R² of -57 once priced a 16-GPU pipeline at
+/// 85 s of send/recv; issue 13).
+pub const MIN_R2: f64 = 0.9;
+
+/// How far past the sizes it swept a curve prices, either way; past that the catalog does.
+pub const EXTRAPOLATE: f64 = 8.0;
+
+impl FleetCurve {
+    /// Why the curve must not price anything, if it must not.
+    pub fn unusable(&self) -> Option<String> {
+        (self.r2 < MIN_R2).then(|| {
+            format!(
+                "fits poorly (R² {:.2} < {MIN_R2}): priced from the catalog",
+                self.r2
+            )
+        })
+    }
+
+    /// Whether `bytes` lies within [`EXTRAPOLATE`] of the swept sizes.
+    pub fn covers(&self, bytes: f64) -> bool {
+        let (lo, hi) = self.bytes_range;
+        bytes >= lo / EXTRAPOLATE && bytes <= hi * EXTRAPOLATE
+    }
 }
 
 /// One node's GEMM curve: its slowest GPU's.
@@ -341,6 +371,7 @@ pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
             let curve = alpha_beta::fit(&pts)?;
             let factor = busbw_factor(*kind, *ranks).unwrap_or(1.0);
             let nodes_rms = cs.iter().map(|c| c.curve.rms_rel_error).fold(0.0, f64::max);
+            let nodes_r2 = cs.iter().map(|c| c.curve.r2).fold(f64::INFINITY, f64::min);
             Some(FleetCurve {
                 kind: *kind,
                 scope: *scope,
@@ -351,6 +382,8 @@ pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
                 busbw_bytes_per_s: curve.beta_bytes_per_s() * factor,
                 rms_rel_error: nodes_rms.max(curve.rms_rel_error),
                 nodes: cs.len(),
+                bytes_range: (lo, hi),
+                r2: nodes_r2,
                 curve,
             })
         })

@@ -42,6 +42,8 @@ pub struct CurveRow {
     pub segments: usize,
     /// Bandwidth is a lower bound: the sweep stayed latency-bound.
     pub bandwidth_lower_bound: bool,
+    /// Why pricing does not use the curve (fleet rows only), when it does not.
+    pub unused: Option<String>,
 }
 
 /// The whole report.
@@ -85,6 +87,7 @@ impl FitReport {
             points: c.curve.points,
             segments: c.curve.segments.len(),
             bandwidth_lower_bound: c.curve.bandwidth_lower_bound,
+            unused: None,
         };
         let fleet_row = |f: &FleetCurve| CurveRow {
             node: "fleet".to_string(),
@@ -95,12 +98,13 @@ impl FitReport {
             alpha_s: f.alpha_s,
             busbw_bytes_per_s: f.busbw_bytes_per_s,
             nominal_busbw_bytes_per_s: nominal_busbw(f.kind, f.scope, f.ranks, f.members_per_node),
-            r2: None,
+            r2: Some(f.r2),
             max_rel_error: None,
             rms_rel_error: f.rms_rel_error,
             points: f.nodes,
             segments: 1,
             bandwidth_lower_bound: false,
+            unused: f.unusable(),
         };
         FitReport {
             sources: m.sources.clone(),
@@ -141,6 +145,7 @@ pub fn table(r: &FitReport) -> String {
         "max err",
         "points",
         "pieces",
+        "priced",
     ]);
     for c in &r.curves {
         t.add_row(vec![
@@ -163,6 +168,11 @@ pub fn table(r: &FitReport) -> String {
             ),
             Cell::new(c.points),
             Cell::new(c.segments),
+            Cell::new(match (&c.unused, c.node.as_str()) {
+                (Some(why), _) => format!("no: {why}"),
+                (None, "fleet") => "yes".into(),
+                (None, _) => "-".into(),
+            }),
         ]);
     }
     s.push_str(&format!("{t}\n"));
