@@ -167,10 +167,16 @@ impl SimNode {
         if !(record.kind.is_collective() || record.kind == record::Kind::P2pCopy) {
             return;
         }
+        // A collective point is microbench's LOOPS timed loops of `iters` each.
+        let loops = if record.kind.is_collective() {
+            microbench::kernels::LOOPS
+        } else {
+            1
+        };
         let (gpus, bytes, iters) = (
             &record.group.gpus,
             record.bytes,
-            record.timing.iters.unwrap_or(1),
+            record.timing.iters.unwrap_or(1).saturating_mul(loops),
         );
         if let Ok(mut traffic) = self.traffic.lock() {
             for &g in gpus {
