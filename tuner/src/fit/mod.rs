@@ -238,6 +238,8 @@ pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
                 // GEMMs shorter than 50 us at peak are dominated by launch latency (priced apart
                 // as layer overhead) or memory-bound below 1024 in a dimension; the compute curve
                 // the cost model reads is fitted to the others, which is where layers live.
+                // Layouts are pooled: a layer runs its forward (tn), input-gradient (nn) and
+                // weight-gradient (nt) GEMMs at equal FLOPs, so their mix is what it sees.
                 let long = |g: &record::Gemm| {
                     g.m.min(g.n).min(g.k) >= MIN_GEMM_DIM && g.flop() / peak_flops >= MIN_GEMM_S
                 };
