@@ -173,17 +173,6 @@ impl fmt::Display for Point {
     }
 }
 
-/// The compute capability whose tensor cores first took `dtype` (Volta fp16 7.0, Ampere bf16
-/// and tf32 8.0, Ada and Hopper fp8 8.9); `None` for types without tensor-core GEMMs.
-pub fn tensor_core_capability(dtype: Dtype) -> Option<[u32; 2]> {
-    match dtype {
-        Dtype::Fp16 => Some([7, 0]),
-        Dtype::Bf16 | Dtype::Tf32 => Some([8, 0]),
-        Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => Some([8, 9]),
-        _ => None,
-    }
-}
-
 /// The layouts a training step runs its GEMMs in, as cuBLAS (column-major) sees PyTorch's
 /// row-major `y = x.W^T`: `tn` for the forward pass, `nn` for the input gradient (dx = dy.W)
 /// and `nt` for the weight gradient (dW = dy^T.x), the order Transformer Engine lists them.

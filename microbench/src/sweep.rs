@@ -3,7 +3,7 @@
 
 use crate::discovery::Topology;
 use crate::error::{Error, Result};
-use crate::plan::{gemm_layouts, l2_bytes_at_most, tensor_core_capability, CopyPath, Plan, Point};
+use crate::plan::{gemm_layouts, l2_bytes_at_most, CopyPath, Plan, Point};
 use record::{Dtype, Gemm, GemmLayout, Kind};
 
 /// Sizes from `min_bytes` to `max_bytes`, multiplied by `factor` (`-f`) or, when `factor` is
@@ -408,7 +408,7 @@ impl Calibration {
         }
         let (dtypes, lacking): (Vec<Dtype>, Vec<Dtype>) =
             self.gemm_dtypes.iter().partition(|&&d| {
-                tensor_core_capability(d)
+                d.tensor_core_capability()
                     .is_some_and(|min| topology.gpus.iter().all(|g| g.compute_capability >= min))
             });
         plan.extend(Plan::gemms(

@@ -33,6 +33,17 @@ named_enum! {
 }
 
 impl Dtype {
+    /// The compute capability whose tensor cores first took this type (Volta fp16 7.0, Ampere
+    /// bf16 and tf32 8.0, Ada and Hopper fp8 8.9); `None` for types without tensor-core GEMMs.
+    pub fn tensor_core_capability(self) -> Option<[u32; 2]> {
+        match self {
+            Dtype::Fp16 => Some([7, 0]),
+            Dtype::Bf16 | Dtype::Tf32 => Some([8, 0]),
+            Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => Some([8, 9]),
+            _ => None,
+        }
+    }
+
     /// Bytes per element in memory (tf32 is stored as fp32).
     pub fn size_bytes(self) -> u64 {
         match self {

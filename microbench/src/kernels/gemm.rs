@@ -11,7 +11,6 @@ use super::timer::{cuda, time_iterations, Wait};
 use super::{check_gemm_layout, summarize};
 use crate::discovery::SmClock;
 use crate::error::{Error, Result};
-use crate::plan::tensor_core_capability;
 
 // cuBLASLt takes cuBLAS's operation enum for TRANSA and TRANSB.
 use cudarc::cublas::sys::cublasOperation_t;
@@ -196,7 +195,7 @@ pub(super) fn measure(
         gpu,
         reason,
     };
-    let types = match (tensor_core_capability(dtype), types(dtype)) {
+    let types = match (dtype.tensor_core_capability(), types(dtype)) {
         (Some(min), _) if cc < min => {
             return Err(unsupported(format!(
                 "its tensor cores need compute capability {}.{} or later, this GPU has {}.{}",
