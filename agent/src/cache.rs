@@ -46,19 +46,20 @@ pub enum Discovery {
     },
 }
 
-/// The host and the agent's own process, read by the sampler from /proc.
+/// The agent's own process, read by the sampler from /proc, for the standard `process_*`
+/// families (host figures are node_exporter's to export).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Host {
-    /// Online CPUs.
-    pub cpus: u64,
-    /// MemTotal in bytes.
-    pub memory_total_bytes: u64,
-    /// MemAvailable in bytes.
-    pub memory_available_bytes: u64,
-    /// The agent's resident memory in bytes.
+pub struct Process {
+    /// Resident memory in bytes.
     pub resident_bytes: u64,
-    /// The agent's user plus system CPU time in seconds.
+    /// User plus system CPU time in seconds.
     pub cpu_seconds: f64,
+    /// Start time, seconds since the Unix epoch.
+    pub start_time_seconds: f64,
+    /// Open file descriptors.
+    pub open_fds: u64,
+    /// The soft limit on open file descriptors; 0 where unlimited or unknown.
+    pub max_fds: u64,
 }
 
 /// Everything the collectors read.
@@ -87,8 +88,8 @@ pub struct Snapshot {
     pub counters: Arc<Vec<Counters>>,
     /// When that sample was taken, seconds since the Unix epoch.
     pub counters_at: Option<f64>,
-    /// Host and process figures.
-    pub host: Host,
+    /// The agent's process figures.
+    pub process: Process,
     /// Bumped by every change, so rendered text can be reused until the next one.
     pub generation: u64,
 }
@@ -112,7 +113,7 @@ impl Cache {
             state_write_failures: 0,
             counters: Arc::new(Vec::new()),
             counters_at: None,
-            host: Host::default(),
+            process: Process::default(),
             generation: 0,
         }))
     }

@@ -202,7 +202,13 @@ mod tests {
             .unwrap()
             .starts_with("text/plain; version=0.0.4"));
         assert!(
-            body.contains("meshfit_up{reason=\"discovering\",hostname=\"n1\",backend=\"sim\"} 0"),
+            body.contains("meshfit_up{hostname=\"n1\",backend=\"sim\"} 0"),
+            "{body}"
+        );
+        assert!(
+            body.contains(
+                "meshfit_down_reason_info{reason=\"discovering\",hostname=\"n1\",backend=\"sim\"} 1"
+            ),
             "{body}"
         );
     }

@@ -103,7 +103,8 @@ impl Node for GpuNode {
     }
 
     fn source(&self) -> record::Backend {
-        record::Backend::Cuda
+        // `--backend nccl`: the child times collectives with NCCL and GEMMs with cuBLASLt.
+        record::Backend::Nccl
     }
 
     fn backend_args(&self) -> Vec<String> {

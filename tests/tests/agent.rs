@@ -50,6 +50,12 @@ const FAMILIES: &[(&str, &[&str])] = &[
     ("meshfit_calibration_duration_seconds", &[]),
     ("meshfit_calibration_runs_total", &["result"]),
     ("meshfit_up", &[]),
+    (
+        "meshfit_software_info",
+        &["driver_version", "cuda_version", "nccl_version"],
+    ),
+    ("process_start_time_seconds", &[]),
+    ("process_resident_memory_bytes", &[]),
     ("meshfit_scrape_duration_seconds", &[]),
     ("meshfit_scrape_collector_success", &["collector"]),
     ("meshfit_gpu_utilization_ratio", &["gpu"]),
@@ -737,14 +743,21 @@ fn without_a_driver_it_serves_host_metrics_and_up_0() {
         &dir.path().join("log"),
     );
     assert!(wait_for(Duration::from_secs(10), || agent
-        .metric("meshfit_process_resident_memory_bytes{")
+        .metric("process_resident_memory_bytes{")
         .is_some()));
     let text = agent.metrics();
     assert!(
-        text.contains("meshfit_up{reason=\"no_driver\",hostname=\"gpu-less\",backend=\"cuda\"} 0"),
+        text.contains("meshfit_up{hostname=\"gpu-less\",backend=\"nccl\"} 0"),
         "{text}"
     );
-    assert!(value(&text, "meshfit_host_cpus{").is_some_and(|n| n >= 1.0));
+    assert!(
+        text.contains(
+            "meshfit_down_reason_info{reason=\"no_driver\",hostname=\"gpu-less\",backend=\"nccl\"} 1"
+        ),
+        "{text}"
+    );
+    assert!(value(&text, "process_start_time_seconds{").is_some_and(|t| t > 1.7e9));
+    assert!(value(&text, "process_open_fds{").is_some_and(|n| n >= 3.0));
     assert_eq!(agent.get("/v1/topology").status, 503);
     std::thread::sleep(Duration::from_secs(1));
     assert!(agent.alive());

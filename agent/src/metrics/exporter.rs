@@ -6,15 +6,26 @@ use crate::cache::{Discovery, Snapshot};
 
 /// Writes the exporter families after the collectors ran: `(name, ok, seconds)` each.
 pub(super) fn write(s: &Snapshot, results: &[(&str, bool, f64)], seconds: f64, out: &mut Out) {
-    let mut up = out.family(
+    // One series whatever the state, so `meshfit_up` keeps its identity across a driver
+    // coming and going; the reason is an info series of its own (issue 11).
+    let down = match &s.discovery {
+        Discovery::Found(_) => None,
+        Discovery::Down { reason, .. } => Some(reason.as_str()),
+        Discovery::Pending => Some("discovering"),
+    };
+    out.family(
         "meshfit_up",
         Type::Gauge,
-        "1 when the agent sees its GPUs; 0 with the reason (discovering, no_driver, discovery_failed, no_gpus) when not.",
-    );
-    match &s.discovery {
-        Discovery::Found(_) => up.sample(&[], 1.0),
-        Discovery::Down { reason, .. } => up.sample(&[("reason", reason.as_str())], 0.0),
-        Discovery::Pending => up.sample(&[("reason", "discovering")], 0.0),
+        "1 when the agent sees its GPUs, 0 when not (meshfit_down_reason_info says why).",
+    )
+    .sample(&[], if down.is_some() { 0.0 } else { 1.0 });
+    if let Some(reason) = down {
+        out.family(
+            "meshfit_down_reason_info",
+            Type::Gauge,
+            "1 for why the agent sees no GPUs: discovering, no_driver, discovery_failed or no_gpus.",
+        )
+        .sample(&[("reason", reason)], 1.0);
     }
     let mut success = out.family(
         "meshfit_scrape_collector_success",

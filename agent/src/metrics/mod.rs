@@ -14,7 +14,7 @@ mod calibration;
 mod counters;
 mod exporter;
 mod fabric;
-mod host;
+mod process;
 mod topology;
 
 use crate::cache::{Cache, Snapshot};
@@ -41,7 +41,7 @@ pub static COLLECTORS: &[&dyn Collector] = &[
     &calibration::CALIBRATION,
     &fabric::Fabric,
     &counters::Counters,
-    &host::Host,
+    &process::Process,
 ];
 
 /// The last `/metrics` text and the cache generation it shows. The cache changes every

@@ -34,6 +34,26 @@ impl Collector for Topology {
         if t.links.len() != n || t.links.iter().any(|row| row.len() != n) {
             return Err(format!("link matrix is not {n} x {n}"));
         }
+        // NCCL's version is known once the calibration child has loaded it.
+        let nccl = s
+            .calibration
+            .records
+            .iter()
+            .find_map(|r| r.versions.nccl.clone());
+        let unknown = || "unknown".to_string();
+        out.family(
+            "meshfit_software_info",
+            Type::Gauge,
+            "Driver, CUDA and NCCL versions behind the measurements (always 1); unknown until read.",
+        )
+        .sample(
+            &[
+                ("driver_version", &t.versions.driver.clone().unwrap_or_else(unknown)),
+                ("cuda_version", &t.versions.cuda.clone().unwrap_or_else(unknown)),
+                ("nccl_version", &nccl.unwrap_or_else(unknown)),
+            ],
+            1.0,
+        );
         let mut info = out.family(
             "meshfit_gpu_info",
             Type::Gauge,
