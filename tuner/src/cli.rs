@@ -458,8 +458,7 @@ fn validate_command(
     let files = paths
         .iter()
         .map(|p| {
-            let text =
-                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            let text = tuner::input::read_text(p, tuner::input::RUNS)?;
             Ok(validate::parse_runs(&text, &p.display().to_string())?)
         })
         .collect::<anyhow::Result<Vec<_>>>()?;

@@ -10,6 +10,7 @@
 //!   [`cost::collective::CollectiveModel`] and [`cost::compute::ComputeModel`] interfaces.
 //! - [`fit`]: alpha-beta curves, GEMM efficiency and the fleet view, from measurement records.
 //! - [`ingest`]: measurements from snapshot files, JSON lines, nccl-tests logs and Prometheus.
+//! - [`input`]: files read within a stated bound, and YAML within a node budget.
 //! - [`search`]: enumerate valid meshes, prune by memory, rank by step time.
 //! - [`validate`]: predict published runs and score the predictions.
 //! - [`report`]: tables, JSON/YAML documents, explanations and launch configs.
@@ -22,6 +23,7 @@ pub mod cost;
 pub mod error;
 pub mod fit;
 pub mod ingest;
+pub mod input;
 pub mod measure;
 pub mod mesh;
 pub mod model;

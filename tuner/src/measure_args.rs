@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use clap::Args;
 
 use tuner::cost::Scenario;
@@ -136,8 +136,7 @@ impl MeasureArgs {
             snapshot = Some(snap);
         }
         for path in &self.measurements {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
+            let text = tuner::input::read_text(path, tuner::input::MEASUREMENTS)?;
             files::read(&text, &path.display().to_string(), &mut m)?;
         }
         let max_age = self

@@ -180,3 +180,24 @@ fn nonsense_cluster_figures_are_refused_with_the_key() {
         );
     }
 }
+
+#[test]
+fn twenty_thousand_runs_parse_within_the_budget() {
+    // The first run of the vTrain file, 20,000 times.
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../data/vtrain-runs.yaml"
+    ))
+    .unwrap();
+    let (head, rest) = text.split_once("\n- id:").unwrap();
+    let first = rest.split("\n- id:").next().unwrap();
+    let mut big = head.to_string();
+    for i in 0..20_000 {
+        big.push_str(&format!(
+            "\n- id: copy-{i}\n{}",
+            first.split_once('\n').unwrap().1
+        ));
+    }
+    let file = tuner::validate::parse_runs(&big, "big.yaml").unwrap();
+    assert_eq!(file.runs.len(), 20_000);
+}

@@ -171,10 +171,7 @@ pub fn model(name: &str) -> Result<ResolvedModel, TunerError> {
 /// Reads a custom model from a YAML file with the fields of [`ModelShape`]; `kv_heads` may be
 /// left out for multi-head attention.
 pub fn model_from_yaml_file(path: &Path) -> Result<ModelShape, TunerError> {
-    let text = std::fs::read_to_string(path).map_err(|e| TunerError::Io {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    })?;
+    let text = crate::input::read_text(path, crate::input::MODEL)?;
     model_from_yaml(&text, &path.display().to_string())
 }
 
@@ -197,10 +194,7 @@ pub fn model_from_yaml(text: &str, origin: &str) -> Result<ModelShape, TunerErro
         #[serde(default)]
         moe: Option<crate::model::Moe>,
     }
-    let f: File = serde_saphyr::from_str(text).map_err(|e| TunerError::Yaml {
-        origin: origin.to_string(),
-        message: e.to_string(),
-    })?;
+    let f: File = crate::input::yaml(text, origin, crate::input::MODEL)?;
     let shape = ModelShape {
         name: f.name,
         layers: f.layers,

@@ -196,10 +196,7 @@ pub struct Validation {
 
 /// Parses a runs file; `origin` names it in errors and reports.
 pub fn parse_runs(text: &str, origin: &str) -> Result<RunsFile, TunerError> {
-    let mut file: RunsFile = serde_saphyr::from_str(text).map_err(|e| TunerError::Yaml {
-        origin: origin.to_string(),
-        message: e.to_string(),
-    })?;
+    let mut file: RunsFile = crate::input::yaml(text, origin, crate::input::RUNS)?;
     if file.format != 1 {
         return Err(bad_input("format", file.format, "1"));
     }

@@ -1,0 +1,153 @@
+//! Files the tuner reads, each with a documented bound (issue 13): `/dev/zero` given as
+//! `--model`, `--runs` or `--measurements` used to grow without end. A file is read through
+//! its limit and refused past it by name; YAML is parsed within a node budget stated in words.
+
+use std::io::Read;
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+
+use crate::error::TunerError;
+
+/// What a file holds, and the most of it the tuner reads.
+#[derive(Debug, Clone, Copy)]
+pub struct Limit {
+    /// What the file is, for messages ("a runs file").
+    pub what: &'static str,
+    /// Most bytes read.
+    pub bytes: u64,
+    /// Most YAML nodes (mappings, sequences and scalars) parsed.
+    pub yaml_nodes: usize,
+    /// The node budget in the user's terms ("about 90,000 runs").
+    pub in_words: &'static str,
+}
+
+/// A model YAML file: one model's dozen fields.
+pub const MODEL: Limit = Limit {
+    what: "a model file",
+    bytes: 1 << 20,
+    yaml_nodes: 10_000,
+    in_words: "one model's fields",
+};
+
+/// A runs file: a run is ~1.4 KB and ~45 YAML nodes (data/vtrain-runs.yaml: 720 runs in 1 MB),
+/// so 20,000 runs are ~28 MB and 0.9 M nodes.
+pub const RUNS: Limit = Limit {
+    what: "a runs file",
+    bytes: 64 << 20,
+    yaml_nodes: 4_000_000,
+    in_words: "about 90,000 runs",
+};
+
+/// A measurements file (snapshot, JSON lines, nccl-tests log): a 1,000-node snapshot of every
+/// calibration point is ~60 MB.
+pub const MEASUREMENTS: Limit = Limit {
+    what: "a measurements file",
+    bytes: 256 << 20,
+    yaml_nodes: 0,
+    in_words: "",
+};
+
+/// Reads `path` as UTF-8 text, refusing it past `limit.bytes` without reading further.
+pub fn read_text(path: &Path, limit: Limit) -> Result<String, TunerError> {
+    let io = |message: String| TunerError::Io {
+        path: path.display().to_string(),
+        message,
+    };
+    let file = std::fs::File::open(path).map_err(|e| io(e.to_string()))?;
+    let mut bytes = Vec::new();
+    file.take(limit.bytes + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io(e.to_string()))?;
+    if bytes.len() as u64 > limit.bytes {
+        return Err(io(format!(
+            "larger than {} MiB, the most the tuner reads of {}",
+            limit.bytes >> 20,
+            limit.what
+        )));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        io(format!(
+            "not UTF-8 text (byte {} is not): {} is text",
+            e.utf8_error().valid_up_to(),
+            limit.what
+        ))
+    })
+}
+
+/// Parses YAML within `limit`'s node budget; past it the error says the limit in words.
+pub fn yaml<T: DeserializeOwned>(text: &str, origin: &str, limit: Limit) -> Result<T, TunerError> {
+    // Every node is one to three parser events (a mapping or sequence opens and closes).
+    let options = serde_saphyr::options! {
+        budget: serde_saphyr::budget! {
+            max_nodes: limit.yaml_nodes,
+            max_events: 3 * limit.yaml_nodes,
+        },
+    };
+    serde_saphyr::from_str_with_options(text, options).map_err(|e| {
+        let mut root = &e;
+        while let serde_saphyr::Error::WithSnippet { error, .. } = root {
+            root = error;
+        }
+        let message = match root {
+            serde_saphyr::Error::Budget { .. } => format!(
+                "more than {} YAML nodes, the most the tuner parses of {} ({}): refused so \
+                 that a hostile file cannot exhaust memory",
+                limit.yaml_nodes, limit.what, limit.in_words
+            ),
+            _ => e.to_string(),
+        };
+        TunerError::Yaml {
+            origin: origin.to_string(),
+            message,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endless_file_is_refused_at_its_limit() {
+        let err = read_text(Path::new("/dev/zero"), MODEL)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "reading /dev/zero: larger than 1 MiB, the most the tuner reads of a model file"
+        );
+    }
+
+    #[test]
+    fn binary_is_not_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("bin");
+        std::fs::write(&p, [b'a', 0xff, b'b']).unwrap();
+        let err = read_text(&p, MODEL).unwrap_err().to_string();
+        assert!(err.contains("not UTF-8 text (byte 1 is not)"), "{err}");
+    }
+
+    #[test]
+    fn a_yaml_past_its_node_budget_says_so_in_words() {
+        let small = Limit {
+            yaml_nodes: 10,
+            in_words: "ten nodes",
+            ..MODEL
+        };
+        let text = "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]";
+        let err = yaml::<Vec<u32>>(text, "f.yaml", small)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(
+                "more than 10 YAML nodes, the most the tuner parses of a model file (ten nodes)"
+            ),
+            "{err}"
+        );
+        assert_eq!(
+            yaml::<Vec<u32>>("[1, 2]", "f.yaml", small).unwrap(),
+            vec![1, 2]
+        );
+    }
+}
