@@ -47,6 +47,7 @@ impl Measurements {
                 ));
             }
         }
+        self.dedupe();
         let sim = self
             .records
             .iter()
@@ -54,6 +55,42 @@ impl Measurements {
             .count();
         if sim > 0 {
             self.notes.push(format!("{sim} records come from the sim backend: a model of the hardware, not a measurement of it"));
+        }
+    }
+}
+
+impl Measurements {
+    /// Keeps one of each point measured at one time (issue 13): the same file passed twice or a
+    /// series Prometheus returns twice would otherwise weigh double in the fits. A point is its
+    /// node, GPUs, group, size, type and shape at its timestamp; a record without a timestamp
+    /// (an imported log) is the same point only with the same time as well, so two separate
+    /// runs of nccl-tests both count.
+    fn dedupe(&mut self) {
+        let before = self.records.len();
+        let mut seen = std::collections::HashSet::new();
+        self.records.retain(|r| {
+            let when = r
+                .timestamp
+                .map_or((false, r.timing.time_s.to_bits()), |t| (true, t.to_bits()));
+            seen.insert((
+                (
+                    r.kind,
+                    r.backend,
+                    r.group.node.clone(),
+                    r.group.gpus.clone(),
+                ),
+                (r.group.scope, r.group.ranks, r.bytes, r.dtype, r.in_place),
+                r.gemm.map(|g| (g.m, g.n, g.k)),
+                (r.detail.layout, r.detail.peer_node.clone()),
+                when,
+            ))
+        });
+        let dropped = before - self.records.len();
+        if dropped > 0 {
+            self.notes.push(format!(
+                "{dropped} duplicate records dropped (the same node, GPUs, size and time read \
+                 twice: a file passed twice or a series returned twice)"
+            ));
         }
     }
 }
@@ -85,6 +122,30 @@ mod tests {
         );
         r.timestamp = ts;
         r
+    }
+
+    #[test]
+    fn duplicates_count_once_and_are_named() {
+        let mut m = Measurements {
+            records: vec![
+                rec(Some(5.0), Backend::Nccl),
+                rec(Some(5.0), Backend::Nccl),
+                rec(Some(6.0), Backend::Nccl),
+                rec(None, Backend::Nccl),
+                rec(None, Backend::Nccl),
+            ],
+            ..Default::default()
+        };
+        let mut other_run = rec(None, Backend::Nccl);
+        other_run.timing.time_s = 2e-4;
+        m.records.push(other_run);
+        m.screen(10.0, None);
+        assert_eq!(m.records.len(), 4, "{:?}", m.records);
+        assert!(
+            m.notes[0].starts_with("2 duplicate records dropped"),
+            "{:?}",
+            m.notes
+        );
     }
 
     #[test]
