@@ -72,6 +72,17 @@ pub struct Config {
     pub run_timeout: Span,
     /// Longest an HTTP request may take.
     pub request_timeout: Span,
+    /// HTTP connections open at once; past this the newest is closed at once, so open ones,
+    /// such as a scraper's keep-alive connection, keep answering (issue 13).
+    pub max_connections: u32,
+    /// Longest an HTTP request head may take from its first byte (from the connection
+    /// opening, for its first request).
+    pub header_read_timeout: Span,
+    /// Longest a keep-alive HTTP connection waits for its next request; longer than the
+    /// scrape interval, so Prometheus keeps its connection.
+    pub idle_timeout: Span,
+    /// Longest an HTTP response write may make no progress (a client that does not read).
+    pub write_timeout: Span,
     /// Smallest collective and copy size in bytes.
     pub min_bytes: u64,
     /// Largest collective and copy size in bytes.
@@ -117,6 +128,10 @@ impl Default for Config {
             point_timeout: Span::from_secs(300),
             run_timeout: Span::from_secs(3600),
             request_timeout: Span::from_secs(5),
+            max_connections: 512,
+            header_read_timeout: Span::from_secs(10),
+            idle_timeout: Span::from_secs(120),
+            write_timeout: Span::from_secs(30),
             min_bytes: 8,
             max_bytes: 8 << 30,
             iters: 20,
@@ -223,6 +238,18 @@ pub struct Args {
     /// HTTP request limit.
     #[arg(long, env = "MESHFIT_REQUEST_TIMEOUT")]
     pub request_timeout: Option<Span>,
+    /// Open HTTP connections at most.
+    #[arg(long, env = "MESHFIT_MAX_CONNECTIONS")]
+    pub max_connections: Option<u32>,
+    /// HTTP request head limit, from its first byte.
+    #[arg(long, env = "MESHFIT_HEADER_READ_TIMEOUT")]
+    pub header_read_timeout: Option<Span>,
+    /// HTTP keep-alive limit between requests.
+    #[arg(long, env = "MESHFIT_IDLE_TIMEOUT")]
+    pub idle_timeout: Option<Span>,
+    /// HTTP limit on a write that makes no progress.
+    #[arg(long, env = "MESHFIT_WRITE_TIMEOUT")]
+    pub write_timeout: Option<Span>,
     /// Smallest size, like 8 or 1K.
     #[arg(long, env = "MESHFIT_MIN_BYTES", value_parser = microbench::sweep::parse_size)]
     pub min_bytes: Option<u64>,
@@ -277,6 +304,10 @@ impl Config {
             point_timeout,
             run_timeout,
             request_timeout,
+            max_connections,
+            header_read_timeout,
+            idle_timeout,
+            write_timeout,
             min_bytes,
             max_bytes,
             iters,
@@ -365,6 +396,17 @@ impl Config {
                 self.request_timeout,
                 Duration::from_millis(10),
             ),
+            (
+                "header_read_timeout",
+                self.header_read_timeout,
+                Duration::from_millis(10),
+            ),
+            ("idle_timeout", self.idle_timeout, Duration::from_millis(10)),
+            (
+                "write_timeout",
+                self.write_timeout,
+                Duration::from_millis(10),
+            ),
         ] {
             if span.0 < least {
                 return Err(bad(
@@ -381,6 +423,9 @@ impl Config {
                 self.busy_check_interval.to_string(),
                 "at most 1s, so a job that appears stops the run within a second",
             ));
+        }
+        if self.max_connections == 0 {
+            return Err(bad("max_connections", "0".into(), "at least 1"));
         }
         if self.iters == 0 {
             return Err(bad("iters", "0".into(), "at least 1"));
@@ -590,6 +635,16 @@ mod tests {
             .unwrap_err()
             .to_string()
             .starts_with("profile `(none)`: backend sim needs a profile: one of dgx-h100"));
+        let args = Args::parse_from(["agent", "--max-connections", "0"]);
+        assert_eq!(
+            Config::load(args).unwrap_err().to_string(),
+            "max_connections `0`: at least 1"
+        );
+        let args = Args::parse_from(["agent", "--header-read-timeout", "0s"]);
+        assert_eq!(
+            Config::load(args).unwrap_err().to_string(),
+            "header_read_timeout `0ms`: at least 10ms"
+        );
         let args = Args::parse_from(["agent", "--busy", "1"]);
         assert_eq!(
             Config::load(args).unwrap_err().to_string(),

@@ -1,16 +1,22 @@
 //! The HTTP API: `/metrics`, `/healthz`, `/readyz`, `/v1/topology`, `/v1/results` and
 //! `POST /v1/calibrate`. Every handler reads the cache; none waits on NVML or a benchmark.
-//! Requests are bounded in time (`request_timeout`) and body size ([`BODY_LIMIT`]).
+//! Requests are bounded in time (`request_timeout`) and body size ([`BODY_LIMIT`]);
+//! connections are bounded by [`crate::listener`]. Large bodies are rendered once per change
+//! and shared by every client ([`Serialized`]), never copied per connection (issue 13).
 
 use crate::cache::{Cache, Discovery};
 use crate::metrics;
 use crate::scheduler::Trigger;
+use crate::state::Calibration;
+use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use std::sync::Arc;
+use microbench::discovery::Topology;
+use serde::Serialize;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tower_http::timeout::TimeoutLayer;
 
@@ -30,6 +36,52 @@ pub struct AppState {
     pub request_timeout: Duration,
     /// The last `/metrics` text, shared by scrapes until the cache changes.
     pub rendered: Arc<metrics::Rendered>,
+    /// The last `/v1/results` and `/v1/topology` bodies, shared the same way.
+    pub serialized: Arc<Serialized>,
+}
+
+/// The JSON bodies of `/v1/results` and `/v1/topology`, each rendered once per calibration or
+/// discovery and shared: a client that does not read holds a reference, not its own copy
+/// (1,500 such clients took the agent to 1.66 GB; issue 13).
+#[derive(Default)]
+pub struct Serialized {
+    results: SharedJson<Calibration>,
+    topology: SharedJson<Topology>,
+}
+
+/// One value's JSON, kept with the `Arc` it was rendered from. Keeping the `Arc` makes the
+/// pointer comparison sound: the value cannot be freed and its address reused, and the cache
+/// replaces a value rather than changing it in place.
+struct SharedJson<T>(Mutex<Option<(Arc<T>, Bytes)>>);
+
+impl<T> Default for SharedJson<T> {
+    fn default() -> Self {
+        SharedJson(Mutex::new(None))
+    }
+}
+
+impl<T: Serialize> SharedJson<T> {
+    /// The JSON of `current`, rendered only when it is not the value rendered last.
+    fn get(&self, current: &Arc<T>) -> serde_json::Result<Bytes> {
+        // A panic while rendering leaves the last whole pair behind: keep serving.
+        let mut last = match self.0.lock() {
+            Ok(last) => last,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let Some((of, body)) = &*last {
+            if Arc::ptr_eq(of, current) {
+                return Ok(body.clone());
+            }
+        }
+        let body = Bytes::from(serde_json::to_vec(&**current)?);
+        *last = Some((current.clone(), body.clone()));
+        Ok(body)
+    }
+}
+
+/// A shared JSON body as a response.
+fn json_response(body: Bytes) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
 /// The API's routes with their limits.
@@ -50,8 +102,8 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Errors as statuses with a JSON body. Client errors are not logged; there are no
-/// internal errors to hide, since handlers only read the cache.
+/// Errors as statuses with a JSON body. Client errors are not logged; internal ones are
+/// logged and not leaked.
 #[derive(Debug)]
 pub enum ApiError {
     /// No token configured, or a missing or wrong one.
@@ -60,6 +112,8 @@ pub enum ApiError {
     Conflict,
     /// Discovery has not found GPUs.
     Unavailable(String),
+    /// A body could not be rendered; the message is logged, not sent.
+    Internal(String),
 }
 
 impl IntoResponse for ApiError {
@@ -71,6 +125,13 @@ impl IntoResponse for ApiError {
                 "a calibration is already running or requested".to_string(),
             ),
             ApiError::Unavailable(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
+            ApiError::Internal(why) => {
+                tracing::error!("{why}");
+                (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal error; the agent's log says more".to_string(),
+                )
+            }
         };
         let mut response = (status, Json(serde_json::json!({ "error": message }))).into_response();
         if status == StatusCode::UNAUTHORIZED {
@@ -102,14 +163,24 @@ async fn ready(State(state): State<AppState>) -> (StatusCode, String) {
 
 async fn topology(State(state): State<AppState>) -> Result<Response, ApiError> {
     match state.cache.snapshot().discovery {
-        Discovery::Found(t) => Ok(Json(&*t).into_response()),
+        Discovery::Found(t) => state
+            .serialized
+            .topology
+            .get(&t)
+            .map(json_response)
+            .map_err(|e| ApiError::Internal(format!("rendering /v1/topology: {e}"))),
         Discovery::Pending => Err(ApiError::Unavailable("discovery has not finished".into())),
         Discovery::Down { message, .. } => Err(ApiError::Unavailable(message)),
     }
 }
 
-async fn results(State(state): State<AppState>) -> Response {
-    Json(&*state.cache.snapshot().calibration).into_response()
+async fn results(State(state): State<AppState>) -> Result<Response, ApiError> {
+    state
+        .serialized
+        .results
+        .get(&state.cache.snapshot().calibration)
+        .map(json_response)
+        .map_err(|e| ApiError::Internal(format!("rendering /v1/results: {e}")))
 }
 
 /// The body is read (and ignored) so that [`BODY_LIMIT`] applies to it.
@@ -153,7 +224,6 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::Calibration;
     use axum::body::Body;
     use axum::http::Request;
     use http_body_util::BodyExt;
@@ -170,6 +240,7 @@ mod tests {
             token: token.map(Arc::from),
             request_timeout: Duration::from_secs(5),
             rendered: Arc::default(),
+            serialized: Arc::default(),
         }
     }
 
@@ -254,6 +325,21 @@ mod tests {
             .body(Body::from(vec![b'x'; BODY_LIMIT + 1]))
             .unwrap();
         assert_eq!(call(s, req).await.0, StatusCode::PAYLOAD_TOO_LARGE);
+    }
+
+    #[test]
+    fn a_body_is_rendered_once_per_value_and_shared() {
+        let shared = SharedJson::<Calibration>::default();
+        let first = Arc::new(Calibration::default());
+        let body = shared.get(&first).unwrap();
+        // The same allocation, not an equal copy: each client holds a reference (issue 13).
+        assert_eq!(body.as_ptr(), shared.get(&first).unwrap().as_ptr());
+        let second = Arc::new(Calibration {
+            node: "n2".into(),
+            ..Calibration::default()
+        });
+        let text = shared.get(&second).unwrap();
+        assert!(String::from_utf8_lossy(&text).contains("\"node\":\"n2\""));
     }
 
     #[tokio::test]

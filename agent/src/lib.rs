@@ -15,6 +15,8 @@
 //! - [`metrics`]: one collector per family group, rendered at scrape time.
 //! - [`http::router`]: `/metrics`, `/healthz`, `/readyz`, `/v1/topology`, `/v1/results`,
 //!   `POST /v1/calibrate`.
+//! - [`listener::serve`]: the accept loop, with a connection cap and header, idle and write
+//!   timeouts (issue 13).
 //!
 //! [`run`] puts them together until a shutdown future completes.
 #![deny(missing_docs)]
@@ -27,6 +29,7 @@ mod error;
 pub mod fabric;
 pub mod http;
 pub mod identity;
+pub mod listener;
 pub mod metrics;
 pub mod node;
 pub mod sampler;
@@ -132,15 +135,14 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
             .map(|t| Arc::from(t.0.as_str())),
         request_timeout: config.request_timeout.0,
         rendered: Arc::default(),
+        serialized: Arc::default(),
     });
-    let mut server_stop = stop_rx.clone();
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = server_stop.wait_for(|stop| *stop).await;
-            })
-            .await
-    });
+    let server = tokio::spawn(listener::serve(
+        listener,
+        app,
+        listener::Limits::from(&*config),
+        stop_rx.clone(),
+    ));
     shutdown.await;
     tracing::info!("stopping");
     let _ = stop_tx.send(true);
@@ -150,10 +152,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     {
         tracing::warn!("the scheduler did not stop in {STOP_SCHEDULER:?}; leaving it");
     }
-    match tokio::time::timeout(STOP_SERVER, server).await {
-        Ok(Ok(Err(e))) => Err(Error::Serve(e)),
-        _ => Ok(()),
-    }
+    // Connections still open after STOP_SERVER are dropped with the runtime.
+    let _ = tokio::time::timeout(STOP_SERVER, server).await;
+    Ok(())
 }
 
 /// The host name, for the `hostname` label when no node name is configured.
