@@ -142,7 +142,9 @@ fn wait_for(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
 
 /// GET `path` on an open keep-alive connection: the status and the body.
 fn get(stream: &mut TcpStream, path: &str) -> (u16, String) {
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: agent\r\n\r\n").unwrap();
+    // One write: a request split over several segments waits on Nagle and delayed ACKs.
+    let head = format!("GET {path} HTTP/1.1\r\nHost: agent\r\n\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
     read_response(stream)
 }
 
