@@ -4,7 +4,10 @@
 //!   as one JSON line. Its fields follow `shared/design.md`: base units (bytes, seconds, bytes
 //!   per second, FLOP per second) and the nccl-tests bus bandwidth convention.
 //! - [`busbw_factor`] gives the nccl-tests factor from algorithm to bus bandwidth per [`Kind`].
-//! - [`read_json_lines`] reads `microbench --json` output back.
+//! - [`read_json_lines`] reads `microbench --json` output back, refusing records that cannot
+//!   be measurements ([`Record::validate`]).
+//! - [`read_bounded`] reads a file of at most [`MAX_LOG_BYTES`] or [`MAX_JSON_LINES_BYTES`],
+//!   so an endless or runaway input is refused by size before it is parsed.
 //! - [`nccl_tests::parse`] reads real nccl-tests logs into records, and [`nccl_tests::write`]
 //!   prints records in the nccl-tests column layout.
 //! - [`datasheet`] holds the GPU datasheet figures that the tuner's catalog and the sim share.
@@ -18,12 +21,17 @@ mod names;
 mod busbw;
 pub mod datasheet;
 mod dtype;
+mod input;
 mod kind;
 pub mod nccl_tests;
 mod record;
 
 pub use busbw::busbw_factor;
 pub use dtype::Dtype;
+pub use input::{read_bounded, InputError, MAX_JSON_LINES_BYTES, MAX_LOG_BYTES};
 pub use kind::{Backend, Clock, GemmLayout, Kind, Scope};
 pub use names::UnknownName;
-pub use record::{read_json_lines, Detail, Gemm, Group, JsonLinesError, Record, Timing, Versions};
+pub use record::{
+    read_json_lines, Detail, Gemm, Group, Invalid, JsonLinesError, LineError, Record, Timing,
+    Versions,
+};

@@ -195,28 +195,142 @@ impl Record {
     }
 }
 
-/// A line of a JSON-lines file that is not a record.
-#[derive(Debug, thiserror::Error)]
-#[error("line {line}: not a measurement record: {source}")]
-pub struct JsonLinesError {
+/// A record whose numbers cannot describe a measurement.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{field} {value}: expected {allowed}")]
+pub struct Invalid {
+    /// The JSON field, as design.md spells it.
+    pub field: &'static str,
+    /// The value found.
+    pub value: String,
+    /// What the field may hold.
+    pub allowed: &'static str,
+}
+
+impl Record {
+    /// Checks what serde cannot: a point timed on no rank, or in a time that is zero, negative
+    /// or not finite, would price a term at zero or infinity downstream (issue 13: `ranks: 0`
+    /// turned a 20.7 s TP term into 0.32 s), so it is refused where it enters.
+    pub fn validate(&self) -> Result<(), Invalid> {
+        if self.group.ranks == 0 {
+            return Err(Invalid {
+                field: "ranks",
+                value: "0".into(),
+                allowed: "at least 1",
+            });
+        }
+        let times = [
+            ("time_s", Some(self.timing.time_s)),
+            ("time_min_s", self.timing.time_min_s),
+            ("time_max_s", self.timing.time_max_s),
+        ];
+        for (field, value) in times {
+            if let Some(v) = value.filter(|v| !(v.is_finite() && *v > 0.0)) {
+                return Err(Invalid {
+                    field,
+                    value: v.to_string(),
+                    allowed: "a finite time above 0 s",
+                });
+            }
+        }
+        let rates = [
+            ("algbw", self.algbw),
+            ("busbw", self.busbw),
+            ("flops", self.flops),
+        ];
+        for (field, value) in rates {
+            if let Some(v) = value.filter(|v| !(v.is_finite() && *v >= 0.0)) {
+                return Err(Invalid {
+                    field,
+                    value: v.to_string(),
+                    allowed: "a finite rate of 0 or more",
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How many rejected lines a [`JsonLinesError`] spells out; the rest are counted.
+const SHOWN_LINES: usize = 5;
+
+/// Why a JSON-lines file was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum JsonLinesError {
+    /// The whole file is one JSON array, as `jq -s` or a hand-made export writes.
+    #[error("the file is a JSON array; microbench --json writes one record per line")]
+    JsonArray,
+    /// Some lines are not valid records; the file is refused whole, because microbench writes
+    /// every line and one bad line means the writer or the copy is broken.
+    #[error(
+        "{bad} of {lines} non-blank lines are not valid measurement records{}: {}",
+        if *.bad > .first.len() { format!(" (first {})", .first.len()) } else { String::new() },
+        .first.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    )]
+    BadLines {
+        /// Lines refused.
+        bad: usize,
+        /// Non-blank lines read.
+        lines: usize,
+        /// The first few refused lines and why.
+        first: Vec<LineError>,
+    },
+}
+
+/// One refused line of a JSON-lines file.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("line {line}: {reason}")]
+pub struct LineError {
     /// 1-based line number.
     pub line: usize,
-    /// What serde found wrong.
-    pub source: serde_json::Error,
+    /// What serde or [`Record::validate`] found wrong.
+    pub reason: String,
 }
 
 /// Reads JSON lines (one record per line; blank lines allowed) as written by `microbench --json`.
+///
+/// A UTF-8 byte order mark at the start is skipped: editors on Windows add it and it carries
+/// nothing. Every line is read before the file is refused, so the error names the first few
+/// bad lines and counts them all.
 pub fn read_json_lines(text: &str) -> Result<Vec<Record>, JsonLinesError> {
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| {
-            serde_json::from_str(l).map_err(|source| JsonLinesError {
-                line: i + 1,
-                source,
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if text.trim_start().starts_with('[') {
+        return Err(JsonLinesError::JsonArray);
+    }
+    let mut records = Vec::new();
+    let mut first = Vec::new();
+    let (mut bad, mut lines) = (0, 0);
+    for (i, l) in text.lines().enumerate() {
+        if l.trim().is_empty() {
+            continue;
+        }
+        lines += 1;
+        let read = serde_json::from_str::<Record>(l)
+            .map_err(|e| {
+                // serde counts lines within the one line it was given; the column is what helps.
+                let at = format!(" at line {} column {}", e.line(), e.column());
+                let what = e.to_string();
+                let what = what.strip_suffix(&at).unwrap_or(&what);
+                format!("not a measurement record: {what} (column {})", e.column())
             })
-        })
-        .collect()
+            .and_then(|r| r.validate().map(|()| r).map_err(|e| e.to_string()));
+        match read {
+            Ok(r) => records.push(r),
+            Err(reason) => {
+                bad += 1;
+                if first.len() < SHOWN_LINES {
+                    first.push(LineError {
+                        line: i + 1,
+                        reason,
+                    });
+                }
+            }
+        }
+    }
+    if bad > 0 {
+        return Err(JsonLinesError::BadLines { bad, lines, first });
+    }
+    Ok(records)
 }
 
 #[cfg(test)]
@@ -346,6 +460,12 @@ mod tests {
         let err = read_json_lines("\n{\"kind\": \"allreduce\"}\n")
             .unwrap_err()
             .to_string();
-        assert!(err.starts_with("line 2: not a measurement record"), "{err}");
+        assert_eq!(
+            err,
+            "1 of 1 non-blank lines are not valid measurement records: line 2: not a measurement \
+             record: unknown variant `allreduce`, expected one of `gemm`, `all_reduce`, \
+             `all_gather`, `reduce_scatter`, `all_to_all`, `send_recv`, `p2p_copy`, `h2d`, `d2h`, \
+             `hbm_copy` (column 20)"
+        );
     }
 }
