@@ -55,6 +55,47 @@ pub(crate) fn binary(token: &str) -> Option<Binary> {
         .then(|| Binary::Other(stem.to_string()))
 }
 
+/// Reads a collective named in prose before a table, as people label pasted tables:
+/// `all_reduce`, `AllReduce:`, `all-gather`, `reducescatter`, `alltoall`, `send_recv`.
+pub(crate) fn collective_name(word: &str) -> Option<Kind> {
+    let folded: String = word
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    match folded.as_str() {
+        "allreduce" => Some(Kind::AllReduce),
+        "allgather" => Some(Kind::AllGather),
+        "reducescatter" => Some(Kind::ReduceScatter),
+        "alltoall" => Some(Kind::AllToAll),
+        "sendrecv" => Some(Kind::SendRecv),
+        _ => None,
+    }
+}
+
+/// GPUs that come only on baseboards of a fixed size, by a piece of the name NVML reports
+/// (and nccl-tests prints in its device list), with the most one node holds. A run with more
+/// ranks than that spans nodes. PCIe cards are left out: servers take 2 to 20 of them.
+/// Sources: NVIDIA HGX A100 datasheet (4-, 8- and 16-GPU baseboards); DGX-1 (8 V100 SXM2);
+/// DGX-2 (16 V100 SXM3); HGX H100 (4 or 8 H100 SXM5, NVML name "H100 80GB HBM3"); GB200
+/// NVL72 compute tray (4 GPUs).
+const BASEBOARD_GPUS: &[(&str, u32)] = &[
+    ("A100-SXM", 16),
+    ("V100-SXM2", 8),
+    ("V100-SXM3", 16),
+    ("H100 80GB HBM3", 8),
+    ("H100-SXM", 8),
+    ("GB200", 4),
+];
+
+/// The most GPUs of this model one node holds, where the model fixes it.
+pub(crate) fn gpus_per_node(model: &str) -> Option<u32> {
+    BASEBOARD_GPUS
+        .iter()
+        .find(|(piece, _)| model.contains(piece))
+        .map(|(_, n)| *n)
+}
+
 /// The binary names meshfit reads, for error messages.
 pub(crate) fn known_binaries() -> Vec<String> {
     BINARIES.iter().map(|(s, _)| format!("{s}_perf")).collect()
@@ -141,6 +182,16 @@ mod tests {
         for (name, dt) in TYPES {
             assert_eq!(dtype(type_name(*dt)), Some(*dt), "{name}");
         }
+    }
+
+    #[test]
+    fn prose_names_and_baseboards() {
+        assert_eq!(collective_name("AllReduce:"), Some(Kind::AllReduce));
+        assert_eq!(collective_name("all-gather"), Some(Kind::AllGather));
+        assert_eq!(collective_name("reduce"), None);
+        assert_eq!(gpus_per_node("NVIDIA A100-SXM4-80GB"), Some(16));
+        assert_eq!(gpus_per_node("NVIDIA H100 80GB HBM3"), Some(8));
+        assert_eq!(gpus_per_node("NVIDIA H100 PCIe"), None);
     }
 
     #[test]

@@ -7,21 +7,25 @@
 
 mod convention;
 mod parse;
+mod ranks;
 mod write;
 
 use crate::{Kind, Record, Scope};
 use std::fmt;
 
+pub use parse::MAX_LISTED_GPUS;
+pub use ranks::{Evidence, Source, Span};
 pub use write::{write, WriteError};
 
-/// What the log cannot say and the user can: each field overrides what the log shows.
+/// What the log cannot say and the user can.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ImportOptions {
-    /// The collective, when the log does not name its `*_perf` binary.
+    /// The collective of each table that neither the text before it nor its columns tell;
+    /// a table the log does tell keeps its own, with a warning if this differs.
     pub collective: Option<Kind>,
-    /// The rank count, when neither the device list, `-g` nor busbw/algbw fixes it.
+    /// The rank count, overriding what the log shows.
     pub ranks: Option<u32>,
-    /// Whether the ranks share a node, when the log does not show it.
+    /// Whether the ranks share a node, overriding what the log shows.
     pub scope: Option<Scope>,
     /// The node's host name, when the log has no device list.
     pub node: Option<String>,
@@ -32,7 +36,8 @@ pub struct ImportOptions {
 pub struct Parsed {
     /// One record per result row and placement (out-of-place, in-place), in file order.
     pub records: Vec<Record>,
-    /// Rows skipped or cut short, and printed numbers that disagree with the convention.
+    /// Rows skipped or cut short, and printed numbers that disagree with the convention;
+    /// callers print them.
     pub warnings: Vec<Warning>,
 }
 
@@ -52,6 +57,43 @@ pub enum Warning {
         line: usize,
         /// Which column was wrong and how.
         reason: String,
+    },
+    /// Results nccl-tests itself marked wrong (`#wrong` non-zero, or the old `error` column
+    /// past the type's tolerance); dropped.
+    Failed {
+        /// First row of the table.
+        table: usize,
+        /// The rows that lost a placement.
+        lines: Vec<usize>,
+    },
+    /// An `Out of bounds values : N FAILED` footer with no row saying which; the run's
+    /// results were dropped.
+    FailedRun {
+        /// The footer's line.
+        line: usize,
+        /// Wrong values nccl-tests counted.
+        wrong: u64,
+        /// Records dropped.
+        dropped: usize,
+    },
+    /// `--collective` differs from what the log shows for this table; the log's was kept.
+    HintNotApplied {
+        /// First row of the table.
+        line: usize,
+        /// The hint.
+        hint: Kind,
+        /// What the log shows.
+        kind: Kind,
+    },
+    /// Sources of the rank count disagree; the count taken is the one the printed numbers
+    /// allow, ahead of the lines around the table.
+    RanksDisagree {
+        /// First row of the table.
+        line: usize,
+        /// The rank count taken.
+        ranks: u32,
+        /// What each source said.
+        evidence: Vec<Evidence>,
     },
     /// The `size` column disagrees with `count` x type size for this collective.
     SizeMismatch {
@@ -84,6 +126,31 @@ pub enum Warning {
     },
 }
 
+/// How many line numbers a warning spells out; the rest are counted.
+const SHOWN_LINES: usize = 5;
+
+fn lines_list(lines: &[usize]) -> String {
+    let shown: Vec<String> = lines
+        .iter()
+        .take(SHOWN_LINES)
+        .map(ToString::to_string)
+        .collect();
+    let more = lines.len().saturating_sub(SHOWN_LINES);
+    if more > 0 {
+        format!("{} and {more} more", shown.join(", "))
+    } else {
+        shown.join(", ")
+    }
+}
+
+fn joined<T: ToString>(items: &[T], sep: &str) -> String {
+    items
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(sep)
+}
+
 impl fmt::Display for Warning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -94,6 +161,25 @@ impl fmt::Display for Warning {
                 write!(f, "line {line}: row cut short before its timings; skipped")
             }
             Warning::Unreadable { line, reason } => write!(f, "line {line}: unreadable result row ({reason}); skipped"),
+            Warning::Failed { table, lines } => write!(
+                f,
+                "table at line {table}: nccl-tests marked {} row(s) wrong (#wrong or error column) on line(s) {}; dropped those results",
+                lines.len(),
+                lines_list(lines)
+            ),
+            Warning::FailedRun { line, wrong, dropped } => write!(
+                f,
+                "line {line}: nccl-tests reports {wrong} out-of-bounds values (FAILED) and no row says which; dropped the run's {dropped} results"
+            ),
+            Warning::HintNotApplied { line, hint, kind } => write!(
+                f,
+                "table at line {line}: the log shows {kind}; --collective {hint} applies only to tables that do not say"
+            ),
+            Warning::RanksDisagree { line, ranks, evidence } => write!(
+                f,
+                "table at line {line}: took {ranks} ranks, but the sources disagree: {}",
+                joined(evidence, "; ")
+            ),
             Warning::SizeMismatch { line, size, bytes } => write!(
                 f,
                 "line {line}: size {size} B disagrees with count x type size ({bytes} B); recorded {bytes} B"
@@ -111,25 +197,53 @@ impl fmt::Display for Warning {
     }
 }
 
-/// Why a log could not be imported.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ParseError {
-    /// No result rows at all.
-    #[error("no nccl-tests result rows found (expected lines like `  1048576  262144  float  sum  -1  ...`)")]
-    NoTable,
-    /// No `*_perf` binary named before the table.
-    #[error("table at line {line}: the log does not name its collective (no `*_perf` binary); pass --collective")]
+/// Why one table of a log could not be imported.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TableError {
+    /// Nothing names the collective and the columns fit several (or none).
+    #[error(
+        "table at line {line}: the log does not name its collective (no `*_perf` binary or name such as \
+         `all_reduce` before it), and its columns fit {}; pass --collective",
+        fits_text(.fits)
+    )]
     UnknownCollective {
         /// First row of the table.
         line: usize,
+        /// The collectives its columns and printed ratio allow.
+        fits: Vec<Kind>,
     },
-    /// Several binaries named before the table.
-    #[error("table at line {line}: the log names several collectives ({}); pass --collective", .names.join(", "))]
+    /// Several collectives named before the table, and its columns do not tell which.
+    #[error("table at line {line}: the log names several collectives ({}) and its columns do not tell which; pass --collective", .names.join(", "))]
     AmbiguousCollective {
         /// First row of the table.
         line: usize,
         /// The collectives named.
         names: Vec<String>,
+    },
+    /// The log names a collective whose columns the table does not have.
+    #[error(
+        "table at line {line}: the log names {}, but the columns (redop, root, size / count) fit {}; \
+         pass --collective if the name belongs to another table",
+        joined(.named, " and "),
+        fits_text(.fits)
+    )]
+    ColumnsContradict {
+        /// The collectives named.
+        named: Vec<Kind>,
+        /// First row of the table.
+        line: usize,
+        /// The collectives the columns fit.
+        fits: Vec<Kind>,
+    },
+    /// `--collective` names a collective the table's columns rule out.
+    #[error("table at line {line}: --collective {hint} does not fit its columns, which fit {}", fits_text(.fits))]
+    HintDoesNotFit {
+        /// First row of the table.
+        line: usize,
+        /// The hint.
+        hint: Kind,
+        /// The collectives the columns fit.
+        fits: Vec<Kind>,
     },
     /// An nccl-tests binary meshfit does not record.
     #[error("table at line {line}: {name} is not one meshfit records; expected one of {}", .supported.join(", "))]
@@ -143,24 +257,63 @@ pub enum ParseError {
     },
     /// Nothing fixes the rank count.
     #[error(
-        "table at line {line}: cannot tell the rank count of this {kind} (no device list, no one-process `-g`, \
-         and busbw/algbw does not fix it); pass --ranks"
+        "table at line {line}: cannot tell the rank count of this {kind} ({}); pass --ranks",
+        if .evidence.is_empty() {
+            "no launch line, device list or one-process `-g`, and busbw/algbw does not fix it".to_string()
+        } else {
+            joined(.evidence, "; ")
+        }
     )]
     UnknownRanks {
         /// First row of the table.
         line: usize,
         /// The collective.
         kind: Kind,
+        /// What each source said.
+        evidence: Vec<Evidence>,
     },
-    /// `--ranks 0`.
-    #[error("--ranks 0: expected at least 1")]
-    ZeroRanks,
     /// Nothing says whether the ranks share a node.
     #[error("table at line {line}: cannot tell whether the ranks share a node; pass --scope intra_node or inter_node")]
     UnknownScope {
         /// First row of the table.
         line: usize,
     },
+}
+
+fn fits_text(fits: &[Kind]) -> String {
+    if fits.is_empty() {
+        "no collective meshfit records (a root >= 0 is broadcast or reduce)".to_string()
+    } else {
+        joined(fits, " or ")
+    }
+}
+
+/// Why a log could not be imported.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ParseError {
+    /// No result rows at all.
+    #[error("no nccl-tests result rows found (expected lines like `  1048576  262144  float  sum  -1  ...`)")]
+    NoTable,
+    /// Result rows, every one of them rejected.
+    #[error(
+        "none of the {rows} result rows can be imported: {}{}",
+        .reasons.join("; "),
+        if *.rejected > .reasons.len() { format!("; and {} more", .rejected - .reasons.len()) } else { String::new() }
+    )]
+    NoValidRows {
+        /// Result rows seen.
+        rows: usize,
+        /// Rejections (rows, or groups of rows) in all.
+        rejected: usize,
+        /// The first few reasons.
+        reasons: Vec<String>,
+    },
+    /// Tables whose collective, rank count or scope the log does not tell; each is named.
+    #[error("{}", joined(.0, "; "))]
+    Tables(Vec<TableError>),
+    /// `--ranks 0`.
+    #[error("--ranks 0: expected at least 1")]
+    ZeroRanks,
 }
 
 /// Reads an nccl-tests log, taking the collective, ranks and scope from the log itself.
@@ -199,19 +352,16 @@ mpirun -np 4 ./build/all_gather_perf -b 1M -e 1M
 
     #[test]
     fn mpi_prefixes_fences_and_several_tables() {
-        // The first table names no binary: the error points at it.
-        assert_eq!(
-            parse(TWO_RUNS).unwrap_err(),
-            ParseError::UnknownCollective { line: 8 }
-        );
-
-        let text = TWO_RUNS.replacen(
-            "# nThread",
-            "# all_reduce_perf -g 1\n[1,0]<stdout>:# nThread",
-            1,
+        // Nothing names the first table, but its columns do: redop `sum` and size = count x 4
+        // leave all-reduce and send/recv, and busbw/algbw = 15.73 / 10.49 = 1.5 = 2 x 3/4 is
+        // a 4-rank all-reduce. Neither table says whether its ranks share a node.
+        let err = parse(TWO_RUNS).unwrap_err().to_string();
+        assert!(
+            err.starts_with("table at line 14: cannot tell whether the ranks share a node"),
+            "{err}"
         );
         let parsed = parse_with(
-            &text,
+            TWO_RUNS,
             &ImportOptions {
                 scope: Some(Scope::InterNode),
                 ..Default::default()
@@ -241,16 +391,22 @@ mpirun -np 4 ./build/all_gather_perf -b 1M -e 1M
             (4, Scope::InterNode, vec![0, 1, 0, 1])
         );
         assert_eq!(parsed.records[0].timing.iters, Some(50));
-        // The second run has no device list: ranks come from size / count, and as an MPI run
-        // its scope is unknown, so the options give it.
+        // The second run has no device list, and its launch line says 4 ranks; its rows say 8
+        // twice (size / count, and busbw/algbw = 0.875 = 7/8), so 8 it is, with a warning.
         let ag = &parsed.records[5];
         assert_eq!((ag.group.ranks, ag.dtype), (8, Dtype::Bf16));
+        assert_eq!(parsed.warnings.len(), 2, "{:?}", parsed.warnings);
         assert_eq!(
-            parsed.warnings,
-            vec![Warning::Truncated {
-                line: 12,
+            parsed.warnings[0],
+            Warning::Truncated {
+                line: 11,
                 kept_out_of_place: true
-            }]
+            }
+        );
+        assert_eq!(
+            parsed.warnings[1].to_string(),
+            "table at line 14: took 8 ranks, but the sources disagree: size / (count x type size) \
+             says 8; the printed busbw/algbw (0.875) says 8; the launch line says 4"
         );
     }
 

@@ -1,18 +1,20 @@
 //! Reading nccl-tests output: finds the result rows, the run context around them (binary name,
-//! `-g`, device list, iteration count), and turns each row half into a [`Record`].
+//! launch line, `-g`, device list, iteration count), and turns each row half into a [`Record`].
 //!
 //! The log is taken as people paste it: MPI line prefixes, code fences, NCCL INFO chatter,
-//! headers with or without `#`, rows with no header at all, cut-off rows and several tables.
+//! headers with or without `#`, rows with no header at all, cut-off rows, cut-off device lists
+//! and several tables, named or not.
 
 use super::convention::{self, Binary};
-use super::{ImportOptions, ParseError, Parsed, Warning};
+use super::ranks::{self, Evidence, Source};
+use super::{ImportOptions, ParseError, Parsed, TableError, Warning};
 use crate::{busbw_factor, Backend, Clock, Dtype, Group, Kind, Record, Scope, Timing, Versions};
 use std::collections::BTreeSet;
 
 /// Column layouts: `New` has `redop` and `root` after `type`; `Old` (before nccl-tests 2.0)
-/// does not, and prints `error` instead of `#wrong`.
+/// does not, and prints `error` (the largest deviation) instead of `#wrong`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Layout {
+pub(super) enum Layout {
     Old,
     New,
 }
@@ -30,41 +32,83 @@ impl Layout {
 /// Columns per placement: time, algbw, busbw, #wrong.
 const GROUP: usize = 4;
 
+/// The most device indices a record lists. Every record carries its group, so a log of R
+/// rows and D device lines would need R x D memory; past this many ranks (more than any node
+/// holds) a record keeps its rank count and scope and leaves `gpus` empty, which keeps the
+/// parser within memory linear in its input (issue 13).
+pub const MAX_LISTED_GPUS: u32 = 64;
+
+/// How many rejected rows a [`ParseError::NoValidRows`] spells out; the rest are counted.
+const SHOWN_REASONS: usize = 3;
+
 /// One placement (out-of-place or in-place) of a row, as printed.
 #[derive(Debug, Clone)]
-struct Half {
-    in_place: bool,
-    time_us: f64,
+pub(super) struct Half {
+    pub(super) in_place: bool,
+    pub(super) time_us: f64,
     /// Half a unit in the last printed digit of the time: the rounding it carries.
-    time_rounding_us: f64,
-    algbw_gbs: f64,
-    busbw_gbs: f64,
+    pub(super) time_rounding_us: f64,
+    pub(super) algbw_gbs: f64,
+    pub(super) busbw_gbs: f64,
+    /// Half a unit in the last printed digit of algbw and busbw (nccl-tests prints `%6.2f`).
+    pub(super) bw_rounding_gbs: f64,
+    /// nccl-tests found wrong values in this placement's result.
+    failed: bool,
 }
 
 #[derive(Debug, Clone)]
-struct Row {
-    line: usize,
-    layout: Layout,
-    size: u64,
-    count: u64,
-    dtype: Dtype,
-    halves: Vec<Half>,
+pub(super) struct Row {
+    pub(super) line: usize,
+    pub(super) layout: Layout,
+    pub(super) size: u64,
+    pub(super) count: u64,
+    pub(super) dtype: Dtype,
+    /// `redop` and `root` of the new layout.
+    pub(super) redop: Option<String>,
+    pub(super) root: Option<i64>,
+    pub(super) halves: Vec<Half>,
+}
+
+impl Row {
+    /// Rows of one table share their columns' shape and grow in size; a row that does not
+    /// starts the next table of a paste that lost the lines between them.
+    fn continues(&self, prev: &Row) -> bool {
+        self.layout == prev.layout
+            && self.dtype == prev.dtype
+            && self.redop == prev.redop
+            && self.root == prev.root
+            && self.size > prev.size
+    }
 }
 
 #[derive(Debug, Clone)]
 struct Device {
     host: String,
     index: u32,
+    /// The GPU name nccl-tests prints after the bus id, e.g. `NVIDIA A100-SXM4-80GB`.
+    model: String,
+}
+
+/// What an `mpirun`/`srun` line says about the job's size.
+#[derive(Debug, Clone, Copy, Default)]
+struct Launch {
+    /// Ranks: processes x GPUs per process x threads, when the processes are given.
+    ranks: Option<u32>,
+    /// Nodes, when the line gives or implies them.
+    nodes: Option<u32>,
 }
 
 /// What the lines before a table say about the run.
 #[derive(Debug, Default)]
 struct Context {
-    /// Collectives named by `<name>_perf` tokens, in order of appearance.
-    binaries: Vec<Binary>,
+    /// Collectives named by `<name>_perf` tokens or plain names, in order of appearance.
+    names: Vec<Binary>,
     devices: Vec<Device>,
+    /// The distinct hosts of `devices`, kept as they come so each table reads them in O(1).
+    hosts: BTreeSet<String>,
     /// GPUs one process drives (`-g`, or nThread x nGpus), when the run is one process.
     single_process_ranks: Option<u32>,
+    launch: Option<Launch>,
     iters: Option<u32>,
     nccl_version: Option<String>,
     /// `backend:` and `clock:` from a header microbench wrote; nccl-tests itself prints neither.
@@ -72,6 +116,24 @@ struct Context {
     clock: Option<Clock>,
     /// A table has used this context: the next context line starts a new run.
     used: bool,
+    /// A table has used `names`: the next line naming a collective replaces them.
+    names_used: bool,
+    /// Index in `State::records` of this run's first record, and whether nccl-tests marked
+    /// any of its results wrong (for an `Out of bounds values : N FAILED` footer).
+    first_record: usize,
+    flagged: bool,
+}
+
+impl Context {
+    /// Adds names once each: a hostile line repeating a name must not make every later
+    /// table pay for it.
+    fn name(&mut self, names: Vec<Binary>) {
+        for n in names {
+            if !self.names.contains(&n) {
+                self.names.push(n);
+            }
+        }
+    }
 }
 
 /// Parser state over the whole file.
@@ -83,12 +145,20 @@ struct State {
     mpi: bool,
     records: Vec<Record>,
     warnings: Vec<Warning>,
+    /// Result rows seen, and the first reasons rows were rejected, for the error when none
+    /// is left.
+    rows_seen: usize,
+    reasons: Vec<String>,
+    rejected: usize,
+    errors: Vec<TableError>,
 }
 
 pub(super) fn parse(text: &str, opts: &ImportOptions) -> Result<Parsed, ParseError> {
     if opts.ranks == Some(0) {
         return Err(ParseError::ZeroRanks);
     }
+    // A byte order mark from a Windows editor carries nothing (issue 13).
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
 
     let mut st = State::default();
     for (i, raw) in text.lines().enumerate() {
@@ -106,20 +176,32 @@ pub(super) fn parse(text: &str, opts: &ImportOptions) -> Result<Parsed, ParseErr
         if trimmed.starts_with("```") || tokens.is_empty() {
             continue;
         }
-        if is_column_header(&tokens)
-            || body.starts_with("Avg bus bandwidth")
-            || body.starts_with("Out of bounds")
-        {
-            st.flush(opts)?;
+        if let Some(failed) = out_of_bounds(&tokens) {
+            st.flush(opts);
+            if failed > 0 {
+                st.failed_footer(line_no, failed);
+            }
+        } else if is_column_header(&tokens) || body.starts_with("Avg bus bandwidth") {
+            st.flush(opts);
         } else if !trimmed.starts_with('#') && looks_like_row(&tokens) {
-            st.row(line_no, &tokens);
+            st.row(line_no, &tokens, opts);
         } else {
-            st.context_line(line, &tokens, opts)?;
+            st.context_line(line, &tokens, opts);
         }
     }
-    st.flush(opts)?;
+    st.flush(opts);
+    if !st.errors.is_empty() {
+        return Err(ParseError::Tables(st.errors));
+    }
     if st.records.is_empty() {
-        return Err(ParseError::NoTable);
+        if st.rows_seen == 0 {
+            return Err(ParseError::NoTable);
+        }
+        return Err(ParseError::NoValidRows {
+            rows: st.rows_seen,
+            rejected: st.rejected,
+            reasons: st.reasons,
+        });
     }
     Ok(Parsed {
         records: st.records,
@@ -144,63 +226,103 @@ fn is_column_header(tokens: &[&str]) -> bool {
         .all(|c| tokens.contains(c))
 }
 
+/// `Out of bounds values : N OK|FAILED`, nccl-tests' footer: N values were wrong.
+fn out_of_bounds(tokens: &[&str]) -> Option<u64> {
+    match tokens {
+        ["Out", "of", "bounds", "values", ":", n, ..] => Some(n.parse().unwrap_or(0)),
+        _ => None,
+    }
+}
+
 /// A result row starts with two integers (size, count) and an nccl-tests type name.
 fn looks_like_row(tokens: &[&str]) -> bool {
     tokens.len() >= 3 && tokens[0].parse::<u64>().is_ok() && tokens[1].parse::<u64>().is_ok()
 }
 
 impl State {
-    fn row(&mut self, line: usize, tokens: &[&str]) {
+    fn reject(&mut self, w: Warning) {
+        self.rejected += 1;
+        if self.reasons.len() < SHOWN_REASONS {
+            self.reasons.push(w.to_string());
+        }
+        self.warnings.push(w);
+    }
+
+    fn row(&mut self, line: usize, tokens: &[&str], opts: &ImportOptions) {
+        self.rows_seen += 1;
         match read_row(line, tokens) {
             Ok((row, truncated)) => {
-                if let Some(w) = truncated {
-                    self.warnings.push(w);
+                match (&row, truncated) {
+                    (Some(_), Some(w)) => self.warnings.push(w),
+                    (None, Some(w)) => self.reject(w),
+                    (None, None) => self.reject(Warning::Unreadable {
+                        line,
+                        reason: "neither placement has a time (both N/A)".into(),
+                    }),
+                    (Some(_), None) => {}
                 }
                 if let Some(row) = row {
+                    if self.rows.last().is_some_and(|prev| !row.continues(prev)) {
+                        self.flush(opts);
+                    }
                     self.rows.push(row);
                 }
             }
-            Err(reason) => self.warnings.push(Warning::Unreadable { line, reason }),
+            Err(reason) => self.reject(Warning::Unreadable { line, reason }),
         }
     }
 
-    fn context_line(
-        &mut self,
-        line: &str,
-        tokens: &[&str],
-        opts: &ImportOptions,
-    ) -> Result<(), ParseError> {
+    fn context_line(&mut self, line: &str, tokens: &[&str], opts: &ImportOptions) {
         let binaries: Vec<Binary> = line
             .split(|c: char| c.is_whitespace() || "`'\"(),;".contains(c))
             .filter_map(convention::binary)
             .collect();
-        let command = command_binary(tokens).is_some();
+        // NCCL's own chatter names collectives it tunes or traces, not the table's.
+        let chatter = line.contains("NCCL INFO") || line.contains("NCCL WARN");
+        let plain: Vec<Binary> = if binaries.is_empty() && !chatter {
+            line.split(|c: char| c.is_whitespace() || "`'\"(),;:".contains(c))
+                .filter_map(convention::collective_name)
+                .map(Binary::Known)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let command = command_line(tokens);
         let header = tokens.first() == Some(&"nThread");
         let device = tokens.first() == Some(&"Rank") && tokens.contains(&"device");
         let version = line
             .find("NCCL version ")
             .map(|at| &line[at + "NCCL version ".len()..]);
-        if binaries.is_empty() && !header && !device && version.is_none() {
-            return Ok(());
+        if binaries.is_empty() && plain.is_empty() && !header && !device && version.is_none() {
+            return;
         }
         // Context describes the table that follows it: rows before it are a finished table
         // of the previous run, whose context this line replaces.
-        self.flush(opts)?;
-        if self.ctx.used {
-            self.ctx = Context::default();
-        }
-        self.ctx.binaries.extend(binaries);
-        if command {
-            let single = !tokens.iter().any(|t| {
-                ["mpirun", "mpiexec", "srun"].contains(&t.rsplit('/').next().unwrap_or(t))
-            });
-            let gpus = flag_value(tokens, &["-g", "--ngpus"]).unwrap_or(1);
-            let threads = flag_value(tokens, &["-t", "--nthreads"]).unwrap_or(1);
-            if single {
-                self.ctx.single_process_ranks = Some(gpus * threads);
+        self.flush(opts);
+        if !plain.is_empty() && binaries.is_empty() && !header && !device && version.is_none() {
+            // A line such as "all_gather result" between tables of one paste names the next
+            // table's collective and keeps the rest of the run's context.
+            if self.ctx.names_used {
+                self.ctx.names.clear();
+                self.ctx.names_used = false;
             }
-            if let Some(n) = flag_value(tokens, &["-n", "--iters"]) {
-                self.ctx.iters = Some(n);
+            self.ctx.name(plain);
+            return;
+        }
+        if self.ctx.used {
+            self.ctx = Context {
+                first_record: self.records.len(),
+                ..Context::default()
+            };
+        }
+        self.ctx.name(binaries);
+        if let Some(command) = command {
+            self.ctx.single_process_ranks = command.single_process;
+            if command.launch.is_some() {
+                self.ctx.launch = command.launch;
+            }
+            if command.iters.is_some() {
+                self.ctx.iters = command.iters;
             }
         }
         if header {
@@ -218,6 +340,9 @@ impl State {
         }
         if device {
             if let Some(d) = read_device(tokens) {
+                if !self.ctx.hosts.contains(&d.host) {
+                    self.ctx.hosts.insert(d.host.clone());
+                }
                 self.ctx.devices.push(d);
             }
         }
@@ -230,110 +355,251 @@ impl State {
                 self.ctx.nccl_version = Some(v.to_string());
             }
         }
-        Ok(())
     }
 
-    fn flush(&mut self, opts: &ImportOptions) -> Result<(), ParseError> {
+    /// An `Out of bounds values : N FAILED` footer closes the run. When no result of the run
+    /// said which values were wrong (`#wrong` printed `N/A`, or the rows were cut), none of
+    /// its results can be trusted.
+    fn failed_footer(&mut self, line: usize, wrong: u64) {
+        if self.ctx.flagged {
+            return;
+        }
+        let start = self.ctx.first_record.min(self.records.len());
+        let dropped = self.records.len() - start;
+        self.records.truncate(start);
+        self.ctx.flagged = true;
+        self.reject(Warning::FailedRun {
+            line,
+            wrong,
+            dropped,
+        });
+    }
+
+    fn flush(&mut self, opts: &ImportOptions) {
         if self.rows.is_empty() {
-            return Ok(());
+            return;
         }
         let rows = std::mem::take(&mut self.rows);
         let first = rows[0].line;
-        let kind = self.kind(first, opts)?;
+        let inherited = self.ctx.names_used;
+        self.ctx.used = true;
+        self.ctx.names_used = true;
+        let (rows, failed) = drop_failed(rows);
+        if !failed.is_empty() {
+            self.ctx.flagged = true;
+            self.reject(Warning::Failed {
+                table: first,
+                lines: failed,
+            });
+        }
+        if rows.is_empty() {
+            return;
+        }
+        match self.table(first, &rows, inherited, opts) {
+            Ok((kind, group)) => {
+                let versions = Versions {
+                    nccl: self.ctx.nccl_version.clone(),
+                    ..Versions::default()
+                };
+                for row in &rows {
+                    self.convert(row, kind, &group, &versions);
+                }
+            }
+            Err(e) => self.errors.push(e),
+        }
+    }
+
+    /// The collective and the rank group of the table whose first row is on `first`.
+    fn table(
+        &mut self,
+        first: usize,
+        rows: &[Row],
+        inherited: bool,
+        opts: &ImportOptions,
+    ) -> Result<(Kind, Group), TableError> {
+        let kind = self.kind(first, rows, inherited, opts)?;
         let ranks = match opts.ranks {
             Some(r) => r,
-            None => self
-                .ranks(kind, &rows)
-                .ok_or(ParseError::UnknownRanks { line: first, kind })?,
+            None => self.ranks(first, kind, rows)?,
         };
         let scope = self
-            .scope(opts)
-            .ok_or(ParseError::UnknownScope { line: first })?;
+            .scope(ranks, opts)
+            .ok_or(TableError::UnknownScope { line: first })?;
+        // A device list that lists every rank gives the devices; a cut one does not. Past
+        // MAX_LISTED_GPUS the indices repeat node after node and would cost ranks x rows.
+        let listed = ranks <= MAX_LISTED_GPUS;
+        let gpus = if listed && self.ctx.devices.len() == ranks as usize {
+            self.ctx.devices.iter().map(|d| d.index).collect()
+        } else {
+            match (self.ctx.single_process_ranks, self.mpi) {
+                // nccl-tests takes the first n visible devices.
+                (Some(n), false) if listed && n == ranks => (0..ranks).collect(),
+                _ => Vec::new(),
+            }
+        };
         let group = Group {
             node: opts
                 .node
                 .clone()
                 .or_else(|| self.ctx.devices.first().map(|d| d.host.clone())),
-            gpus: self.gpus(ranks),
+            gpus,
             scope,
             ranks,
         };
-        let versions = Versions {
-            nccl: self.ctx.nccl_version.clone(),
-            ..Versions::default()
-        };
-        for row in &rows {
-            self.convert(row, kind, &group, &versions);
-        }
-        self.ctx.used = true;
-        Ok(())
+        Ok((kind, group))
     }
 
-    fn kind(&self, line: usize, opts: &ImportOptions) -> Result<Kind, ParseError> {
-        if let Some(kind) = opts.collective {
-            return Ok(kind);
-        }
-        let named: BTreeSet<String> = self
+    /// The collective from the names before the table, its columns, and the `--collective`
+    /// hint for a table that neither tells. Names `inherited` from an earlier table of the
+    /// run (nothing named this one) yield to columns that rule them out: a paste may join
+    /// tables of several runs with nothing between them.
+    fn kind(
+        &mut self,
+        line: usize,
+        rows: &[Row],
+        inherited: bool,
+        opts: &ImportOptions,
+    ) -> Result<Kind, TableError> {
+        let shaped = ranks::structural_kinds(rows);
+        let mut known: BTreeSet<Kind> = self
             .ctx
-            .binaries
+            .names
             .iter()
-            .map(|b| match b {
-                Binary::Known(k) => k.to_string(),
-                Binary::Other(s) => s.clone(),
+            .filter_map(|b| match b {
+                Binary::Known(k) => Some(*k),
+                Binary::Other(_) => None,
             })
             .collect();
-        match (named.len(), self.ctx.binaries.first()) {
-            (1, Some(Binary::Known(kind))) => Ok(*kind),
-            (1, Some(Binary::Other(name))) => Err(ParseError::UnsupportedCollective {
-                line,
-                name: format!("{name}_perf"),
-                supported: convention::known_binaries(),
-            }),
-            (0, _) => Err(ParseError::UnknownCollective { line }),
-            _ => Err(ParseError::AmbiguousCollective {
-                line,
-                names: named.into_iter().collect(),
-            }),
+        let other: Vec<String> = self
+            .ctx
+            .names
+            .iter()
+            .filter_map(|b| match b {
+                Binary::Other(s) => Some(format!("{s}_perf")),
+                Binary::Known(_) => None,
+            })
+            .collect();
+        if known.is_empty() {
+            if let Some(name) = other.first() {
+                return Err(TableError::UnsupportedCollective {
+                    line,
+                    name: name.clone(),
+                    supported: convention::known_binaries(),
+                });
+            }
+        }
+        let named: Vec<Kind> = known
+            .iter()
+            .copied()
+            .filter(|k| shaped.contains(k))
+            .collect();
+        if inherited && named.is_empty() {
+            known.clear();
+        }
+        let decided = match (known.len(), named.as_slice()) {
+            (0, _) => None,
+            (_, [kind]) => Some(*kind),
+            (1, []) if opts.collective.is_some_and(|h| shaped.contains(&h)) => opts.collective,
+            (1, []) => {
+                return Err(TableError::ColumnsContradict {
+                    line,
+                    named: known.into_iter().collect(),
+                    fits: ranks::column_kinds(rows),
+                })
+            }
+            _ if opts.collective.is_some_and(|h| named.contains(&h)) => opts.collective,
+            _ => {
+                return Err(TableError::AmbiguousCollective {
+                    line,
+                    names: known.iter().map(ToString::to_string).collect(),
+                })
+            }
+        };
+        if let Some(kind) = decided {
+            if let Some(hint) = opts.collective.filter(|h| *h != kind) {
+                self.warnings
+                    .push(Warning::HintNotApplied { line, hint, kind });
+            }
+            return Ok(kind);
+        }
+        // Named by nothing: the columns and the printed ratio decide, or the hint.
+        let fits = ranks::column_kinds(rows);
+        match (opts.collective, fits.as_slice()) {
+            (Some(hint), _) if fits.contains(&hint) => Ok(hint),
+            (Some(hint), _) => Err(TableError::HintDoesNotFit { line, hint, fits }),
+            (None, [kind]) => Ok(*kind),
+            (None, _) => Err(TableError::UnknownCollective { line, fits }),
         }
     }
 
-    /// Ranks from the device list, a one-process command line, the count column, or the
-    /// printed busbw/algbw ratio, in that order of trust.
-    fn ranks(&self, kind: Kind, rows: &[Row]) -> Option<u32> {
-        if !self.ctx.devices.is_empty() {
-            return u32::try_from(self.ctx.devices.len()).ok();
+    /// Ranks from what the table's own numbers fix (count vs size, printed busbw/algbw),
+    /// then the launch line, a one-process `-g`, and the device list, which an excerpt may
+    /// cut. A context figure the numbers or the device list rule out is passed over, with a
+    /// warning naming both.
+    fn ranks(&mut self, line: usize, kind: Kind, rows: &[Row]) -> Result<u32, TableError> {
+        let mut evidence: Vec<Evidence> = Vec::new();
+        let table = ranks::table_evidence(kind, rows, &mut evidence);
+        if let Some(n) = self.ctx.launch.and_then(|l| l.ranks) {
+            evidence.push(Evidence::exact(Source::Launch, n));
         }
         if let (Some(n), false) = (self.ctx.single_process_ranks, self.mpi) {
-            return Some(n);
+            evidence.push(Evidence::exact(Source::OneProcess, n));
         }
-        ranks_from_count(kind, rows).or_else(|| ranks_from_ratio(kind, rows))
+        if let Ok(n) = u32::try_from(self.ctx.devices.len()) {
+            if n > 0 {
+                evidence.push(Evidence::exact(Source::Devices, n));
+            }
+        }
+        // A device list may be cut short but never lists more ranks than ran.
+        let listed = u32::try_from(self.ctx.devices.len()).unwrap_or(u32::MAX);
+        let context = evidence
+            .iter()
+            .filter(|e| e.source.is_context() && e.span.lo >= listed)
+            .find(|e| table.is_none_or(|t| t.contains(e.span.lo)));
+        let chosen = match (context, table) {
+            (Some(e), _) => e.span.lo,
+            (None, Some(t)) if t.lo == t.hi => t.lo,
+            _ => {
+                return Err(TableError::UnknownRanks {
+                    line,
+                    kind,
+                    evidence,
+                })
+            }
+        };
+        if evidence.iter().any(|e| !e.span.contains(chosen)) {
+            self.warnings.push(Warning::RanksDisagree {
+                line,
+                ranks: chosen,
+                evidence,
+            });
+        }
+        Ok(chosen)
     }
 
-    fn scope(&self, opts: &ImportOptions) -> Option<Scope> {
+    /// Several hosts in the device list, a launch over several nodes, or more ranks than a
+    /// node of that GPU holds make the run inter-node; a complete one-host device list or
+    /// one process without MPI make it intra-node.
+    fn scope(&self, ranks: u32, opts: &ImportOptions) -> Option<Scope> {
         if let Some(scope) = opts.scope {
             return Some(scope);
         }
-        if !self.ctx.devices.is_empty() {
-            let hosts: BTreeSet<&str> = self.ctx.devices.iter().map(|d| d.host.as_str()).collect();
-            return Some(if hosts.len() > 1 {
-                Scope::InterNode
-            } else {
-                Scope::IntraNode
-            });
+        let devices = &self.ctx.devices;
+        let per_node = devices
+            .first()
+            .and_then(|d| convention::gpus_per_node(&d.model));
+        let nodes = self.ctx.launch.and_then(|l| l.nodes);
+        if self.ctx.hosts.len() > 1
+            || nodes.is_some_and(|n| n > 1)
+            || per_node.is_some_and(|p| ranks > p)
+        {
+            return Some(Scope::InterNode);
         }
-        (self.ctx.single_process_ranks.is_some() && !self.mpi).then_some(Scope::IntraNode)
-    }
-
-    /// Device indices from the device list, or 0..n for one process driving n GPUs
-    /// (nccl-tests takes the first n visible devices); unknown otherwise.
-    fn gpus(&self, ranks: u32) -> Vec<u32> {
-        if !self.ctx.devices.is_empty() {
-            return self.ctx.devices.iter().map(|d| d.index).collect();
+        let complete = !devices.is_empty() && devices.len() == ranks as usize;
+        if complete || nodes == Some(1) || (self.ctx.single_process_ranks.is_some() && !self.mpi) {
+            return Some(Scope::IntraNode);
         }
-        match (self.ctx.single_process_ranks, self.mpi) {
-            (Some(_), false) => (0..ranks).collect(),
-            _ => Vec::new(),
-        }
+        None
     }
 
     fn convert(&mut self, row: &Row, kind: Kind, group: &Group, versions: &Versions) {
@@ -390,6 +656,24 @@ impl State {
     }
 }
 
+/// Takes out the placements nccl-tests marked wrong; returns the rest and the lines of the
+/// rows that lost a placement.
+fn drop_failed(rows: Vec<Row>) -> (Vec<Row>, Vec<usize>) {
+    let mut lines = Vec::new();
+    let kept = rows
+        .into_iter()
+        .filter_map(|mut row| {
+            let before = row.halves.len();
+            row.halves.retain(|h| !h.failed);
+            if row.halves.len() < before {
+                lines.push(row.line);
+            }
+            (!row.halves.is_empty()).then_some(row)
+        })
+        .collect();
+    (kept, lines)
+}
+
 /// Reads a data row. Returns the row (if any half survived) and a truncation warning.
 fn read_row(line: usize, tokens: &[&str]) -> Result<(Option<Row>, Option<Warning>), String> {
     let size = tokens[0]
@@ -413,9 +697,19 @@ fn read_row(line: usize, tokens: &[&str]) -> Result<(Option<Row>, Option<Warning
             ))
         }
     };
-    if layout == Layout::New && tokens.get(4).is_some_and(|t| t.parse::<i64>().is_err()) {
-        return Err(format!("root `{}` is not an integer", tokens[4]));
-    }
+    let (redop, root) = match layout {
+        Layout::Old => (None, None),
+        Layout::New => {
+            let root = match tokens.get(4) {
+                Some(t) => Some(
+                    t.parse::<i64>()
+                        .map_err(|_| format!("root `{t}` is not an integer"))?,
+                ),
+                None => None,
+            };
+            (Some(tokens[3].to_string()), root)
+        }
+    };
     let prefix = layout.prefix();
     if tokens.len() > prefix + 2 * GROUP {
         return Err(format!(
@@ -425,13 +719,17 @@ fn read_row(line: usize, tokens: &[&str]) -> Result<(Option<Row>, Option<Warning
         ));
     }
     let mut halves = Vec::new();
+    let mut cut = false;
     for (n, in_place) in [false, true].into_iter().enumerate() {
         let start = prefix + n * GROUP;
-        if let Some(cols) = tokens.get(start..start + GROUP) {
-            halves.push(read_half(cols, in_place)?);
+        match tokens.get(start..start + GROUP) {
+            // microbench prints `N/A` for a placement it did not time.
+            Some(cols) if cols[..3].iter().all(|c| *c == "N/A") => {}
+            Some(cols) => halves.push(read_half(cols, in_place, layout, dtype)?),
+            None => cut = true,
         }
     }
-    let truncated = (halves.len() < 2).then_some(Warning::Truncated {
+    let truncated = cut.then_some(Warning::Truncated {
         line,
         kept_out_of_place: !halves.is_empty(),
     });
@@ -441,47 +739,165 @@ fn read_row(line: usize, tokens: &[&str]) -> Result<(Option<Row>, Option<Warning
         size,
         count,
         dtype,
+        redop,
+        root,
         halves,
     });
     Ok((row, truncated))
 }
 
-fn read_half(cols: &[&str], in_place: bool) -> Result<Half, String> {
-    let num = |name: &str, t: &str| {
-        t.parse::<f64>()
-            .map_err(|_| format!("{name} `{t}` is not a number"))
+/// Reads time, algbw, busbw and #wrong. A time or bandwidth that is not a finite number
+/// (nccl-tests prints `inf` when a timer reads 0) makes the row unreadable rather than a
+/// record with no time (issue 13).
+fn read_half(cols: &[&str], in_place: bool, layout: Layout, dtype: Dtype) -> Result<Half, String> {
+    let placement = if in_place { "in-place" } else { "out-of-place" };
+    let num = |name: &str, t: &str| match t.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!(
+            "{placement} {name} `{t}`: expected a finite number of 0 or more"
+        )),
+    };
+    let rounding = |t: &str| {
+        let decimals = t.split_once('.').map_or(0, |(_, frac)| frac.len());
+        0.5 * 10f64.powi(-i32::try_from(decimals).unwrap_or(0))
     };
     let time_us = num("time", cols[0])?;
-    let decimals = cols[0].split_once('.').map_or(0, |(_, frac)| frac.len());
-    let half = Half {
+    if time_us == 0.0 {
+        return Err(format!(
+            "{placement} time `{}`: expected a time above 0 us",
+            cols[0]
+        ));
+    }
+    Ok(Half {
         in_place,
         time_us,
-        time_rounding_us: 0.5 * 10f64.powi(-i32::try_from(decimals).unwrap_or(0)),
+        time_rounding_us: rounding(cols[0]),
         algbw_gbs: num("algbw", cols[1])?,
         busbw_gbs: num("busbw", cols[2])?,
+        bw_rounding_gbs: rounding(cols[1]).max(rounding(cols[2])),
+        failed: wrong(cols[3], layout, dtype)
+            .ok_or_else(|| format!("{placement} #wrong `{}` is not a number", cols[3]))?,
+    })
+}
+
+/// Whether nccl-tests' last column marks the result wrong. The new layout counts wrong
+/// elements (`N/A` without `-c 1`); the old one printed the largest deviation, which
+/// nccl-tests counted as an error past `DeltaMaxValue` of the type (src/common.cu before 2.0:
+/// half 5e-2, float 1e-5, double 1e-12, integers exact).
+fn wrong(col: &str, layout: Layout, dtype: Dtype) -> Option<bool> {
+    if col == "N/A" {
+        return Some(false);
+    }
+    let v = col.parse::<f64>().ok().filter(|v| !v.is_nan())?;
+    Some(match layout {
+        Layout::New => v != 0.0,
+        Layout::Old => {
+            let tolerance = match dtype {
+                Dtype::Fp16 | Dtype::Bf16 => 5e-2,
+                Dtype::Fp32 | Dtype::Tf32 => 1e-5,
+                Dtype::Fp64 => 1e-12,
+                _ => 0.0,
+            };
+            v > tolerance
+        }
+    })
+}
+
+/// What a command line says: a launcher's job size and the binary's own flags.
+struct Command {
+    launch: Option<Launch>,
+    /// Set when no launcher starts the binary: one process drives `-g` x `-t` GPUs.
+    single_process: Option<u32>,
+    iters: Option<u32>,
+}
+
+const LAUNCHERS: &[&str] = &["mpirun", "mpiexec", "srun", "orterun", "prterun"];
+
+/// Reads `[mpirun|srun ...] <name>_perf [flags]`. The launcher's flags come before the
+/// binary and the binary's after it: `-n` is the process count of mpirun and srun but the
+/// iteration count of nccl-tests.
+fn command_line(tokens: &[&str]) -> Option<Command> {
+    // A shell prompt (`$`) or quoting around the command is not part of it.
+    let tokens: Vec<String> = tokens
+        .iter()
+        .map(|t| t.trim_matches(|c| c == '`' || c == '$').to_string())
+        .filter(|t| !t.is_empty())
+        .collect();
+    let at = tokens
+        .iter()
+        .position(|t| convention::binary(t).is_some())?;
+    let first = tokens.first()?;
+    let launcher = LAUNCHERS
+        .iter()
+        .find(|l| **l == first.rsplit('/').next().unwrap_or(first))
+        .copied();
+    if launcher.is_none() && at != 0 {
+        return None;
+    }
+    let own = &tokens[at + 1..];
+    let per_process =
+        flag(own, &["-g", "--ngpus"]).unwrap_or(1) * flag(own, &["-t", "--nthreads"]).unwrap_or(1);
+    let iters = flag(own, &["-n", "--iters"]);
+    let Some(launcher) = launcher else {
+        return Some(Command {
+            launch: None,
+            single_process: Some(per_process),
+            iters,
+        });
     };
-    if half.time_us.is_nan() || half.time_us <= 0.0 {
-        return Err(format!("time `{}` is not positive", cols[0]));
-    }
-    Ok(half)
+    let before = &tokens[1..at];
+    let (processes, nodes, per_node) = if launcher == "srun" {
+        (
+            flag(before, &["-n", "--ntasks"]),
+            flag(before, &["-N", "--nodes"]),
+            flag(before, &["--ntasks-per-node"]),
+        )
+    } else {
+        // Open MPI's -N is processes per node; MPICH and Intel MPI spell it -ppn.
+        let hosts = value(before, &["-H", "--host", "-host"])
+            .map(|h| h.split(',').filter(|s| !s.is_empty()).count() as u32);
+        let ppr = value(before, &["--map-by", "-map-by"]).and_then(|m| {
+            let mut parts = m.split(':');
+            match (parts.next(), parts.next(), parts.next()) {
+                (Some("ppr"), Some(n), Some("node")) => n.parse().ok(),
+                _ => None,
+            }
+        });
+        (
+            flag(before, &["-np", "-n", "--np", "-c"]),
+            hosts,
+            flag(
+                before,
+                &["-N", "-npernode", "--npernode", "-ppn", "--ppn", "-perhost"],
+            )
+            .or(ppr),
+        )
+    };
+    let processes = processes.or_else(|| nodes?.checked_mul(per_node?));
+    let nodes = nodes.or_else(|| Some(processes?.div_ceil(per_node?)));
+    Some(Command {
+        launch: Some(Launch {
+            ranks: processes.and_then(|p| p.checked_mul(per_process)),
+            nodes,
+        }),
+        single_process: None,
+        iters,
+    })
 }
 
-/// The nccl-tests binary a command line runs, if the line is a command.
-fn command_binary(tokens: &[&str]) -> Option<Binary> {
-    let first = tokens.first()?.trim_matches(|c| c == '`' || c == '$');
-    let launcher =
-        ["mpirun", "mpiexec", "srun"].contains(&first.rsplit('/').next().unwrap_or(first));
-    if launcher {
-        return tokens
-            .iter()
-            .find_map(|t| convention::binary(t.trim_matches('`')));
-    }
-    convention::binary(first)
+/// The value of `name V` or `name=V`.
+fn value<'a>(tokens: &'a [String], names: &[&str]) -> Option<&'a str> {
+    tokens.iter().enumerate().find_map(|(i, t)| {
+        if names.contains(&t.as_str()) {
+            return tokens.get(i + 1).map(String::as_str);
+        }
+        let (name, v) = t.split_once('=')?;
+        names.contains(&name).then_some(v)
+    })
 }
 
-fn flag_value(tokens: &[&str], names: &[&str]) -> Option<u32> {
-    let at = tokens.iter().position(|t| names.contains(t))?;
-    tokens.get(at + 1)?.trim_matches('`').parse().ok()
+fn flag(tokens: &[String], names: &[&str]) -> Option<u32> {
+    value(tokens, names)?.parse().ok()
 }
 
 /// The timed iteration count of an nccl-tests header, which also prints `warmup iters:` and
@@ -495,50 +911,29 @@ fn header_iters(tokens: &[&str]) -> Option<u32> {
 /// `Rank 0 Group 0 Pid 1478709 on gpu23 device 0 [0x31] NVIDIA A40` (Group is absent in old logs).
 fn read_device(tokens: &[&str]) -> Option<Device> {
     let host = tokens.get(tokens.iter().position(|t| *t == "on")? + 1)?;
-    let index = tokens
-        .get(tokens.iter().position(|t| *t == "device")? + 1)?
-        .parse()
-        .ok()?;
+    let at = tokens.iter().position(|t| *t == "device")?;
+    let index = tokens.get(at + 1)?.parse().ok()?;
+    let model = tokens
+        .get(at + 2..)
+        .map(|rest| {
+            let skip = usize::from(rest.first().is_some_and(|t| t.starts_with('[')));
+            rest[skip..].join(" ")
+        })
+        .unwrap_or_default();
     Some(Device {
         host: (*host).to_string(),
         index,
+        model,
     })
 }
 
-/// All-gather, reduce-scatter and all-to-all print the per-rank share in `count`, so
-/// size / (count x type size) is the rank count (new layout; checked on every row).
-fn ranks_from_count(kind: Kind, rows: &[Row]) -> Option<u32> {
-    if convention::counts_per_size(kind, 2) == 1 {
+/// The printed busbw/algbw of a half as an interval: the printed figures carry half a unit
+/// of rounding each.
+pub(super) fn ratio_span(half: &Half) -> Option<(f64, f64)> {
+    let e = half.bw_rounding_gbs;
+    let (a, b) = (half.algbw_gbs, half.busbw_gbs);
+    if a - e <= 0.0 {
         return None;
     }
-    let ratios: BTreeSet<u64> = rows
-        .iter()
-        .filter(|r| {
-            r.layout == Layout::New && r.count > 0 && r.size % (r.count * r.dtype.size_bytes()) == 0
-        })
-        .map(|r| r.size / (r.count * r.dtype.size_bytes()))
-        .collect();
-    match ratios.iter().collect::<Vec<_>>().as_slice() {
-        [n] if **n >= 1 => u32::try_from(**n).ok(),
-        _ => None,
-    }
-}
-
-/// n from busbw/algbw = 2(n-1)/n (all-reduce) or (n-1)/n, read on the row with the largest
-/// printed bandwidth (most significant digits). Send/recv's factor 1 says nothing about n.
-fn ranks_from_ratio(kind: Kind, rows: &[Row]) -> Option<u32> {
-    let best = rows
-        .iter()
-        .flat_map(|r| &r.halves)
-        .max_by(|a, b| a.algbw_gbs.total_cmp(&b.algbw_gbs))?;
-    if best.algbw_gbs < 0.1 {
-        return None;
-    }
-    let r = best.busbw_gbs / best.algbw_gbs;
-    let n = match kind {
-        Kind::AllReduce if r < 1.99 => 2.0 / (2.0 - r),
-        Kind::AllGather | Kind::ReduceScatter | Kind::AllToAll if r < 0.99 => 1.0 / (1.0 - r),
-        _ => return None,
-    };
-    ((n - n.round()).abs() < 0.2 && n.round() >= 1.0).then(|| n.round() as u32)
+    Some((((b - e) / (a + e)).max(0.0), (b + e) / (a - e)))
 }
