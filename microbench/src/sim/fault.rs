@@ -155,6 +155,27 @@ impl FromStr for Fault {
     }
 }
 
+/// The command-line spelling, which parses back to the same fault: how a rank hands its
+/// faults to rank 0 in a multi-node sim job (issue 12).
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Fault::NvlinkDegraded { gpu, divisor } => {
+                write!(f, "nvlink-degraded:gpu={gpu},divisor={divisor}")
+            }
+            Fault::SlowGpu { gpu, factor } => write!(f, "slow-gpu:gpu={gpu},factor={factor}"),
+            Fault::PcieDowntrained { gpu, width } => {
+                write!(f, "pcie-downtrained:gpu={gpu}")?;
+                width.map_or(Ok(()), |w| write!(f, ",width={w}"))
+            }
+            Fault::NicDown { nic } => write!(f, "nic-down:nic={nic}"),
+            Fault::FabricSlow { factor } => write!(f, "fabric-slow:factor={factor}"),
+            Fault::Hang { after } => write!(f, "hang:after={after}"),
+            Fault::Panic { after } => write!(f, "panic:after={after}"),
+        }
+    }
+}
+
 impl Fault {
     /// Checks the fault's device against the node: `gpus` GPUs and `nics` NICs.
     pub fn check(&self, gpus: u32, nics: u32) -> Result<()> {
@@ -216,6 +237,23 @@ mod tests {
             Fault::Hang { after: 3 }
         );
         assert_eq!("panic".parse::<Fault>().unwrap(), Fault::Panic { after: 0 });
+    }
+
+    #[test]
+    fn faults_print_as_they_parse() {
+        for text in [
+            "nvlink-degraded:gpu=3,divisor=2",
+            "slow-gpu:gpu=5,factor=0.7",
+            "pcie-downtrained:gpu=2",
+            "pcie-downtrained:gpu=2,width=4",
+            "nic-down:nic=1",
+            "fabric-slow:factor=0.5",
+            "hang:after=2",
+            "panic:after=0",
+        ] {
+            let fault: Fault = text.parse().unwrap();
+            assert_eq!(fault.to_string(), text);
+        }
     }
 
     #[test]

@@ -47,6 +47,17 @@ const NET_SHARE: f64 = 0.9;
 /// Per-step latency of a ring that crosses the network, against NVLink's: a NIC round trip
 /// takes several microseconds, an NVLink hop about one.
 const NET_HOP_SCALE: f64 = 4.0;
+/// Share of its rail's rate a GPU whose own NIC is down still reaches: NCCL sends through a
+/// NIC under another PCIe switch, across the CPU's root complex, which halves it (the PHB
+/// path class of [`SimBackend::pair_bytes_per_s`] is no better).
+const DOWN_RAIL_SHARE: f64 = 0.5;
+
+/// A node of a multi-node sim job (issue 12): its name and the node, with its own faults.
+#[derive(Debug, Clone)]
+struct JobNode {
+    name: String,
+    sim: SimBackend,
+}
 
 /// The sim backend.
 #[derive(Debug, Clone)]
@@ -63,6 +74,8 @@ pub struct SimBackend {
     measured: Arc<AtomicU32>,
     /// This process's entry in a shared process table, while it holds the GPUs.
     held: Option<Arc<Registration>>,
+    /// The nodes of a multi-node job, when they differ; empty for `nodes` identical ones.
+    job: Vec<JobNode>,
 }
 
 impl SimBackend {
@@ -82,6 +95,7 @@ impl SimBackend {
             point_delay: Duration::ZERO,
             measured: Arc::default(),
             held: None,
+            job: Vec::new(),
         })
     }
 
@@ -132,6 +146,111 @@ impl SimBackend {
         }
         self.nodes = nodes;
         Ok(())
+    }
+
+    /// Spreads every collective over the named `nodes` of a job, each with its own faults
+    /// (the `--fault`s its ranks were started with), as rank 0 of a multi-process sim job
+    /// models it: a ring runs at its slowest node. Records name the first node, rank 0's.
+    pub fn set_job(&mut self, nodes: &[(String, Vec<Fault>)]) -> Result<()> {
+        let Some((first, _)) = nodes.first() else {
+            return Err(Error::BadValue {
+                field: "job nodes",
+                value: "none".into(),
+                expected: "1 or more nodes".into(),
+            });
+        };
+        self.job = nodes
+            .iter()
+            .map(|(name, faults)| {
+                Ok(JobNode {
+                    name: name.clone(),
+                    sim: SimBackend::new(self.profile.clone(), faults.clone(), 0)?,
+                })
+            })
+            .collect::<Result<_>>()?;
+        self.nodes = nodes.len() as u32;
+        self.topology.node = first.clone();
+        Ok(())
+    }
+
+    /// The send/recv of GPU `rail` of job node `a` to GPU `rail` of job node `b`, through
+    /// NIC `rail` of each (see [`SimBackend::set_job`]): a `send_recv` record of 2 ranks whose
+    /// `group.node` is `a` and `detail.peer_node` is `b`.
+    pub fn measure_pair(
+        &self,
+        (a, b): (usize, usize),
+        rail: u32,
+        bytes: u64,
+        dtype: Dtype,
+        (iters, warmup): (u32, u32),
+    ) -> Result<Record> {
+        check_iters(iters)?;
+        let node = |i: usize| {
+            self.job.get(i).ok_or_else(|| Error::BadValue {
+                field: "pair",
+                value: i.to_string(),
+                expected: format!("a job node, 0 to {}", self.job.len().saturating_sub(1)),
+            })
+        };
+        let (from, to) = (node(a)?, node(b)?);
+        if rail >= self.profile.gpus {
+            return Err(Error::NoSuchGpu {
+                field: "rail",
+                gpu: rail,
+                count: self.profile.gpus as usize,
+            });
+        }
+        self.before_point();
+        let bw = from
+            .sim
+            .rail_bytes_per_s(rail)
+            .min(to.sim.rail_bytes_per_s(rail));
+        let model_s = model::collective_time(Kind::SendRecv, 2, bytes, bw, NET_HOP_SCALE).0;
+        let key = format!("send_recv {}-{} rail {rail} {bytes}", from.name, to.name);
+        let timing = self.timed_loops(&key, model_s, iters, warmup);
+        let group = Group {
+            node: Some(from.name.clone()),
+            gpus: vec![rail],
+            scope: Scope::InterNode,
+            ranks: 2,
+        };
+        let mut r = Record::transfer(
+            Kind::SendRecv,
+            record::Backend::Sim,
+            group,
+            bytes,
+            dtype,
+            timing,
+        );
+        r.detail.peer_node = Some(to.name.clone());
+        r.detail.ranks_per_node = Some(1);
+        Ok(r)
+    }
+
+    /// What GPU `rail` sends through its own NIC to another node: that NIC's share of the
+    /// line rate, or [`DOWN_RAIL_SHARE`] of it through a neighbour when it is down.
+    fn rail_bytes_per_s(&self, rail: u32) -> f64 {
+        let t = &self.topology;
+        let nic = (rail as usize * t.nics.len()) / t.gpus.len().max(1);
+        t.nics.get(nic).map_or(0.0, |n| {
+            let rate = n.rate_bytes_per_s.unwrap_or(0.0) * NET_SHARE * self.fabric_factor();
+            if n.is_active() {
+                rate
+            } else {
+                rate * DOWN_RAIL_SHARE
+            }
+        })
+    }
+
+    /// Collectives as the GPU backend times them: warm-up iterations drawn and dropped, then
+    /// LOOPS loops of `iters`, each timed as a whole; the median loop mean.
+    fn timed_loops(&self, key: &str, model_s: f64, iters: u32, warmup: u32) -> record::Timing {
+        let samples = self.noise.samples(key, model_s, warmup + LOOPS * iters);
+        let elapsed: Vec<f64> = samples[warmup as usize..]
+            .chunks(iters as usize)
+            .map(|l| l.iter().sum())
+            .collect();
+        loop_timing(&elapsed, iters, Clock::Model)
     }
 
     /// Marks `gpus` as running someone else's job: [`Backend::activity`] reports them busy and
@@ -255,15 +374,18 @@ impl SimBackend {
             .filter(|n| n.is_active())
             .filter_map(|n| n.rate_bytes_per_s)
             .sum();
-        let fabric: f64 = self
-            .faults
+        active / t.gpus.len().max(1) as f64 * NET_SHARE * self.fabric_factor()
+    }
+
+    /// The share of its healthy rate the scale-out fabric delivers to this node.
+    fn fabric_factor(&self) -> f64 {
+        self.faults
             .iter()
             .map(|f| match *f {
                 Fault::FabricSlow { factor } => factor,
                 _ => 1.0,
             })
-            .product();
-        active / t.gpus.len().max(1) as f64 * NET_SHARE * fabric
+            .product()
     }
 
     /// Bus bandwidth and per-step latency scale of a collective over `gpus` on each node.
@@ -279,7 +401,17 @@ impl SimBackend {
             Kind::SendRecv => 1.0,
             _ => gpus.len() as f64,
         };
-        let net = members * self.nic_share_bytes_per_s() * self.group_speed(gpus);
+        let speed = self.group_speed(gpus);
+        let own = (inside, members * self.nic_share_bytes_per_s() * speed);
+        // A ring across the job's nodes runs at its slowest node.
+        let (inside, net) = self
+            .job
+            .iter()
+            .map(|n| {
+                let inside = n.sim.node_bytes_per_s(kind, gpus).0 * speed;
+                (inside, members * n.sim.nic_share_bytes_per_s() * speed)
+            })
+            .fold(own, |(i, n), (a, b)| (i.min(a), n.min(b)));
         let inside = if gpus.len() > 1 {
             inside
         } else {
@@ -393,6 +525,11 @@ impl SimBackend {
             ..self.group(per_rank, 0)
         }
     }
+
+    /// The ranks on each node of a collective over `gpus`, for records across nodes.
+    fn ranks_per_node(&self, gpus: &[u32]) -> Option<u32> {
+        (self.nodes > 1).then_some(gpus.len() as u32)
+    }
 }
 
 impl Backend for SimBackend {
@@ -426,18 +563,8 @@ impl Backend for SimBackend {
                 Clock::Model,
             )
         };
-        // Collectives as the GPU backend times them: warm-up iterations drawn and dropped,
-        // then LOOPS loops of `iters`, each timed as a whole; the median loop mean.
-        let timed_loops = |tag: &str| {
-            let samples =
-                self.noise
-                    .samples(&format!("{point} {tag}"), model_s, warmup + LOOPS * iters);
-            let elapsed: Vec<f64> = samples[warmup as usize..]
-                .chunks(iters as usize)
-                .map(|l| l.iter().sum())
-                .collect();
-            loop_timing(&elapsed, iters, Clock::Model)
-        };
+        let timed_loops =
+            |tag: &str| self.timed_loops(&format!("{point} {tag}"), model_s, iters, warmup);
         Ok(match point {
             Point::Collective {
                 kind,
@@ -457,6 +584,7 @@ impl Backend for SimBackend {
                         timed_loops(if in_place { "in-place" } else { "out-of-place" }),
                     );
                     r.in_place = in_place;
+                    r.detail.ranks_per_node = self.ranks_per_node(gpus);
                     r
                 })
                 .collect(),
