@@ -1,15 +1,31 @@
 //! Command-line flags: nccl-tests' for sweeps (`-b -e -f -i -n -w -g -d`), plus the backend,
-//! sim profile and faults, and `--json`.
+//! sim profile and faults, `--json`, and how a rank joins a multi-node job (issue 12).
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use microbench::launcher;
 use microbench::sim::Fault;
 use microbench::sweep::{parse_size, CopyKind};
 use record::{Dtype, GemmLayout, Kind, Scope};
 
+/// The three launch recipes of a multi-node run, shown by `--help` (issue 12).
+const RECIPES: &str = "\
+Multi-node (one process per GPU; rank, world and node come from the launcher, rank 0
+serves the rendezvous at MASTER_ADDR:MASTER_PORT, default port 29500):
+  mpirun:  mpirun -np 16 -npernode 8 -H gpu-a,gpu-b -x MASTER_ADDR=gpu-a -x MASTER_PORT=29500 \\
+             microbench fabric --out fabric.jsonl
+  Slurm:   srun -N 2 --ntasks-per-node 8 --gpus-per-task 1 env \\
+             MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -1) \\
+             microbench fabric --out fabric.jsonl
+  k8s:     Indexed Job, completions = parallelism = pods; each pod sets
+             JOB_COMPLETION_INDEX (by Kubernetes) MESHFIT_WORLD_SIZE=<pods x ranks per pod>
+             MESHFIT_RANKS_PER_POD=1 MASTER_ADDR=<job>-0.<headless service> MASTER_PORT=29500
+             MESHFIT_NODE_NAME=<spec.nodeName> MESHFIT_STATE_DIR=/var/lib/meshfit
+torchrun-style RANK, WORLD_SIZE, LOCAL_RANK work as they are; --launcher none runs alone.";
+
 /// Node discovery and kernel timing: NVML topology, GEMM, NCCL collectives and copies, with
 /// nccl-tests compatible text in and out.
 #[derive(Debug, Parser)]
-#[command(name = "microbench", version, about)]
+#[command(name = "microbench", version, about, after_help = RECIPES)]
 pub struct Cli {
     /// What to run.
     #[command(subcommand)]
@@ -20,6 +36,27 @@ pub struct Cli {
     /// Print JSON (measurement records as JSON lines, topology as one document) instead of tables.
     #[arg(long, global = true)]
     pub json: bool,
+    /// How this process joins a multi-node job.
+    #[command(flatten)]
+    pub job: JobArgs,
+}
+
+/// Where a rank finds its job.
+#[derive(Debug, Args)]
+pub struct JobArgs {
+    /// Read rank, world size and node from: auto (the first of torchrun, slurm, mpi, k8s
+    /// whose variables are set), none (run alone), slurm, mpi, k8s, torchrun. With a world of
+    /// more than one rank, collective sweeps and `fabric` run across the job.
+    #[arg(long, global = true, value_parser = parse_launcher, default_value = "auto")]
+    pub launcher: launcher::Choice,
+    /// This rank's node, instead of the launcher's (also MESHFIT_NODE_NAME): the Kubernetes
+    /// node name, or several sim nodes on one machine.
+    #[arg(long, global = true)]
+    pub node_name: Option<String>,
+    /// Seconds to wait for every rank at the rendezvous; the job ends naming the ranks that
+    /// did not arrive.
+    #[arg(long, global = true, value_parser = parse_seconds, default_value = "120")]
+    pub rendezvous_timeout: std::time::Duration,
 }
 
 /// The backend and, for the sim, its node.
@@ -92,6 +129,12 @@ pub enum Command {
     Calibrate(CalibrateArgs),
     /// Read nccl-tests logs into measurement records.
     Import(ImportArgs),
+    /// Multi-node calibration, one process per GPU under a launcher (see below): all-reduce,
+    /// all-gather, reduce-scatter and all-to-all over all ranks and over one GPU per node,
+    /// then a pairwise node-to-node send/recv pass rail by rail (GPU i to GPU i, through
+    /// NIC i), in round-robin rounds, naming the slow node, NIC or pair. A rank whose GPU is
+    /// busy takes its node out of the job; at least 2 nodes must remain.
+    Fabric(FabricArgs),
 }
 
 impl Command {
@@ -201,6 +244,36 @@ pub struct CalibrateArgs {
     pub dtype: Dtype,
 }
 
+/// Fabric flags; sizes are modest by default, as the pass crosses every node pair.
+#[derive(Debug, Clone, Args)]
+pub struct FabricArgs {
+    /// Smallest size of the job-wide sweeps in bytes (K, M, G = 2^10, 2^20, 2^30).
+    #[arg(short = 'b', long = "minbytes", value_parser = parse_size, default_value = "1M")]
+    pub min_bytes: u64,
+    /// Largest size of the job-wide sweeps, and the size of the pairwise pass.
+    #[arg(short = 'e', long = "maxbytes", value_parser = parse_size, default_value = "64M")]
+    pub max_bytes: u64,
+    /// Multiply the size by this between points.
+    #[arg(short = 'f', long = "stepfactor", default_value_t = 2)]
+    pub factor: u64,
+    /// Timed iterations per point.
+    #[arg(short = 'n', long = "iters", default_value_t = 20)]
+    pub iters: u32,
+    /// Untimed warm-up iterations per point.
+    #[arg(short = 'w', long = "warmup_iters", default_value_t = 5)]
+    pub warmup: u32,
+    /// Element type.
+    #[arg(short = 'd', long = "datatype", value_parser = parse_dtype, default_value = "bf16")]
+    pub dtype: Dtype,
+    /// Global rank 0 writes every record here as JSON lines (what `tuner` reads).
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
+    /// Each node's local rank 0 writes DIR/fabric.jsonl: the job-wide records and the pairs
+    /// its node is an end of (what the agent exports).
+    #[arg(long, env = "MESHFIT_STATE_DIR")]
+    pub state_dir: Option<std::path::PathBuf>,
+}
+
 /// Import flags.
 #[derive(Debug, Clone, Args)]
 pub struct ImportArgs {
@@ -219,6 +292,19 @@ pub struct ImportArgs {
     /// The node's host name, when the log has no device list.
     #[arg(long)]
     pub node: Option<String>,
+}
+
+fn parse_launcher(s: &str) -> Result<launcher::Choice, String> {
+    s.parse().map_err(|e: microbench::Error| e.to_string())
+}
+
+/// Whole or decimal seconds, above zero.
+fn parse_seconds(s: &str) -> Result<std::time::Duration, String> {
+    s.parse::<f64>()
+        .ok()
+        .filter(|v| *v > 0.0 && v.is_finite())
+        .map(std::time::Duration::from_secs_f64)
+        .ok_or_else(|| format!("`{s}`: expected seconds above 0, like 120 or 2.5"))
 }
 
 fn parse_copy_kind(s: &str) -> Result<CopyKind, String> {

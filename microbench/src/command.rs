@@ -1,17 +1,24 @@
 //! Runs a parsed command line: builds the backend and the plan, shows progress, prints tables
-//! or JSON lines. Exit codes: 0 all measured, 1 nothing could run, 2 some points or files failed.
+//! or JSON lines. Under a launcher with more than one rank, collective sweeps and `fabric`
+//! run across the job (issue 12). Exit codes: 0 all measured, 1 nothing could run, 2 some
+//! points or files failed.
 
-use crate::cli::{BackendChoice, Cli, Command, ImportArgs, Source, SweepArgs};
+use crate::cli::{BackendChoice, Cli, Command, FabricArgs, ImportArgs, Source, SweepArgs};
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use microbench::discovery::{self, matrix::Matrix, Topology};
+use microbench::fabric::report::{findings, is_pair, pair_table};
+use microbench::fabric::{self, Job};
+use microbench::launcher::{self, Placement};
 use microbench::plan::Plan;
+use microbench::rendezvous::{self, Hello, Meeting};
 use microbench::sweep::{self, Calibration, Sweep};
 use microbench::{report, sim, Backend, GpuBackend, SimBackend};
 use record::nccl_tests::{self, ImportOptions};
 use record::{Kind, Record};
 
 use std::io::{IsTerminal, Write};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -20,8 +27,210 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     match &cli.command {
         Command::Import(args) => import(args, cli.json),
         Command::Topo => topo(&cli),
-        _ => measure(&cli),
+        _ => match placement(&cli)? {
+            Some(placement) => job(&cli, &placement),
+            None if matches!(cli.command, Command::Fabric(_)) => bail!(
+                "fabric runs across a multi-node job, and no launcher variables here give a \
+                 world of more than one rank: start one process per GPU under mpirun, srun, \
+                 torchrun or a Kubernetes Indexed Job (see microbench --help)"
+            ),
+            None => measure(&cli),
+        },
     }
+}
+
+/// This process's place in a multi-node job, if any.
+fn placement(cli: &Cli) -> Result<Option<Placement>> {
+    let host = hostname()?;
+    let env = |name: &str| std::env::var(name).ok();
+    Ok(launcher::detect(
+        cli.job.launcher,
+        &env,
+        cli.job.node_name.as_deref(),
+        &host,
+    )?)
+}
+
+fn hostname() -> Result<String> {
+    Ok(std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .context("reading the host name from /proc/sys/kernel/hostname")?
+        .trim()
+        .to_string())
+}
+
+/// One rank of a multi-node job: meet the others at the rendezvous; rank 0 computes the
+/// records, hands them to every rank still in the job and prints them; each node's local rank
+/// 0 writes its node's state file.
+fn job(cli: &Cli, placement: &Placement) -> Result<ExitCode> {
+    let whom = format!(
+        "rank {} of {} on {} ({})",
+        placement.rank, placement.world, placement.node, placement.launcher
+    );
+    let fabric_args = match &cli.command {
+        Command::Fabric(args) => Some(args),
+        c => match c.collective() {
+            Some((_, args)) if args.gpus.is_some() || args.all_groups => bail!(
+                "-g and --all-groups pick GPUs on one node; in a job ({whom}) the ranks on \
+                 each node are the GPUs"
+            ),
+            Some(_) => None,
+            None => bail!(
+                "topo, gemm, copy and calibrate run on one node, and this process is {whom}: \
+                 run them with --launcher none"
+            ),
+        },
+    };
+    if cli.source.backend == BackendChoice::Nccl {
+        bail!(
+            "{whom}: --backend nccl across nodes is not built yet (issue 12); run nccl-tests \
+             under the same launcher and read its log with `microbench import`, or use \
+             --backend sim"
+        );
+    }
+    if cli.source.nodes != 1 {
+        bail!(
+            "--nodes {}: in a job ({whom}) the nodes are the ranks' nodes",
+            cli.source.nodes
+        );
+    }
+    // Checked here, so a bad profile or fault stops this rank with its own flags named.
+    let local = backend(&cli.source)?;
+    let gpus = local.topology()?.gpus.len() as u32;
+    if placement.local_rank >= gpus {
+        return Err(microbench::Error::NoSuchGpu {
+            field: "local rank",
+            gpu: placement.local_rank,
+            count: gpus as usize,
+        }
+        .into());
+    }
+    let hello = Hello {
+        rank: placement.rank,
+        world: placement.world,
+        local_rank: placement.local_rank,
+        node: placement.node.clone(),
+        host: hostname()?,
+        busy: cli.source.busy.contains(&placement.local_rank),
+        backend: "sim".into(),
+        profile: cli.source.profile.clone(),
+        faults: cli.source.fault.iter().map(ToString::to_string).collect(),
+    };
+    let meeting = Meeting {
+        addr: placement.master_addr.clone(),
+        port: placement.master_port,
+        timeout: cli.job.rendezvous_timeout,
+    };
+    let joined = rendezvous::join(&meeting, hello, None)?;
+    let job = Job::from_roster(&joined.roster)?;
+    let in_job = job.includes(placement.rank);
+    if placement.rank != 0 {
+        if !in_job {
+            eprintln!("microbench: {whom}: a GPU on this node is busy; the node leaves the job");
+            return Ok(ExitCode::SUCCESS);
+        }
+        let records: Vec<Record> = joined.finish(None, |_| true)?.unwrap_or_default();
+        if let (Some(args), 0) = (fabric_args, placement.local_rank) {
+            write_state(args, &placement.node, &records)?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    for (node, ranks) in &job.skipped {
+        eprintln!("microbench: skipped node {node}: GPU busy on rank {ranks:?}");
+    }
+    let sim = job.sim(cli.source.seed)?;
+    let outcome = match fabric_args {
+        Some(args) => fabric::run_sim(&sim, &job, &settings(args))?,
+        None => match cli.command.collective() {
+            Some((kind, args)) => {
+                let gpus: Vec<u32> = (0..job.ranks_per_node).collect();
+                let plan = Plan::collectives(
+                    kind,
+                    &[gpus],
+                    &sweep_of(&args.sweep),
+                    args.dtype,
+                    args.sweep.iters,
+                    args.sweep.warmup,
+                )?;
+                sim.run(&plan, &mut |_| {})?
+            }
+            None => bail!("not a job command"),
+        },
+    };
+    joined.finish(Some(&outcome.records), |rank| job.includes(rank))?;
+    for f in &outcome.failures {
+        eprintln!("microbench: skipped {}: {}", f.point, f.error);
+    }
+    if let Some(args) = fabric_args {
+        if in_job && placement.local_rank == 0 {
+            write_state(args, &placement.node, &outcome.records)?;
+        }
+        if let Some(out) = &args.out {
+            write_atomically(out, &json_lines(&outcome.records)?)?;
+        }
+        let report: String = findings(&outcome.records)
+            .iter()
+            .map(|f| format!("{f}\n"))
+            .collect();
+        if cli.json {
+            emit(&json_lines(&outcome.records)?)?;
+            eprint!("{report}");
+        } else {
+            let (pairs, wide): (Vec<Record>, Vec<Record>) =
+                outcome.records.iter().cloned().partition(is_pair);
+            print_records(&wide, false)?;
+            emit(&(pair_table(&pairs) + &report))?;
+        }
+    } else {
+        print_records(&outcome.records, cli.json)?;
+    }
+    Ok(if outcome.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
+}
+
+fn settings(args: &FabricArgs) -> fabric::Settings {
+    fabric::Settings {
+        sweep: Sweep {
+            min_bytes: args.min_bytes,
+            max_bytes: args.max_bytes,
+            factor: args.factor,
+            increment: 0,
+        },
+        dtype: args.dtype,
+        iters: args.iters,
+        warmup: args.warmup,
+    }
+}
+
+/// `DIR/fabric.jsonl` of `node`: the job-wide records and the pairs `node` is an end of.
+fn write_state(args: &FabricArgs, node: &str, records: &[Record]) -> Result<()> {
+    let Some(dir) = &args.state_dir else {
+        return Ok(());
+    };
+    let mine: Vec<Record> = records
+        .iter()
+        .filter(|r| match &r.detail.peer_node {
+            Some(peer) => peer == node || r.group.node.as_deref() == Some(node),
+            None => true,
+        })
+        .cloned()
+        .collect();
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    write_atomically(&dir.join("fabric.jsonl"), &json_lines(&mine)?)
+}
+
+/// Writes through a temporary file and a rename, so the agent never reads half a file.
+fn write_atomically(path: &Path, text: &str) -> Result<()> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| anyhow!("{}: not a file name", path.display()))?;
+    let mut tmp_name = name.to_os_string();
+    tmp_name.push(".tmp");
+    let tmp = path.with_file_name(tmp_name);
+    std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming onto {}", path.display()))
 }
 
 fn backend(src: &Source) -> Result<Box<dyn Backend>> {

@@ -71,6 +71,17 @@ pub enum Error {
         /// Why not.
         reason: String,
     },
+    /// The multi-node rendezvous failed: a rank missing, unreachable or inconsistent.
+    #[error("rendezvous at {at}: {message}")]
+    Rendezvous {
+        /// `MASTER_ADDR:MASTER_PORT`.
+        at: String,
+        /// What went wrong, naming the ranks and hosts.
+        message: String,
+    },
+    /// The ranks of a multi-node job do not form a job that can run.
+    #[error("job: {0}")]
+    Job(String),
     /// A bad plan or option value.
     #[error("{field} `{value}`: {expected}")]
     BadValue {

@@ -12,6 +12,10 @@
 //! - [`sweep`]: building [`Plan`]s (sizes as nccl-tests sweeps them, TP/EP groups, GEMM
 //!   shapes, copy paths), and [`sweep::Calibration`], the full plan the agent runs.
 //! - [`report`]: tables and summaries of [`record::Record`]s for people.
+//! - Multi-node jobs (issue 12): [`launcher`] reads rank, world and node from srun, mpirun,
+//!   torchrun or a Kubernetes Indexed Job; [`rendezvous`] gathers the ranks at
+//!   `MASTER_ADDR:MASTER_PORT`; [`fabric`] turns the roster into a [`fabric::Job`], runs the
+//!   job-wide sweeps and the rail-by-rail pairwise pass, and names slow nodes, NICs and pairs.
 //!
 //! ```
 //! use microbench::{sim, Backend, Plan, Sweep};
@@ -28,8 +32,11 @@
 
 pub mod discovery;
 mod error;
+pub mod fabric;
 pub mod kernels;
+pub mod launcher;
 pub mod plan;
+pub mod rendezvous;
 pub mod report;
 pub mod sim;
 pub mod sweep;

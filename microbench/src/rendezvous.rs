@@ -1,0 +1,415 @@
+//! A small TCP rendezvous at `MASTER_ADDR:MASTER_PORT` (issue 12), what NCCL's bootstrap and
+//! torch's TCPStore do, so that no MPI library is needed: rank 0 listens, every other rank
+//! connects (retrying until the deadline) and says [`Hello`]; rank 0 answers each with the
+//! whole [`Roster`] (and, for NCCL, the unique id), and at the end sends every rank still in
+//! the job one final message (the records, for each node's state file).
+//!
+//! Messages are JSON, each preceded by its length as a big-endian u32, and at most
+//! [`MAX_MESSAGE_BYTES`], so a stray client cannot make a rank allocate without bound.
+
+use crate::error::{Error, Result};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+/// The largest message a rank accepts: a fabric run's records for thousands of pairs fit.
+pub const MAX_MESSAGE_BYTES: u32 = 64 << 20;
+
+/// Pause between connection attempts while rank 0 is not yet listening.
+const RETRY: Duration = Duration::from_millis(100);
+
+/// What a rank tells rank 0 about itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hello {
+    /// Global rank.
+    pub rank: u32,
+    /// The world size this rank was started with; every rank must agree.
+    pub world: u32,
+    /// Rank on its node, and the GPU it drives.
+    pub local_rank: u32,
+    /// Its node (launcher, `MESHFIT_NODE_NAME` or `--node-name`).
+    pub node: String,
+    /// The machine's host name.
+    pub host: String,
+    /// Whether its GPU runs someone else's work; such a rank's node leaves the job.
+    pub busy: bool,
+    /// `nccl` or `sim`; every rank must agree.
+    pub backend: String,
+    /// Sim profile.
+    pub profile: Option<String>,
+    /// Sim faults on its node, in `--fault` spelling.
+    pub faults: Vec<String>,
+}
+
+/// Every rank's [`Hello`], in rank order, and what rank 0 hands out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Roster {
+    /// One per rank, in rank order.
+    pub members: Vec<Hello>,
+    /// NCCL's unique id (128 bytes), for the nccl backend.
+    pub nccl_id: Option<Vec<u8>>,
+}
+
+/// Rank 0's answer to a hello: the roster, or why the job ends.
+#[derive(Debug, Serialize, Deserialize)]
+enum Reply {
+    Roster(Roster),
+    Abort(String),
+}
+
+/// A joined job: the roster and the connections to finish it with.
+#[derive(Debug)]
+pub struct Rendezvous {
+    /// Everyone in the job.
+    pub roster: Roster,
+    /// Rank 0: one stream per other rank, by rank. Others: the stream to rank 0.
+    streams: Vec<(u32, TcpStream)>,
+}
+
+/// Where the rendezvous is, who this rank is, and how long to wait.
+#[derive(Debug, Clone)]
+pub struct Meeting {
+    /// `MASTER_ADDR`.
+    pub addr: String,
+    /// `MASTER_PORT`.
+    pub port: u16,
+    /// How long rank 0 waits for every rank, and the others for rank 0.
+    pub timeout: Duration,
+}
+
+impl Meeting {
+    fn place(&self) -> String {
+        format!("{}:{}", self.addr, self.port)
+    }
+
+    fn error(&self, message: String) -> Error {
+        Error::Rendezvous {
+            at: self.place(),
+            message,
+        }
+    }
+}
+
+/// Joins the job as `hello.rank`: rank 0 serves, the others connect. `nccl_id` is what rank 0
+/// hands out.
+pub fn join(meeting: &Meeting, hello: Hello, nccl_id: Option<Vec<u8>>) -> Result<Rendezvous> {
+    if hello.rank == 0 {
+        serve(meeting, hello, nccl_id)
+    } else {
+        connect(meeting, hello)
+    }
+}
+
+fn serve(meeting: &Meeting, hello: Hello, nccl_id: Option<Vec<u8>>) -> Result<Rendezvous> {
+    let deadline = Instant::now() + meeting.timeout;
+    // Rank 0 listens on every interface at the port: MASTER_ADDR is how the others reach
+    // it, which may be a name or address this host does not own (a Service, a NAT).
+    let listener = TcpListener::bind(("0.0.0.0", meeting.port)).map_err(|e| {
+        meeting.error(format!(
+            "rank 0 cannot listen on port {}: {e}",
+            meeting.port
+        ))
+    })?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| meeting.error(e.to_string()))?;
+    let world = hello.world;
+    let mut members: Vec<Option<Hello>> = vec![None; world as usize];
+    let mut streams: Vec<(u32, TcpStream)> = Vec::new();
+    members[0] = Some(hello);
+    let result = (|| {
+        while members.iter().any(Option::is_none) {
+            match listener.accept() {
+                Ok((mut stream, _)) => {
+                    stream
+                        .set_nonblocking(false)
+                        .map_err(|e| meeting.error(e.to_string()))?;
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    set_timeouts(&stream, Some(left.max(Duration::from_millis(1))))
+                        .map_err(|e| meeting.error(e.to_string()))?;
+                    // A stray or broken client costs its connection, not the job.
+                    let Ok(h) = receive::<Hello>(&mut stream) else {
+                        continue;
+                    };
+                    check_hello(&h, &members, world).map_err(|m| meeting.error(m))?;
+                    let rank = h.rank;
+                    members[rank as usize] = Some(h);
+                    streams.push((rank, stream));
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    if Instant::now() >= deadline {
+                        return Err(meeting.error(missing(&members, meeting.timeout)));
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => return Err(meeting.error(format!("accept: {e}"))),
+            }
+        }
+        Ok(())
+    })();
+    if let Err(err) = result {
+        // The ranks already here learn why, instead of waiting out their own timeout.
+        for (_, stream) in &mut streams {
+            let _ = send(stream, &Reply::Abort(err.to_string()));
+        }
+        return Err(err);
+    }
+    let roster = Roster {
+        members: members.into_iter().flatten().collect(),
+        nccl_id,
+    };
+    let reply = Reply::Roster(roster.clone());
+    for (rank, stream) in &mut streams {
+        send(stream, &reply)
+            .map_err(|e| meeting.error(format!("sending the roster to rank {rank}: {e}")))?;
+    }
+    streams.sort_by_key(|(rank, _)| *rank);
+    Ok(Rendezvous { roster, streams })
+}
+
+/// Why a hello cannot join: a rank outside the world, a duplicate, another world size.
+fn check_hello(
+    h: &Hello,
+    members: &[Option<Hello>],
+    world: u32,
+) -> std::result::Result<(), String> {
+    if h.world != world {
+        return Err(format!(
+            "rank {} on {} was started with world size {}, rank 0 with {world}",
+            h.rank, h.host, h.world
+        ));
+    }
+    match members.get(h.rank as usize) {
+        None => Err(format!(
+            "rank {} on {}: ranks are 0 to {}",
+            h.rank,
+            h.host,
+            world - 1
+        )),
+        Some(Some(first)) => Err(format!(
+            "rank {} joined twice, from {} and from {}",
+            h.rank, first.host, h.host
+        )),
+        Some(None) => Ok(()),
+    }
+}
+
+fn missing(members: &[Option<Hello>], timeout: Duration) -> String {
+    let ranks: Vec<String> = members
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.is_none())
+        .map(|(r, _)| r.to_string())
+        .collect();
+    let hosts: std::collections::BTreeSet<&str> =
+        members.iter().flatten().map(|m| m.host.as_str()).collect();
+    format!(
+        "rank{} {} never arrived within {} s (arrived: {} of {} ranks, from {})",
+        if ranks.len() == 1 { "" } else { "s" },
+        ranks.join(", "),
+        timeout.as_secs_f64(),
+        members.len() - ranks.len(),
+        members.len(),
+        hosts.into_iter().collect::<Vec<_>>().join(", ")
+    )
+}
+
+fn connect(meeting: &Meeting, hello: Hello) -> Result<Rendezvous> {
+    let deadline = Instant::now() + meeting.timeout;
+    let rank = hello.rank;
+    let mut stream = loop {
+        let attempt = meeting
+            .place()
+            .to_socket_addrs()
+            .and_then(|mut addrs| {
+                addrs
+                    .next()
+                    .ok_or_else(|| std::io::Error::new(ErrorKind::NotFound, "no address"))
+            })
+            .and_then(|addr| {
+                let left = deadline.saturating_duration_since(Instant::now());
+                TcpStream::connect_timeout(&addr, left.max(Duration::from_millis(1)))
+            });
+        match attempt {
+            Ok(stream) => break stream,
+            // Rank 0 may start later than this rank; keep trying until the deadline.
+            Err(e) if Instant::now() + RETRY < deadline => {
+                let _ = e;
+                std::thread::sleep(RETRY);
+            }
+            Err(e) => {
+                return Err(meeting.error(format!(
+                    "rank {rank} could not reach rank 0 within {} s: {e}",
+                    meeting.timeout.as_secs_f64()
+                )))
+            }
+        }
+    };
+    // Rank 0 answers once every rank has arrived, which takes up to its own timeout.
+    set_timeouts(&stream, Some(meeting.timeout + Duration::from_secs(5)))
+        .map_err(|e| meeting.error(e.to_string()))?;
+    send(&mut stream, &hello).map_err(|e| meeting.error(format!("rank {rank} hello: {e}")))?;
+    match receive::<Reply>(&mut stream) {
+        Ok(Reply::Roster(roster)) => Ok(Rendezvous {
+            roster,
+            streams: vec![(0, stream)],
+        }),
+        Ok(Reply::Abort(why)) => Err(meeting.error(format!("rank 0 ended the job: {why}"))),
+        Err(e) => Err(meeting.error(format!("rank {rank} waiting for the roster: {e}"))),
+    }
+}
+
+impl Rendezvous {
+    /// Rank 0: sends `message` to each rank for which `to` holds. Other ranks: waits for rank
+    /// 0's message, however long the run takes; rank 0 ending, even killed, closes the
+    /// connection and ends the wait.
+    pub fn finish<T: Serialize + DeserializeOwned>(
+        mut self,
+        message: Option<&T>,
+        to: impl Fn(u32) -> bool,
+    ) -> Result<Option<T>> {
+        let io = |rank: u32, e: std::io::Error| Error::Rendezvous {
+            at: "the job".into(),
+            message: format!("final message with rank {rank}: {e}"),
+        };
+        match message {
+            Some(m) => {
+                for (rank, stream) in self.streams.iter_mut().filter(|(r, _)| to(*r)) {
+                    send(stream, m).map_err(|e| io(*rank, e))?;
+                }
+                Ok(None)
+            }
+            None => {
+                let (_, stream) = self.streams.first_mut().ok_or_else(|| Error::Rendezvous {
+                    at: "the job".into(),
+                    message: "rank 0 has no one to wait for".into(),
+                })?;
+                set_timeouts(stream, None).map_err(|e| io(0, e))?;
+                receive(stream).map(Some).map_err(|e| io(0, e))
+            }
+        }
+    }
+}
+
+fn set_timeouts(stream: &TcpStream, timeout: Option<Duration>) -> std::io::Result<()> {
+    stream.set_read_timeout(timeout)?;
+    stream.set_write_timeout(timeout)
+}
+
+fn send<T: Serialize>(stream: &mut TcpStream, message: &T) -> std::io::Result<()> {
+    let body = serde_json::to_vec(message)?;
+    let len = u32::try_from(body.len())
+        .ok()
+        .filter(|&n| n <= MAX_MESSAGE_BYTES)
+        .ok_or_else(|| {
+            std::io::Error::new(
+                ErrorKind::InvalidData,
+                format!("message of {} bytes, above {MAX_MESSAGE_BYTES}", body.len()),
+            )
+        })?;
+    stream.write_all(&len.to_be_bytes())?;
+    stream.write_all(&body)?;
+    stream.flush()
+}
+
+fn receive<T: DeserializeOwned>(stream: &mut TcpStream) -> std::io::Result<T> {
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len)?;
+    let len = u32::from_be_bytes(len);
+    if len > MAX_MESSAGE_BYTES {
+        return Err(std::io::Error::new(
+            ErrorKind::InvalidData,
+            format!("message of {len} bytes, above {MAX_MESSAGE_BYTES}"),
+        ));
+    }
+    let mut body = vec![0u8; len as usize];
+    stream.read_exact(&mut body)?;
+    Ok(serde_json::from_slice(&body)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hello(rank: u32, world: u32) -> Hello {
+        Hello {
+            rank,
+            world,
+            local_rank: rank % 2,
+            node: format!("n{}", rank / 2),
+            host: "localhost".into(),
+            busy: false,
+            backend: "sim".into(),
+            profile: Some("dgx-h100".into()),
+            faults: vec![],
+        }
+    }
+
+    fn meeting(timeout_ms: u64) -> Meeting {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        Meeting {
+            addr: "127.0.0.1".into(),
+            port,
+            timeout: Duration::from_millis(timeout_ms),
+        }
+    }
+
+    #[test]
+    fn every_rank_gets_the_roster_and_the_final_message() {
+        let m = meeting(10_000);
+        let others: Vec<_> = (1..4)
+            .map(|r| {
+                let m = m.clone();
+                std::thread::spawn(move || {
+                    let joined = join(&m, hello(r, 4), None).unwrap();
+                    let roster = joined.roster.clone();
+                    (roster, joined.finish::<String>(None, |_| true).unwrap())
+                })
+            })
+            .collect();
+        let root = join(&m, hello(0, 4), Some(vec![7; 128])).unwrap();
+        let roster = root.roster.clone();
+        assert_eq!(
+            roster.members,
+            (0..4).map(|r| hello(r, 4)).collect::<Vec<_>>()
+        );
+        root.finish(Some(&"done".to_string()), |_| true).unwrap();
+        for t in others {
+            let (theirs, last) = t.join().unwrap();
+            assert_eq!(theirs, roster);
+            assert_eq!(last.as_deref(), Some("done"));
+        }
+    }
+
+    #[test]
+    fn a_missing_rank_is_named_and_the_others_told() {
+        let m = meeting(500);
+        let one = {
+            let m = m.clone();
+            std::thread::spawn(move || join(&m, hello(1, 3), None).unwrap_err().to_string())
+        };
+        let err = join(&m, hello(0, 3), None).unwrap_err().to_string();
+        assert!(err.contains("rank 2 never arrived within 0.5 s"), "{err}");
+        let theirs = one.join().unwrap();
+        assert!(
+            theirs.contains("rank 0 ended the job: ") && theirs.contains("rank 2 never"),
+            "{theirs}"
+        );
+    }
+
+    #[test]
+    fn a_rank_without_rank_0_gives_up_at_its_deadline() {
+        let m = meeting(300);
+        let err = join(&m, hello(1, 2), None).unwrap_err().to_string();
+        assert!(
+            err.contains("rank 1 could not reach rank 0 within 0.3 s"),
+            "{err}"
+        );
+    }
+}
