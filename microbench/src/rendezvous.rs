@@ -17,6 +17,9 @@ use std::time::{Duration, Instant};
 /// The largest message a rank accepts: a fabric run's records for thousands of pairs fit.
 pub const MAX_MESSAGE_BYTES: u32 = 64 << 20;
 
+/// How long rank 0 waits for the hello of a connection it accepted.
+const HELLO_WAIT: Duration = Duration::from_secs(5);
+
 /// Pause between connection attempts while rank 0 is not yet listening.
 const RETRY: Duration = Duration::from_millis(100);
 
@@ -126,9 +129,14 @@ fn serve(meeting: &Meeting, hello: Hello, nccl_id: Option<Vec<u8>>) -> Result<Re
                     stream
                         .set_nonblocking(false)
                         .map_err(|e| meeting.error(e.to_string()))?;
+                    // A rank sends its hello as soon as it connects; a client that stays
+                    // silent must not hold the others' accepts until the deadline.
                     let left = deadline.saturating_duration_since(Instant::now());
-                    set_timeouts(&stream, Some(left.max(Duration::from_millis(1))))
-                        .map_err(|e| meeting.error(e.to_string()))?;
+                    set_timeouts(
+                        &stream,
+                        Some(left.clamp(Duration::from_millis(1), HELLO_WAIT)),
+                    )
+                    .map_err(|e| meeting.error(e.to_string()))?;
                     // A stray or broken client costs its connection, not the job.
                     let Ok(h) = receive::<Hello>(&mut stream) else {
                         continue;

@@ -1188,6 +1188,60 @@ mod tests {
         assert!(local.set_nodes(0).is_err());
     }
 
+    /// Issue 12: a fault on one node of a job reaches only that node's rails, and the
+    /// job-wide ring waits for it; a job of healthy nodes models what `--nodes` does.
+    #[test]
+    fn a_fault_on_one_job_node_slows_its_rails_and_the_ring() {
+        let job = |faults: &[&str]| {
+            let mut sim = node("dgx-h100", &[]);
+            let faults: Vec<Fault> = faults.iter().map(|f| f.parse().unwrap()).collect();
+            sim.set_job(&[
+                ("n0".into(), vec![]),
+                ("n1".into(), faults),
+                ("n2".into(), vec![]),
+            ])
+            .unwrap();
+            sim
+        };
+        let pair = |sim: &SimBackend, ends, rail| {
+            let r = sim
+                .measure_pair(ends, rail, 1 << 30, Dtype::Bf16, (5, 1))
+                .unwrap();
+            assert_eq!(r.group.node.as_deref(), Some(["n0", "n1", "n2"][ends.0]));
+            r.busbw.unwrap()
+        };
+        let healthy = job(&[]);
+        let down = job(&["nic-down:nic=1"]);
+        let rail = pair(&healthy, (0, 1), 1);
+        assert!((0.95 * 0.9 * 50e9..0.9 * 50e9).contains(&rail), "{rail}");
+        let ratio = pair(&down, (0, 1), 1) / rail;
+        assert!((0.47..0.53).contains(&ratio), "{ratio}");
+        assert!((pair(&down, (0, 1), 0) / rail - 1.0).abs() < 0.05);
+        assert!((pair(&down, (0, 2), 1) / rail - 1.0).abs() < 0.05);
+        let slow = job(&["fabric-slow:factor=0.5"]);
+        assert!((pair(&slow, (1, 2), 3) / rail - 0.5).abs() < 0.03);
+        let ring = |sim: &SimBackend| {
+            collective(sim, Kind::AllReduce, &[0, 1], &BIG)
+                .last()
+                .unwrap()
+                .busbw
+                .unwrap()
+        };
+        assert!((ring(&slow) / ring(&healthy) - 0.5).abs() < 0.03);
+        let mut same = node("dgx-h100", &[]);
+        same.set_nodes(3).unwrap();
+        let named = collective(&healthy, Kind::AllReduce, &[0, 1], &BIG);
+        let plain = collective(&same, Kind::AllReduce, &[0, 1], &BIG);
+        assert_eq!(named.len(), plain.len());
+        for (a, b) in named.iter().zip(&plain) {
+            assert_eq!(a.group.node.as_deref(), Some("n0"));
+            assert_eq!(
+                (&a.group.gpus, a.timing.time_s),
+                (&b.group.gpus, b.timing.time_s)
+            );
+        }
+    }
+
     #[test]
     fn nic_down_marks_only_its_nic() {
         let t = node("dgx-h100", &["nic-down:nic=1"]).topology().unwrap();
