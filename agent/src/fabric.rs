@@ -46,7 +46,9 @@ pub struct Fabric {
     pub collectives: Vec<Record>,
     /// Pairs with this node at one end, sorted by peer, rail and backend.
     pub pairs: Vec<Pair>,
-    /// The newest record's timestamp, seconds since the Unix epoch.
+    /// When the run measured, seconds since the Unix epoch: the newest record's timestamp,
+    /// else the file's modification time (`microbench fabric` writes it when the run ends and
+    /// leaves the records' own timestamps unset).
     pub last_run_timestamp: Option<f64>,
 }
 
@@ -253,7 +255,13 @@ impl Watcher {
         }
         match record::read_json_lines(&text) {
             Ok(records) => {
-                let (fabric, notes) = Fabric::from_records(records, node);
+                let (mut fabric, notes) = Fabric::from_records(records, node);
+                let written = meta.modified().ok().and_then(|m| {
+                    m.duration_since(SystemTime::UNIX_EPOCH)
+                        .ok()
+                        .map(|d| d.as_secs_f64())
+                });
+                fabric.last_run_timestamp = fabric.last_run_timestamp.or(written);
                 Some(Change::Read { fabric, notes })
             }
             Err(source) => Some(Change::Refused(Refused::NotRecords {
@@ -371,11 +379,17 @@ pub(crate) mod tests {
         let path = dir.path().join(FILE_NAME);
         let mut w = Watcher::new(dir.path());
         assert!(w.poll("n1").is_none(), "no file, nothing to say");
-        fs::write(&path, lines(&[pair("n0", "n1", 0, 1 << 26, 45e9)])).unwrap();
+        let mut untimed = pair("n0", "n1", 0, 1 << 26, 45e9);
+        untimed.timestamp = None;
+        fs::write(&path, lines(&[untimed])).unwrap();
+        let written = fs::metadata(&path).unwrap().modified().unwrap();
+        let written = written.duration_since(SystemTime::UNIX_EPOCH).unwrap();
         match w.poll("n1") {
             Some(Change::Read { fabric, notes }) => {
                 assert_eq!(fabric.pairs.len(), 1);
                 assert!(notes.is_empty(), "{notes:?}");
+                // Records without a time: the run is as old as the file.
+                assert_eq!(fabric.last_run_timestamp, Some(written.as_secs_f64()));
             }
             other => panic!("{other:?}"),
         }

@@ -22,7 +22,7 @@ impl Collector for Fabric {
             out.family(
                 "meshfit_fabric_last_run_timestamp_seconds",
                 Type::Gauge,
-                "Time of the newest record of the last multi-node fabric run in <state_dir>/fabric.jsonl, seconds since the Unix epoch.",
+                "When the last multi-node fabric run measured, seconds since the Unix epoch: the newest record's time in <state_dir>/fabric.jsonl, else the time the run wrote that file.",
             )
             .sample(&[], at);
         }
