@@ -134,6 +134,7 @@ pub enum Command {
     /// then a pairwise node-to-node send/recv pass rail by rail (GPU i to GPU i, through
     /// NIC i), in round-robin rounds, naming the slow node, NIC or pair. A rank whose GPU is
     /// busy takes its node out of the job; at least 2 nodes must remain.
+    #[command(after_help = RECIPES)]
     Fabric(FabricArgs),
 }
 

@@ -75,7 +75,7 @@ fn job(cli: &Cli, placement: &Placement) -> Result<ExitCode> {
             ),
             Some(_) => None,
             None => bail!(
-                "topo, gemm, copy and calibrate run on one node, and this process is {whom}: \
+                "gemm, copy and calibrate run on one node, and this process is {whom}: \
                  run them with --launcher none"
             ),
         },

@@ -14,7 +14,9 @@
 //! is at `MASTER_ADDR:MASTER_PORT` (port 29500 when unset, torchrun's default); Slurm and
 //! Open MPI do not set them, so their recipes export
 //! `MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -1)` or the first host
-//! of the `mpirun -H` list.
+//! of the `mpirun -H` list. An sbatch script's own shell has `SLURM_PROCID` and
+//! `SLURM_NTASKS` too: start `microbench` there through srun, or with `--launcher none` to
+//! run one process.
 
 use crate::error::{Error, Result};
 use std::fmt;
@@ -222,8 +224,10 @@ pub fn detect(
             field: "MASTER_ADDR",
             value: String::new(),
             expected: format!(
-                "rank 0's host, where the rendezvous listens ({launcher} does not set it: e.g. \
-                 MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -1))"
+                "rank 0's host, where the rendezvous listens; torchrun sets it, srun and mpirun \
+                 do not: export it to every rank, e.g. MASTER_ADDR=$(scontrol show hostnames \
+                 \"$SLURM_JOB_NODELIST\" | head -1) or the first host of mpirun -H \
+                 (launcher: {launcher})"
             ),
         })?;
     let master_port = match env("MASTER_PORT") {
