@@ -1,10 +1,97 @@
-//! Issue 12 end to end: the fabric results a multi-node `microbench fabric` run leaves in
-//! each node's state directory, served by a real agent.
+//! Issue 12 end to end: a multi-node fabric run of sim `microbench` processes on loopback,
+//! three nodes of two ranks each joined through the launcher variables and the TCP
+//! rendezvous, one node's NIC faulted. Each node's records land in its state directory, where
+//! a real agent exports them and a real Prometheus scrapes them; the tuner, from the job's
+//! file and from Prometheus, names the faulted node and its NIC and ranks differently from
+//! the healthy run.
 
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
-use meshfit_e2e::{have, promtool_findings, sim_args, value, wait_for, Agent};
+use meshfit_e2e::{
+    free_port, have, promtool_findings, sim_args, tuner_json, value, wait_for, workspace_bin,
+    Agent, Prometheus,
+};
 use serde_json::Value;
+
+/// Nodes of the job and ranks (GPUs) on each.
+const NODES: usize = 3;
+const RANKS_PER_NODE: usize = 2;
+/// The node whose processes run with [`FAULT`]: its NIC 1 is down.
+const FAULTED: &str = "n2";
+const FAULT: &str = "nic-down:nic=1";
+/// A fabric job on loopback takes seconds; this bounds a hung rendezvous.
+const JOB_LIMIT: Duration = Duration::from_secs(120);
+
+fn node_name(n: usize) -> String {
+    format!("n{n}")
+}
+
+/// Runs one fabric job in `dir`, the `fault` on node [`FAULTED`] when given, and returns the
+/// job-wide file global rank 0 wrote. Each node's state directory is `dir/<node>`.
+fn fabric_job(dir: &Path, fault: Option<&str>) -> PathBuf {
+    let microbench = workspace_bin("microbench", "microbench");
+    let all = dir.join("all.jsonl");
+    let port = free_port().to_string();
+    let world = (NODES * RANKS_PER_NODE).to_string();
+    let mut ranks: Vec<(usize, Child, PathBuf)> = Vec::new();
+    for rank in 0..NODES * RANKS_PER_NODE {
+        let node = node_name(rank / RANKS_PER_NODE);
+        let state = dir.join(&node);
+        std::fs::create_dir_all(&state).unwrap();
+        let log = dir.join(format!("rank{rank}.log"));
+        let mut cmd = Command::new(&microbench);
+        cmd.args(["--backend", "sim", "--profile", "dgx-h100"]);
+        if let (Some(f), true) = (fault, node == FAULTED) {
+            cmd.args(["--fault", f]);
+        }
+        cmd.args(["fabric", "-b", "1M", "-e", "64M", "--out"])
+            .arg(&all)
+            .arg("--state-dir")
+            .arg(&state);
+        // Only the torchrun-style variables: a CI runner's own launcher variables would
+        // describe another job.
+        for (k, _) in std::env::vars().filter(|(k, _)| {
+            ["SLURM_", "OMPI_", "PMIX_", "MESHFIT_"]
+                .iter()
+                .any(|p| k.starts_with(p))
+                || ["JOB_COMPLETION_INDEX", "GROUP_RANK", "NODE_RANK"].contains(&k.as_str())
+        }) {
+            cmd.env_remove(k);
+        }
+        cmd.env("RANK", rank.to_string())
+            .env("WORLD_SIZE", &world)
+            .env("LOCAL_RANK", (rank % RANKS_PER_NODE).to_string())
+            .env("MASTER_ADDR", "127.0.0.1")
+            .env("MASTER_PORT", &port)
+            .env("MESHFIT_NODE_NAME", &node)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(dir.join(format!("rank{rank}.out"))).unwrap())
+            .stderr(std::fs::File::create(&log).unwrap());
+        ranks.push((rank, cmd.spawn().expect("starting microbench"), log));
+    }
+    let end = Instant::now() + JOB_LIMIT;
+    for (rank, child, log) in &mut ranks {
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break Some(s);
+            }
+            if Instant::now() > end {
+                let _ = child.kill();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "rank {rank} ended {status:?}:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+    }
+    assert!(all.exists(), "rank 0 wrote no {}", all.display());
+    all
+}
 
 /// Each `meshfit_fabric_pair_busbw_bytes_per_second` series of `text`: (peer, rail, value).
 fn pair_series(text: &str) -> Vec<(String, u32, f64)> {
@@ -24,6 +111,165 @@ fn pair_series(text: &str) -> Vec<(String, u32, f64)> {
             ))
         })
         .collect()
+}
+
+/// `tuner recommend` for a 70B model on 64 H100s from `source` (flag and value), as JSON.
+fn recommend(source: &[&str]) -> Value {
+    let job = [
+        "recommend",
+        "--model",
+        "llama3-70b",
+        "--gpus",
+        "64",
+        "--top",
+        "3",
+        "--format",
+        "json",
+        "--compare-nominal",
+    ];
+    tuner_json(&[&job[..], source].concat())
+}
+
+/// The top layout of a recommendation.
+fn top(doc: &Value) -> String {
+    let m = &doc["meshes"][0];
+    format!(
+        "tp{} pp{} dp{} cp{} mb{} v{} z{}",
+        m["tp"],
+        m["pp"],
+        m["dp"],
+        m["cp"],
+        m["microbatch_size"],
+        m["virtual_stages"],
+        m["zero_stage"]
+    )
+}
+
+/// The stragglers that name `node`, as "what" lines.
+fn named(doc: &Value, node: &str) -> Vec<String> {
+    doc["measurements"]["stragglers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|s| s["node"] == node)
+        .map(|s| s["what"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn issue_12_a_faulted_nic_is_named_from_the_fabric_run_to_the_ranking() {
+    let healthy_dir = tempfile::tempdir().unwrap();
+    let healthy = fabric_job(healthy_dir.path(), None);
+    let dir = tempfile::tempdir().unwrap();
+    let faulted = fabric_job(dir.path(), Some(FAULT));
+
+    // Every node's local rank 0 wrote its own file: the job-wide records and its pairs.
+    for n in 0..NODES {
+        let file = dir.path().join(node_name(n)).join("fabric.jsonl");
+        let text =
+            std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        assert!(
+            text.contains("\"scope\":\"inter_node\""),
+            "{}",
+            file.display()
+        );
+        assert!(
+            text.contains("\"peer_node\""),
+            "no pairs in {}",
+            file.display()
+        );
+    }
+
+    // A real agent per node exports its pairs; the faulted node's NIC 1 is the slow rail.
+    let agents: Vec<Agent> = (0..NODES)
+        .map(|n| {
+            let node = node_name(n);
+            let state = dir.path().join(&node);
+            let args = sim_args("dgx-h100", &state, &node, &[]);
+            Agent::start(&args, &[], &dir.path().join(format!("agent-{node}.log")))
+        })
+        .collect();
+    let faulted_agent = &agents[NODES - 1];
+    let mut text = String::new();
+    let exported = wait_for(Duration::from_secs(30), || {
+        text = faulted_agent.metrics();
+        pair_series(&text).len() == (NODES - 1) * RANKS_PER_NODE
+    });
+    assert!(
+        exported,
+        "pairs not exported:\n{text}\n{}",
+        faulted_agent.log_text()
+    );
+    assert!(value(&text, "meshfit_fabric_last_run_timestamp_seconds{").is_some());
+    assert!(
+        text.contains("scope=\"inter_node\",ranks=\"6\",ranks_per_node=\"2\""),
+        "{text}"
+    );
+    let pairs = pair_series(&text);
+    let rate = |rail: u32| {
+        pairs
+            .iter()
+            .filter(|p| p.1 == rail)
+            .map(|p| p.2)
+            .fold(f64::INFINITY, f64::min)
+    };
+    assert!(
+        rate(1) < 0.9 * rate(0),
+        "NIC 1 of {FAULTED} not slow: {pairs:?}"
+    );
+    if have("promtool") {
+        assert_eq!(promtool_findings(&text), Vec::<String>::new());
+    }
+
+    // The tuner from the job's file: the faulted node and its NIC named, the ranking moved.
+    let before = recommend(&["--measurements", healthy.to_str().unwrap()]);
+    let after = recommend(&["--measurements", faulted.to_str().unwrap()]);
+    assert_eq!(named(&before, FAULTED), Vec::<String>::new());
+    let why = named(&after, FAULTED);
+    assert!(
+        why.iter().any(|w| w.contains("through NIC 1 (")),
+        "{FAULTED} not named for its NIC: {}",
+        after["measurements"]
+    );
+    let notes = after["notes"].to_string();
+    assert!(notes.contains(&format!("node {FAULTED}'s NIC")), "{notes}");
+    // Healthy, 70B on 64 GPUs is best as TP8 DP8; with n2's NIC 1 at half speed, gradient
+    // reduction across 8 nodes costs more than a second pipeline stage, and the tuner says so.
+    assert_ne!(top(&before), top(&after), "the fault changed nothing");
+    let cause = after["meshes"][0]["shift_cause"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        cause.contains("slower than nominal"),
+        "{}",
+        after["meshes"][0]
+    );
+
+    // The same from Prometheus scraping the agents.
+    if !have("prometheus") {
+        return;
+    }
+    let targets: Vec<_> = agents.iter().map(|a| a.addr).collect();
+    let prom = Prometheus::start(dir.path(), &targets);
+    let arrived = wait_for(Duration::from_secs(60), || {
+        prom.query("count by (hostname) (meshfit_fabric_pair_busbw_bytes_per_second)")
+            .len()
+            == NODES
+    });
+    assert!(
+        arrived,
+        "pair series did not arrive:\n{}",
+        std::fs::read_to_string(&prom.log).unwrap_or_default()
+    );
+    let url = format!("http://{}", prom.addr);
+    let live = recommend(&["--prometheus", &url]);
+    assert!(
+        named(&live, FAULTED)
+            .iter()
+            .any(|w| w.contains("through NIC")),
+        "{}",
+        live["measurements"]
+    );
 }
 
 /// A fabric results file as `microbench fabric` writes it for node n1 of three: a job-wide
@@ -123,10 +369,11 @@ fn issue_12_the_agent_serves_the_fabric_file_and_refuses_a_bad_one() {
         "{}",
         agent.log_text()
     );
+    let log = agent.log_text();
+    let refusal = log.lines().find(|l| l.contains("fabric results refused"));
     assert!(
-        agent.log_text().contains("fabric.jsonl: line 1"),
-        "{}",
-        agent.log_text()
+        refusal.is_some_and(|l| l.contains("fabric.jsonl") && l.contains("line 1")),
+        "{log}"
     );
     assert_eq!(
         pairs(),
