@@ -413,3 +413,34 @@ fn r13_memory_stays_linear_in_a_log_of_many_devices_and_rows() {
         && r.group.scope == Scope::InterNode
         && r.group.gpus.is_empty()));
 }
+
+/// Found by fuzzing: `-g 0` on the command line made a 0-rank group whose busbw was NaN.
+#[test]
+fn r13_fuzz_a_zero_count_flag_is_no_rank_count() {
+    let text = "all_gather_perf -g 0 -n 0\n  1048576  32768  float  none  -1  19.03  55.10  48.21  0  19.03  55.10  48.21  0\n";
+    let parsed = parse_with(
+        text,
+        &ImportOptions {
+            scope: Some(Scope::IntraNode),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    for r in &parsed.records {
+        assert_eq!((r.group.ranks, r.timing.iters), (8, None));
+        r.validate().unwrap();
+    }
+}
+
+/// A count whose buffer is past 2^64 bytes is named, not multiplied into a panic.
+#[test]
+fn r13_a_count_past_u64_bytes_is_unreadable() {
+    let text = "all_reduce_perf -g 2\n  8  4611686018427387904  double  sum  -1  10.00  0.00  0.00  0  10.00  0.00  0.00  0\n  8  2  float  sum  -1  10.00  0.00  0.00  0  10.00  0.00  0.00  0\n";
+    let parsed = parse(text).unwrap();
+    assert_eq!(parsed.records.len(), 2);
+    assert_eq!(
+        parsed.warnings[0].to_string(),
+        "line 2: unreadable result row (count `4611686018427387904` x type size x 2 ranks is past \
+         2^64 bytes); skipped"
+    );
+}

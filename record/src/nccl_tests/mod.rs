@@ -1,9 +1,17 @@
 //! nccl-tests text in and out.
 //!
 //! [`parse`] reads the output of nccl-tests' `*_perf` binaries as people paste it (old and new
-//! column layouts, MPI prefixes, code fences, cut-off rows, several tables) into [`Record`]s,
-//! one per row and placement, and checks the printed algbw and busbw against the size, time
-//! and the busbw factor. [`write()`] prints records in the same column layout.
+//! column layouts, MPI prefixes, code fences, cut-off rows and device lists, several tables
+//! with or without their `*_perf` lines) into [`Record`]s, one per row and placement, and
+//! checks the printed algbw and busbw against the size, time and the busbw factor.
+//! [`write()`] prints records in the same column layout.
+//!
+//! A log is read for what it says (issue 13): the rank count comes first from the table's
+//! own numbers (size / count, printed busbw / algbw; see [`Evidence`]), then the launch line,
+//! `-g` and the device list, so a printed busbw is never recomputed from a guess; results
+//! nccl-tests marked wrong and rows with non-finite numbers are dropped with a [`Warning`];
+//! and when nothing is left the error says why ([`ParseError::NoValidRows`]). Read files
+//! through [`crate::read_bounded`] with [`crate::MAX_LOG_BYTES`].
 
 mod convention;
 mod parse;

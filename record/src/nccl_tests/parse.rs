@@ -604,10 +604,23 @@ impl State {
 
     fn convert(&mut self, row: &Row, kind: Kind, group: &Group, versions: &Versions) {
         let ranks = group.ranks;
-        let bytes = row.count * row.dtype.size_bytes() * convention::counts_per_size(kind, ranks);
+        let Some(bytes) = row
+            .count
+            .checked_mul(row.dtype.size_bytes())
+            .and_then(|b| b.checked_mul(convention::counts_per_size(kind, ranks)))
+        else {
+            self.reject(Warning::Unreadable {
+                line: row.line,
+                reason: format!(
+                    "count `{}` x type size x {ranks} ranks is past 2^64 bytes",
+                    row.count
+                ),
+            });
+            return;
+        };
         // Old nccl-tests printed the size summed over ranks for some collectives.
         let size_ok = row.size == bytes
-            || (row.layout == Layout::Old && row.size == bytes * u64::from(ranks));
+            || (row.layout == Layout::Old && bytes.checked_mul(u64::from(ranks)) == Some(row.size));
         if !size_ok {
             self.warnings.push(Warning::SizeMismatch {
                 line: row.line,
@@ -855,7 +868,8 @@ fn command_line(tokens: &[&str]) -> Option<Command> {
     } else {
         // Open MPI's -N is processes per node; MPICH and Intel MPI spell it -ppn.
         let hosts = value(before, &["-H", "--host", "-host"])
-            .map(|h| h.split(',').filter(|s| !s.is_empty()).count() as u32);
+            .map(|h| h.split(',').filter(|s| !s.is_empty()).count() as u32)
+            .filter(|n| *n > 0);
         let ppr = value(before, &["--map-by", "-map-by"]).and_then(|m| {
             let mut parts = m.split(':');
             match (parts.next(), parts.next(), parts.next()) {
@@ -896,8 +910,11 @@ fn value<'a>(tokens: &'a [String], names: &[&str]) -> Option<&'a str> {
     })
 }
 
+/// A count flag's value. Every count on these lines (processes, nodes, GPUs, threads,
+/// iterations) is at least 1; a 0 says nothing about the run (nccl-tests and the launchers
+/// refuse it), so it is read as absent rather than as a 0-rank group (found by fuzzing).
 fn flag(tokens: &[String], names: &[&str]) -> Option<u32> {
-    value(tokens, names)?.parse().ok()
+    value(tokens, names)?.parse().ok().filter(|n| *n > 0)
 }
 
 /// The timed iteration count of an nccl-tests header, which also prints `warmup iters:` and
