@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Runs each fuzz target of the record crate's readers for SECONDS (default 600), one process at
+# low priority, from a corpus seeded with the real logs in data/nccl-tests and seeds/.
+# Not for CI: it needs the nightly toolchain and cargo-fuzz (cargo install cargo-fuzz).
+# Prints each target's executions and coverage (libFuzzer's cov: and ft: figures).
+set -euo pipefail
+cd "$(dirname "$0")"
+seconds=${1:-600}
+for target in nccl_tests json_lines; do
+  mkdir -p "corpus/$target"
+  cp ../../data/nccl-tests/*.txt "corpus/$target/"
+  cp seeds/json_lines/* "corpus/$target/"
+  nice cargo +nightly fuzz run "$target" "corpus/$target" -- \
+    -max_total_time="$seconds" -print_final_stats=1 \
+    2>&1 | tee "corpus/$target.log" | grep -E "^#[0-9]+ +(INITED|DONE)|stat::number_of_executed_units|SUMMARY|panicked" || true
+done
