@@ -120,4 +120,7 @@ else
   say "dashboard PNGs"
   "$py" check/render_dashboards.py "$work/panels.json" "$shots"
 fi
+# Last, so that a microbench without `fabric` yet (issue 12) still lets every check above run.
+say "launch recipes (issue 12): shellcheck, stand-in srun/mpirun/Job controller, flags against \`microbench fabric --help\`, sim runs on loopback"
+"$py" check/recipes.py launch "$target/debug/microbench" "$work/recipes"
 say "all deploy checks passed"

@@ -124,8 +124,10 @@ def check_wiring(docs: list[dict], values: dict, origin: str) -> None:
          "MASTER_PORT, the Service port and the container port differ")
     need(int(env["MESHFIT_WORLD_SIZE"]["value"]) == fabric["nodes"] * fabric["gpusPerNode"],
          "MESHFIT_WORLD_SIZE is not nodes x gpusPerNode")
-    need(int(env["MESHFIT_RANKS_PER_NODE"]["value"]) == fabric["gpusPerNode"],
-         "MESHFIT_RANKS_PER_NODE is not gpusPerNode")
+    need(int(env["MESHFIT_RANKS_PER_POD"]["value"]) == fabric["gpusPerNode"],
+         "MESHFIT_RANKS_PER_POD is not gpusPerNode")
+    need(box["command"][:2] == ["bash", "-c"] and box["args"][0] == "fabric",
+         "the container does not start its ranks through the bash loop running `microbench fabric`")
     need(env["MESHFIT_NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName",
          "MESHFIT_NODE_NAME is not the Kubernetes node name (the agent's hostname label)")
     devices = {"nvidia.com/gpu": str(fabric["gpusPerNode"]),
@@ -213,7 +215,7 @@ RECORDER = """#!/usr/bin/env python3
 # Stand-in microbench: records its argv and the variables a rank reads, then exits 0.
 import json, os, sys
 keep = ("MASTER_ADDR", "MASTER_PORT", "MESHFIT_NODE_NAME", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
-        "JOB_COMPLETION_INDEX", "MESHFIT_WORLD_SIZE", "MESHFIT_RANKS_PER_NODE")
+        "JOB_COMPLETION_INDEX", "MESHFIT_WORLD_SIZE", "MESHFIT_RANKS_PER_POD", "MESHFIT_LOCAL_RANK")
 with open(os.environ["RECIPE_ARGV_LOG"], "a") as log:
     log.write(json.dumps({"argv": sys.argv[1:], "env": {k: os.environ[k] for k in keep if k in os.environ}}) + "\\n")
 """
@@ -339,18 +341,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def k8s_pods(work: Path, extra: list[str]) -> tuple[list[list[str]], list[dict], Path]:
-    """The rendered Indexed Job's pods as processes: the pod env (downward API and $(VAR)
-    expanded), each node's hostPath a directory of its own, pod 0's DNS name 127.0.0.1."""
+def k8s_pods(work: Path, overrides: dict) -> list[tuple[list[str], dict]]:
+    """The rendered Indexed Job's pods as processes: the container's command and args with the
+    pod env (downward API and $(VAR) expanded), each node's hostPath a directory of its own,
+    pod 0's DNS name 127.0.0.1. `microbench` is whatever the caller's PATH finds."""
     fabric = {"enabled": True, "nodes": SIM_NODES, "gpusPerNode": SIM_RANKS, "port": free_port(),
-              "rendezvousTimeoutSeconds": 60, "minBytes": "1M", "maxBytes": "4M", "iters": 2,
-              "warmupIters": 1, "extraArgs": extra}
+              "rendezvousTimeoutSeconds": 60, **overrides}
     (cron,) = by_kind(render({"calibration": {"fabric": fabric}}), "CronJob")
     job_name = f"{cron['metadata']['name']}-29400000"
     pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     (box,) = pod["containers"]
     volumes = {v["name"]: v for v in pod["volumes"]}
-    argvs, envs = [], []
+    pods = []
     for index in range(SIM_NODES):
         node_root = work / f"sim{index}"
         env = {"JOB_COMPLETION_INDEX": str(index)}
@@ -364,16 +366,37 @@ def k8s_pods(work: Path, extra: list[str]) -> tuple[list[list[str]], list[dict],
         if env["MASTER_ADDR"] != f"{job_name}-0.{pod['subdomain']}":
             fail(f"k8s: MASTER_ADDR {env['MASTER_ADDR']} is not pod 0's name {job_name}-0.{pod['subdomain']}")
         env["MASTER_ADDR"] = "127.0.0.1"  # no cluster DNS here; the name itself is checked above
-        argv = [re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], a) for a in box["command"] + box["args"]]
+        argv = [re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), a)
+                for a in box["command"] + box["args"]]
+        # A path in the container becomes the directory standing for its volume: a node's
+        # own for hostPath and emptyDir, one shared by all for the claim.
+        local = {}
         for mount in box["volumeMounts"]:
             source = volumes[mount["name"]]
-            local = node_root / mount["name"] if "hostPath" in source or "emptyDir" in source else work / "claim"
-            local.mkdir(parents=True, exist_ok=True)
-            argv = [a.replace(mount["mountPath"] + "/", f"{local}/").replace("=" + mount["mountPath"], f"={local}")
-                    for a in argv]
-        argvs.append(argv)
-        envs.append(env)
-    return argvs, envs, work
+            local[mount["mountPath"]] = node_root / mount["name"] if "persistentVolumeClaim" not in source else work / "claim"
+            local[mount["mountPath"]].mkdir(parents=True, exist_ok=True)
+
+        def on_host(arg: str) -> str:
+            flag, eq, path = arg.rpartition("=") if arg.startswith("--") else ("", "", arg)
+            for inside in sorted(local, key=len, reverse=True):
+                if path == inside or path.startswith(inside + "/"):
+                    return f"{flag}{eq}{local[inside]}{path[len(inside):]}"
+            return arg
+
+        pods.append(([on_host(a) for a in argv], env))
+    return pods
+
+
+def k8s(work: Path, microbench: str, overrides: dict, extra_env: dict) -> Path:
+    """Runs the pods, with `microbench` on their PATH (the image's /usr/local/bin)."""
+    image_bin = work / "image-bin"
+    image_bin.mkdir(parents=True, exist_ok=True)
+    (image_bin / "microbench").unlink(missing_ok=True)
+    (image_bin / "microbench").symlink_to(microbench)
+    base = {"PATH": f"{image_bin}:{os.environ['PATH']}", "HOME": os.environ.get("HOME", "/tmp"), **extra_env}
+    run_ranks([(argv, {**base, **env}) for argv, env in k8s_pods(work, overrides)],
+              "the chart's fabric Indexed Job, its pods as processes")
+    return work
 
 
 def help_flags(microbench: str) -> tuple[set[str], dict[str, set[str]]]:
@@ -425,9 +448,12 @@ def launch(microbench: str, work: Path) -> None:
     bin_dir = stand_ins(work)
     recorder = str(bin_dir / "microbench-recorder")
     recorded = {}
-    for name, runner in (("slurm", slurm), ("mpirun", mpi)):
+    runners = {"slurm": lambda w, mb, env: slurm(w, bin_dir, mb, [], env),
+               "mpirun": lambda w, mb, env: mpi(w, bin_dir, mb, [], env),
+               "k8s": lambda w, mb, env: k8s(w, mb, {}, env)}
+    for name, runner in runners.items():
         log = work / f"argv-{name}.jsonl"
-        runner(work / f"record-{name}", bin_dir, recorder, [], {"RECIPE_ARGV_LOG": str(log)})
+        runner(work / f"record-{name}", recorder, {"RECIPE_ARGV_LOG": str(log)})
         ranks = [json.loads(line) for line in log.read_text().splitlines()]
         if len(ranks) != SIM_NODES * SIM_RANKS:
             fail(f"{name}: {len(ranks)} ranks started, expected {SIM_NODES * SIM_RANKS}")
@@ -437,10 +463,6 @@ def launch(microbench: str, work: Path) -> None:
         if {r["env"].get("MASTER_ADDR") for r in ranks} != {"127.0.0.1"} or len({r["env"].get("MASTER_PORT") for r in ranks}) != 1:
             fail(f"{name}: ranks disagree on MASTER_ADDR:MASTER_PORT or miss them: {[r['env'] for r in ranks]}")
         recorded[name] = ranks[0]["argv"]
-    k8s_argv, _, _ = k8s_pods(work / "record-k8s", [])
-    recorded["k8s"] = k8s_argv[0][1:]
-    if k8s_argv[0][0] != "microbench":
-        fail(f"the CronJob runs {k8s_argv[0][0]}, not microbench")
     say("stand-in srun, mpirun and Job controller: every rank gets MASTER_ADDR:MASTER_PORT of rank 0's host "
         "and its node its own --state-dir")
 
@@ -450,18 +472,20 @@ def launch(microbench: str, work: Path) -> None:
         check_flags(argv, flags, values, {"slurm": str(SBATCH.relative_to(DEPLOY.parent)),
                                           "mpirun": str(MPIRUN.relative_to(DEPLOY.parent)),
                                           "k8s": "the chart's fabric CronJob"}[name])
-        say(f"{name}: microbench {' '.join(argv)}: every flag is in `microbench fabric --help`")
+        # clap parses every flag and value before it prints help: microbench's own parsers
+        # (sizes, seconds, --launcher) judge what the recipe passes.
+        done = subprocess.run([microbench, *argv, "--help"], capture_output=True, text=True)
+        if done.returncode != 0:
+            fail(f"{name}: `microbench {' '.join(argv)}` is refused by microbench: {done.stderr.strip()}")
+        say(f"{name}: microbench {' '.join(argv)}: every flag in `microbench fabric --help`, every value parsed")
 
     # 3. The recipes for real, sim backend on loopback: the ranks meet and the files land.
     sim = {"MICROBENCH_BACKEND": "sim"}
     for name, runner in (("slurm", slurm), ("mpirun", mpi)):
         results = runner(work / f"sim-{name}", bin_dir, microbench, SIM_FLAGS, sim)
         check_results(name, results)
-    argvs, envs, root = k8s_pods(work / "sim-k8s", ["--profile", "dgx-h100"])
-    base = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), **sim}
-    run_ranks([([microbench, *argv[1:]], {**base, **env}) for argv, env in zip(argvs, envs)],
-              "the chart's fabric Indexed Job, as processes")
-    check_results("k8s", root)
+    small = {"minBytes": "1M", "maxBytes": "4M", "iters": 2, "warmupIters": 1, "extraArgs": ["--profile", "dgx-h100"]}
+    check_results("k8s", k8s(work / "sim-k8s", microbench, small, sim))
 
 
 def check_results(name: str, root: Path) -> None:
@@ -476,8 +500,13 @@ def check_results(name: str, root: Path) -> None:
         records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         if not any(r.get("scope") == "inter_node" for r in records):
             fail(f"{name}: {path} holds no inter_node record")
+        # A node's file is the one its agent exports: its pairs must name it as one end.
+        (node,) = [part for part in path.parts if re.fullmatch(r"sim\d+", part)] or [None]
+        if path in node_files and not any(
+                r.get("kind") == "send_recv" and node in (r.get("node"), r.get("peer_node")) for r in records):
+            fail(f"{name}: {path} has no pairwise send_recv record with {node} at one end")
     say(f"{name}: sim run of {SIM_NODES} nodes x {SIM_RANKS} ranks on loopback: a fabric.jsonl per node and "
-        f"the job-wide {job_files[0].name}, inter_node records in each")
+        f"the job-wide {job_files[0].name}, inter_node records in each, each node's pairs in its own file")
 
 
 if __name__ == "__main__":
