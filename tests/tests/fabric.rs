@@ -263,6 +263,14 @@ fn issue_12_a_faulted_nic_is_named_from_the_fabric_run_to_the_ranking() {
     );
     let url = format!("http://{}", prom.addr);
     let live = recommend(&["--prometheus", &url]);
+    // The job-wide sweeps arrive as inter-node curves (1, 4, 16 and 64 MiB are exported).
+    assert!(
+        live["notes"]
+            .to_string()
+            .contains("inter-node measurements are idle-fabric sweeps"),
+        "{}",
+        live["notes"]
+    );
     assert!(
         named(&live, FAULTED)
             .iter()

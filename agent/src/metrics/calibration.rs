@@ -17,8 +17,20 @@ use record::{Gemm, GemmLayout, Kind, Record, Scope};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-/// Message sizes exported as `size_bytes`: 1 KiB (latency-bound) to 1 GiB (bandwidth-bound).
-pub const SIZES: [u64; 6] = [1 << 10, 1 << 16, 1 << 20, 1 << 24, 1 << 28, 1 << 30];
+/// Message sizes exported as `size_bytes`: 1 KiB (latency-bound) to 1 GiB (bandwidth-bound),
+/// every factor of 4 from 1 MiB, so that a fabric run's default sweep (1 MiB to 64 MiB, issue
+/// 12) leaves the tuner four points of each inter-node curve in Prometheus (its fit needs
+/// three).
+pub const SIZES: [u64; 8] = [
+    1 << 10,
+    1 << 16,
+    1 << 20,
+    1 << 22,
+    1 << 24,
+    1 << 26,
+    1 << 28,
+    1 << 30,
+];
 
 /// GEMM shapes exported: squares of 1024, 4096 and 8192, and the four GEMMs of a hidden-8192
 /// layer at TP 8 for 8192 tokens (all in microbench's default calibration shapes).
