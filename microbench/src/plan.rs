@@ -130,6 +130,42 @@ impl Point {
     }
 }
 
+impl Point {
+    /// Device memory one GPU of the point needs, as nccl-tests allocates it: send and receive
+    /// buffers of a collective (all-gather sends a rank's share and receives the whole,
+    /// reduce-scatter the reverse), both ends of a copy, and A, B and C of a GEMM.
+    pub fn device_bytes(&self) -> u64 {
+        match self {
+            Point::Collective {
+                kind, gpus, bytes, ..
+            } => {
+                let share = bytes / (gpus.len().max(1) as u64);
+                match kind {
+                    Kind::AllGather | Kind::ReduceScatter => bytes.saturating_add(share),
+                    _ => bytes.saturating_mul(2),
+                }
+            }
+            Point::Gemm { shape, dtype, .. } => {
+                let elements = shape
+                    .m
+                    .saturating_mul(shape.k)
+                    .saturating_add(shape.k.saturating_mul(shape.n))
+                    .saturating_add(shape.m.saturating_mul(shape.n));
+                elements.saturating_mul(dtype.size_bytes())
+            }
+            Point::Copy { path, bytes } => match path {
+                CopyPath::Hbm { .. } => bytes.saturating_mul(2),
+                // Each GPU of a peer copy holds one side (both, when both directions run).
+                CopyPath::P2p {
+                    bidirectional: true,
+                    ..
+                } => bytes.saturating_mul(2),
+                _ => *bytes,
+            },
+        }
+    }
+}
+
 impl fmt::Display for Point {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let gpus = |g: &[u32]| g.iter().map(u32::to_string).collect::<Vec<_>>().join(",");

@@ -148,8 +148,8 @@ impl Backend for GpuBackend {
     }
 
     fn measure(&self, point: &Point, iters: u32, warmup: u32) -> Result<Vec<Record>> {
-        check_iters(iters)?;
-        check_point(point, self.topology.gpus.len())?;
+        check_iters(iters, warmup)?;
+        check_point(point, &self.topology)?;
 
         let group = |gpus: Vec<u32>, ranks: u32| Group {
             node: Some(self.topology.node.clone()),

@@ -84,10 +84,10 @@ pub trait Backend {
     /// because of the point itself (say, fp8 on a GPU without it) is recorded as a failure
     /// and the run goes on, while a missing driver or library ends it.
     fn run(&self, plan: &Plan, progress: &mut dyn FnMut(Progress)) -> Result<Outcome> {
-        check_iters(plan.iters)?;
-        let count = self.topology()?.gpus.len();
+        check_iters(plan.iters, plan.warmup)?;
+        let topology = self.topology()?;
         for point in &plan.points {
-            check_point(point, count)?;
+            check_point(point, &topology)?;
         }
         let mut outcome = Outcome::default();
         for (done, point) in plan.points.iter().enumerate() {
@@ -113,8 +113,10 @@ pub trait Backend {
     }
 }
 
-/// The point names at least one GPU, and its GPUs exist on a node of `count` and are distinct.
-pub(crate) fn check_point(point: &Point, count: usize) -> Result<()> {
+/// The point names at least one GPU, its GPUs exist on `topology`'s node and are distinct, and
+/// its buffers fit in each GPU's memory (a sim asked for 2^64 - 1 bytes once accepted it).
+pub(crate) fn check_point(point: &Point, topology: &Topology) -> Result<()> {
+    let count = topology.gpus.len();
     let gpus = point.gpus();
     if gpus.is_empty() {
         return Err(Error::BadValue {
@@ -140,16 +142,43 @@ pub(crate) fn check_point(point: &Point, count: usize) -> Result<()> {
             expected: "distinct GPU indices".into(),
         });
     }
+    let need = point.device_bytes();
+    if let Some(g) = gpus
+        .iter()
+        .filter_map(|&g| topology.gpus.get(g as usize))
+        .find(|g| g.memory_bytes < need)
+    {
+        return Err(Error::BadValue {
+            field: "size",
+            value: format!("{point} ({need} bytes of buffers per GPU)"),
+            expected: format!(
+                "buffers that fit GPU {}'s {} bytes of memory",
+                g.index, g.memory_bytes
+            ),
+        });
+    }
     Ok(())
 }
 
-/// At least one timed iteration, so a median exists.
-pub(crate) fn check_iters(iters: u32) -> Result<()> {
-    if iters == 0 {
+/// Most timed (and untimed) iterations a point takes: nccl-tests runs 20; a million is hours
+/// of the smallest kernels and bounds a mistyped `-n 4294967295`.
+pub const MAX_ITERS: u32 = 1_000_000;
+
+/// At least one timed iteration, so a median exists, and neither count past [`MAX_ITERS`].
+pub(crate) fn check_iters(iters: u32, warmup: u32) -> Result<()> {
+    let bad = |field: &'static str, value: u32| Error::BadValue {
+        field,
+        value: value.to_string(),
+        expected: format!("1 to {MAX_ITERS}"),
+    };
+    if iters == 0 || iters > MAX_ITERS {
+        return Err(bad("iters (-n)", iters));
+    }
+    if warmup > MAX_ITERS {
         return Err(Error::BadValue {
-            field: "iters (-n)",
-            value: "0".into(),
-            expected: "at least 1".into(),
+            field: "warmup iters (-w)",
+            value: warmup.to_string(),
+            expected: format!("0 to {MAX_ITERS}"),
         });
     }
     Ok(())

@@ -184,7 +184,7 @@ impl SimBackend {
         dtype: Dtype,
         (iters, warmup): (u32, u32),
     ) -> Result<Record> {
-        check_iters(iters)?;
+        check_iters(iters, warmup)?;
         let node = |i: usize| {
             self.job.get(i).ok_or_else(|| Error::BadValue {
                 field: "pair",
@@ -551,8 +551,8 @@ impl Backend for SimBackend {
     }
 
     fn measure(&self, point: &Point, iters: u32, warmup: u32) -> Result<Vec<Record>> {
-        check_iters(iters)?;
-        check_point(point, self.topology.gpus.len())?;
+        check_iters(iters, warmup)?;
+        check_point(point, &self.topology)?;
         self.before_point();
         let model_s = self.model_time(point)?;
         let timing = |tag: &str| {
@@ -1062,7 +1062,25 @@ mod tests {
         assert_eq!(err(vec![0, 9]), "gpu 9: no such GPU; this node has 8 (0-7)");
         assert_eq!(
             sim.measure(&point(vec![0]), 0, 0).unwrap_err().to_string(),
-            "iters (-n) `0`: at least 1"
+            "iters (-n) `0`: 1 to 1000000"
+        );
+        assert_eq!(
+            sim.measure(&point(vec![0]), u32::MAX, 0)
+                .unwrap_err()
+                .to_string(),
+            "iters (-n) `4294967295`: 1 to 1000000"
+        );
+        // 2^40 bytes per rank: twice that in buffers, past an H100's 80 GiB.
+        let huge = Point::Collective {
+            kind: Kind::AllReduce,
+            gpus: vec![0, 1],
+            bytes: 1 << 40,
+            dtype: Dtype::Fp32,
+        };
+        let err = sim.measure(&huge, 1, 0).unwrap_err().to_string();
+        assert!(
+            err.ends_with("buffers that fit GPU 0's 85520809984 bytes of memory"),
+            "{err}"
         );
     }
 
