@@ -183,6 +183,15 @@ async fn results(State(state): State<AppState>) -> Result<Response, ApiError> {
         .map_err(|e| ApiError::Internal(format!("rendering /v1/results: {e}")))
 }
 
+/// The token of an `Authorization: Bearer <token>` value. The scheme is case-insensitive
+/// (RFC 9110 §11.1), so `bearer tok` is as good as `Bearer tok`.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_start())
+}
+
 /// The body is read (and ignored) so that [`BODY_LIMIT`] applies to it.
 async fn calibrate(
     State(state): State<AppState>,
@@ -197,7 +206,7 @@ async fn calibrate(
     let presented = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+        .and_then(bearer_token);
     match presented {
         None => return Err(ApiError::Unauthorized("missing bearer token")),
         Some(p) if !same(p.as_bytes(), token.as_bytes()) => {
@@ -282,6 +291,15 @@ mod tests {
             ),
             "{body}"
         );
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        assert_eq!(bearer_token("Bearer t0k"), Some("t0k"));
+        assert_eq!(bearer_token("bearer t0k"), Some("t0k"));
+        assert_eq!(bearer_token("BEARER  t0k"), Some("t0k"));
+        assert_eq!(bearer_token("Basic dXNlcjpwYXNz"), None);
+        assert_eq!(bearer_token("Bearer"), None);
     }
 
     #[tokio::test]
