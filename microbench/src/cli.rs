@@ -9,17 +9,19 @@ use record::{Dtype, GemmLayout, Kind, Scope};
 
 /// The three launch recipes of a multi-node run, shown by `--help` (issue 12).
 const RECIPES: &str = "\
-Multi-node (one process per GPU; rank, world and node come from the launcher, rank 0
-serves the rendezvous at MASTER_ADDR:MASTER_PORT, default port 29500):
+Multi-node (one process per GPU, each seeing all its node's GPUs and taking the one of its
+local rank; rank, world and node come from the launcher, rank 0 serves the rendezvous at
+MASTER_ADDR:MASTER_PORT, default port 29500):
   mpirun:  mpirun -np 16 -npernode 8 -H gpu-a,gpu-b -x MASTER_ADDR=gpu-a -x MASTER_PORT=29500 \\
              microbench fabric --out fabric.jsonl
-  Slurm:   srun -N 2 --ntasks-per-node 8 --gpus-per-task 1 env \\
+  Slurm:   srun -N 2 --ntasks-per-node 8 --gpus-per-node 8 --gpu-bind=none env \\
              MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -1) \\
              microbench fabric --out fabric.jsonl
-  k8s:     Indexed Job, completions = parallelism = pods; each pod sets
-             JOB_COMPLETION_INDEX (by Kubernetes) MESHFIT_WORLD_SIZE=<pods x ranks per pod>
-             MESHFIT_RANKS_PER_POD=1 MASTER_ADDR=<job>-0.<headless service> MASTER_PORT=29500
-             MESHFIT_NODE_NAME=<spec.nodeName> MESHFIT_STATE_DIR=/var/lib/meshfit
+  k8s:     Indexed Job of one pod per node (the chart's calibration.fabric), each pod starting
+             one process per GPU with JOB_COMPLETION_INDEX (set by Kubernetes)
+             MESHFIT_WORLD_SIZE=<pods x GPUs> MESHFIT_RANKS_PER_POD=<GPUs>
+             MESHFIT_LOCAL_RANK=<0..GPUs-1> MASTER_ADDR=<job>-0.<headless service> MASTER_PORT=29500
+             MESHFIT_NODE_NAME=<spec.nodeName> MESHFIT_STATE_DIR=/var/lib/meshfit-agent
 torchrun-style RANK, WORLD_SIZE, LOCAL_RANK work as they are; --launcher none runs alone.";
 
 /// Node discovery and kernel timing: NVML topology, GEMM, NCCL collectives and copies, with
