@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Runs each fuzz target of the record crate's readers for SECONDS (default 600), one process at
-# low priority, from a corpus seeded with the real logs in data/nccl-tests and seeds/.
+# Usage: run.sh [SECONDS] [TARGET...]
+# Runs each fuzz target (default: all) of the record crate's readers for SECONDS (default
+# 600), one process at low priority, from a corpus seeded with the real logs in
+# data/nccl-tests and seeds/.
 # Not for CI: it needs the nightly toolchain and cargo-fuzz (cargo install cargo-fuzz).
 # Prints each target's executions and coverage (libFuzzer's cov: and ft: figures).
 set -euo pipefail
 cd "$(dirname "$0")"
 seconds=${1:-600}
-for target in nccl_tests json_lines; do
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(nccl_tests json_lines)
+for target in "${targets[@]}"; do
   mkdir -p "corpus/$target"
   cp ../../data/nccl-tests/*.txt "corpus/$target/"
   cp seeds/json_lines/* "corpus/$target/"

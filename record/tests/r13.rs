@@ -444,3 +444,15 @@ fn r13_a_count_past_u64_bytes_is_unreadable() {
          2^64 bytes); skipped"
     );
 }
+
+/// The JSON-lines fuzz seeds are records the reader takes, so fuzzing starts from valid input.
+#[test]
+fn r13_fuzz_seeds_are_valid_records() {
+    let seeds = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fuzz/seeds/json_lines/records.jsonl"
+    );
+    let text =
+        record::read_bounded(std::path::Path::new(seeds), record::MAX_JSON_LINES_BYTES).unwrap();
+    assert_eq!(read_json_lines(&text).unwrap().len(), 3);
+}
