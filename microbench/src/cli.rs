@@ -82,7 +82,8 @@ pub struct Source {
     #[arg(long, global = true, value_delimiter = ',')]
     pub busy: Vec<u32>,
     /// Sim collectives across this many identical nodes (inter-node records, as nccl-tests
-    /// under mpirun); real multi-node sweeps come from nccl-tests logs through `import`.
+    /// under mpirun); for real multi-node sweeps start microbench under a launcher (below),
+    /// or read nccl-tests logs with `import`.
     #[arg(long, global = true, default_value_t = 1)]
     pub nodes: u32,
     /// Sim wall time per point in milliseconds, as a real kernel takes.

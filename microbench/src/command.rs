@@ -3,12 +3,16 @@
 //! run across the job (issue 12). Exit codes: 0 all measured, 1 nothing could run, 2 some
 //! points or files failed.
 
-use crate::cli::{BackendChoice, Cli, Command, FabricArgs, ImportArgs, Source, SweepArgs};
+use crate::cli::{
+    BackendChoice, Cli, CollectiveArgs, Command, FabricArgs, ImportArgs, Source, SweepArgs,
+};
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use microbench::discovery::{self, matrix::Matrix, Topology};
 use microbench::fabric::report::{findings, is_pair, pair_table};
-use microbench::fabric::{self, Job};
+use microbench::fabric::world::{self, Layout};
+use microbench::fabric::{self, Job, FABRIC_MIN_NODES};
+use microbench::kernels::{check_libraries, nccl_unique_id, nccl_version, JobRank, Library};
 use microbench::launcher::{self, Placement};
 use microbench::plan::Plan;
 use microbench::rendezvous::{self, Hello, Meeting};
@@ -20,7 +24,7 @@ use record::{Kind, Record};
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Runs `cli`.
 pub fn run(cli: Cli) -> Result<ExitCode> {
@@ -58,41 +62,85 @@ fn hostname() -> Result<String> {
         .to_string())
 }
 
-/// One rank of a multi-node job: meet the others at the rendezvous; rank 0 computes the
-/// records, hands them to every rank still in the job and prints them; each node's local rank
-/// 0 writes its node's state file.
+/// What a job measures: `fabric`, or one collective swept over every rank.
+#[derive(Clone, Copy)]
+enum Work<'a> {
+    Fabric(&'a FabricArgs),
+    Sweep(Kind, &'a CollectiveArgs),
+}
+
+/// One rank of a multi-node job: meet the others at the rendezvous; on the sim, rank 0
+/// computes the records; under NCCL every rank measures its part and rank 0 builds the
+/// records from every rank's loops. Rank 0 hands the records to every rank still in the job
+/// and prints them; each node's local rank 0 writes its node's state file.
 fn job(cli: &Cli, placement: &Placement) -> Result<ExitCode> {
-    let whom = format!(
-        "rank {} of {} on {} ({})",
-        placement.rank, placement.world, placement.node, placement.launcher
-    );
-    let fabric_args = match &cli.command {
-        Command::Fabric(args) => Some(args),
+    let whom = whom(placement);
+    let work = match &cli.command {
+        Command::Fabric(args) => Work::Fabric(args),
         c => match c.collective() {
             Some((_, args)) if args.gpus.is_some() || args.all_groups => bail!(
                 "-g and --all-groups pick GPUs on one node; in a job ({whom}) the ranks on \
                  each node are the GPUs"
             ),
-            Some(_) => None,
+            Some((kind, args)) => Work::Sweep(kind, args),
             None => bail!(
                 "gemm, copy and calibrate run on one node, and this process is {whom}: \
                  run them with --launcher none"
             ),
         },
     };
-    if cli.source.backend == BackendChoice::Nccl {
-        bail!(
-            "{whom}: --backend nccl across nodes is not built yet (issue 12); run nccl-tests \
-             under the same launcher and read its log with `microbench import`, or use \
-             --backend sim"
-        );
-    }
     if cli.source.nodes != 1 {
         bail!(
             "--nodes {}: in a job ({whom}) the nodes are the ranks' nodes",
             cli.source.nodes
         );
     }
+    let meeting = Meeting {
+        addr: placement.master_addr.clone(),
+        port: placement.master_port,
+        timeout: cli.job.rendezvous_timeout,
+    };
+    let ran = match cli.source.backend {
+        BackendChoice::Sim => sim_job(cli, placement, work, &meeting),
+        BackendChoice::Nccl => nccl_job(cli, placement, work, &meeting),
+    };
+    ran.with_context(|| whom)
+}
+
+fn whom(placement: &Placement) -> String {
+    format!(
+        "rank {} of {} on {} ({})",
+        placement.rank, placement.world, placement.node, placement.launcher
+    )
+}
+
+/// Fewest nodes `work` needs: the pairwise pass is between nodes; a sweep runs on one node
+/// too, as several processes on its GPUs.
+fn min_nodes(work: Work) -> usize {
+    match work {
+        Work::Fabric(_) => FABRIC_MIN_NODES,
+        Work::Sweep(..) => 1,
+    }
+}
+
+/// What every rank says of itself at the rendezvous.
+fn hello(cli: &Cli, placement: &Placement, backend: &str) -> Result<Hello> {
+    Ok(Hello {
+        rank: placement.rank,
+        world: placement.world,
+        local_rank: placement.local_rank,
+        node: placement.node.clone(),
+        host: hostname()?,
+        busy: cli.source.busy.contains(&placement.local_rank),
+        backend: backend.into(),
+        profile: cli.source.profile.clone(),
+        faults: cli.source.fault.iter().map(ToString::to_string).collect(),
+        error: None,
+    })
+}
+
+/// A job on the sim: rank 0 computes every node's records.
+fn sim_job(cli: &Cli, placement: &Placement, work: Work, meeting: &Meeting) -> Result<ExitCode> {
     // Checked here, so a bad profile or fault stops this rank with its own flags named.
     let local = backend(&cli.source)?;
     let gpus = local.topology()?.gpus.len() as u32;
@@ -104,84 +152,281 @@ fn job(cli: &Cli, placement: &Placement) -> Result<ExitCode> {
         }
         .into());
     }
-    let hello = Hello {
-        rank: placement.rank,
-        world: placement.world,
-        local_rank: placement.local_rank,
-        node: placement.node.clone(),
-        host: hostname()?,
-        busy: cli.source.busy.contains(&placement.local_rank),
-        backend: "sim".into(),
-        profile: cli.source.profile.clone(),
-        faults: cli.source.fault.iter().map(ToString::to_string).collect(),
-    };
-    let meeting = Meeting {
-        addr: placement.master_addr.clone(),
-        port: placement.master_port,
-        timeout: cli.job.rendezvous_timeout,
-    };
-    let joined = rendezvous::join(&meeting, hello, None)?;
-    let job = Job::from_roster(&joined.roster)?;
-    let in_job = job.includes(placement.rank);
+    let joined = rendezvous::join(meeting, hello(cli, placement, "sim")?, None)?;
+    let job = Job::from_roster(&joined.roster, min_nodes(work))?;
     if placement.rank != 0 {
-        if !in_job {
-            eprintln!("microbench: {whom}: a GPU on this node is busy; the node leaves the job");
-            return Ok(ExitCode::SUCCESS);
+        return follow(placement, work, &job, joined);
+    }
+    let sim = job.sim(cli.source.seed)?;
+    let outcome = match work {
+        Work::Fabric(args) => fabric::run_sim(&sim, &job, &settings(args))?,
+        Work::Sweep(kind, args) => {
+            let gpus: Vec<u32> = (0..job.ranks_per_node).collect();
+            let plan = Plan::collectives(
+                kind,
+                &[gpus],
+                &sweep_of(&args.sweep),
+                args.dtype,
+                args.sweep.iters,
+                args.sweep.warmup,
+            )?;
+            sim.run(&plan, &mut |_| {})?
         }
-        let records: Vec<Record> = joined.finish(None, |_| true)?.unwrap_or_default();
-        if let (Some(args), 0) = (fabric_args, placement.local_rank) {
-            write_state(args, &placement.node, &records)?;
+    };
+    lead(cli, placement, work, &job, joined, outcome)
+}
+
+/// What a job rank needs to measure, checked before the rendezvous so that a rank that
+/// cannot says why there, and the job ends at once on every rank instead of in NCCL's init.
+struct Prepared {
+    /// `None` when the GPU is busy: the rank leaves before NCCL's init.
+    gpu: Option<GpuBackend>,
+    busy: bool,
+    versions: record::Versions,
+    /// Rank 0's NCCL unique id.
+    id: Option<Vec<u8>>,
+}
+
+fn prepare(placement: &Placement) -> Result<Prepared> {
+    check_libraries(&[Library::Cuda, Library::Nccl])?;
+    // NVML only: no CUDA context yet, which would show on the GPU as a process.
+    let topology = discovery::discover()?;
+    let gpu = placement.local_rank;
+    if gpu as usize >= topology.gpus.len() {
+        return Err(microbench::Error::NoSuchGpu {
+            field: "local rank",
+            gpu,
+            count: topology.gpus.len(),
         }
+        .into());
+    }
+    let busy = discovery::activity()?
+        .iter()
+        .any(|a| a.gpu == gpu && a.is_busy());
+    let mut versions = topology.versions.clone();
+    versions.nccl = nccl_version();
+    Ok(Prepared {
+        gpu: if busy {
+            None
+        } else {
+            Some(GpuBackend::for_gpu(gpu)?)
+        },
+        busy,
+        versions,
+        id: if placement.rank == 0 {
+            Some(nccl_unique_id()?)
+        } else {
+            None
+        },
+    })
+}
+
+/// A job on real GPUs under NCCL, as nccl-tests under mpirun: every rank runs the same steps
+/// in the same order on its own GPU and times its own loops; rank 0 gathers them and builds
+/// the records.
+fn nccl_job(cli: &Cli, placement: &Placement, work: Work, meeting: &Meeting) -> Result<ExitCode> {
+    reject_sim_flags(&cli.source)?;
+    let prepared = prepare(placement);
+    let mut hello = hello(cli, placement, "nccl")?;
+    match &prepared {
+        Ok(p) => hello.busy = p.busy,
+        Err(e) => hello.error = Some(format!("{e:#}")),
+    }
+    let id = prepared.as_ref().ok().and_then(|p| p.id.clone());
+    let mut joined = rendezvous::join(meeting, hello, id)?;
+    // Every rank that arrived is ready (the rendezvous ends the job otherwise).
+    let prepared = prepared?;
+    let job = Job::from_roster(&joined.roster, min_nodes(work))?;
+    let layout = Layout::new(&job, &joined.roster);
+    let plan = match work {
+        Work::Fabric(args) => {
+            let s = settings(args);
+            RankPlan {
+                steps: world::fabric_steps(&job, &layout, &s)?,
+                dtype: s.dtype,
+                timing: (s.iters, s.warmup),
+            }
+        }
+        Work::Sweep(kind, args) => RankPlan {
+            steps: world::sweep_steps(kind, &layout, &sweep_of(&args.sweep), args.dtype)?,
+            dtype: args.dtype,
+            timing: (args.sweep.iters, args.sweep.warmup),
+        },
+    };
+    let me = layout.nccl_rank(placement.rank);
+    if placement.rank != 0 && me.is_none() {
+        return follow(placement, work, &job, joined);
+    }
+    let mine = match (me, prepared.gpu.as_ref()) {
+        (Some(me), Some(gpu)) => {
+            let rank = RankOf {
+                gpu,
+                local_rank: placement.local_rank,
+                me,
+                timeout: cli.job.rendezvous_timeout,
+            };
+            rank.measure(&joined.roster, &layout, &plan)
+        }
+        (Some(me), None) => Err(anyhow!(
+            "NCCL rank {me}: its GPU was busy at the rendezvous, yet its node is in the job"
+        )),
+        // Rank 0 of a node that left: it takes no part in NCCL and only gathers.
+        (None, _) => Ok(Vec::new()),
+    };
+    let mine = match mine {
+        Ok(loops) => loops,
+        Err(e) => {
+            // Rank 0 learns why from this rank instead of waiting for its timings; rank 0's
+            // own failure closes its connections, which ends the others' wait. Either way
+            // this rank's error is the one it reports, so a failed send is not.
+            if placement.rank != 0 {
+                let _ = joined.gather::<world::RankLoops>(
+                    placement.rank,
+                    Err(format!("{e:#}")),
+                    |_| false,
+                );
+            }
+            return Err(e);
+        }
+    };
+    let filter = |r| layout.nccl_rank(r).is_some();
+    let Some(results) = joined.gather(placement.rank, Ok(mine), filter)? else {
+        return follow(placement, work, &job, joined);
+    };
+    let stamp = world::Stamp {
+        node: job.nodes[0].name.clone(),
+        versions: prepared.versions,
+        dtype: plan.dtype,
+        iters: plan.timing.0,
+        timestamp: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .ok(),
+    };
+    let records = world::records(&plan.steps, &job, &layout, &results, &stamp)?;
+    let outcome = microbench::Outcome {
+        records,
+        failures: Vec::new(),
+    };
+    lead(cli, placement, work, &job, joined, outcome)
+}
+
+/// The steps every rank of an NCCL job runs, with the type and (iterations, warm-up).
+struct RankPlan {
+    steps: Vec<world::Step>,
+    dtype: record::Dtype,
+    timing: (u32, u32),
+}
+
+/// This process as a rank of an NCCL job.
+struct RankOf<'a> {
+    gpu: &'a GpuBackend,
+    local_rank: u32,
+    /// NCCL rank.
+    me: u32,
+    /// For NCCL's init and split.
+    timeout: Duration,
+}
+
+impl RankOf<'_> {
+    /// Joins the communicator (and, when a step needs it, the one-GPU-per-node split) and runs
+    /// the steps.
+    fn measure(
+        &self,
+        roster: &rendezvous::Roster,
+        layout: &Layout,
+        plan: &RankPlan,
+    ) -> Result<world::RankLoops> {
+        let id = roster
+            .nccl_id
+            .as_deref()
+            .ok_or_else(|| anyhow!("rank 0 handed out no NCCL unique id"))?;
+        let needs_split = plan.steps.iter().any(|s| {
+            matches!(
+                s,
+                world::Step::Point {
+                    over: world::Over::OnePerNode,
+                    ..
+                }
+            )
+        });
+        let color = needs_split.then(|| world::split_color(self.local_rank));
+        let mut rank = JobRank::join(
+            self.gpu,
+            self.local_rank,
+            (self.me, layout.world()),
+            id,
+            color,
+            self.timeout,
+        )?;
+        Ok(rank.run(&plan.steps, layout, self.me, plan.dtype, plan.timing)?)
+    }
+}
+
+/// A rank other than 0 once it has done its part: waits for rank 0's records and, as its
+/// node's local rank 0 in `fabric`, writes its node's state file. A rank of a skipped node
+/// leaves at once.
+fn follow(
+    placement: &Placement,
+    work: Work,
+    job: &Job,
+    joined: rendezvous::Rendezvous,
+) -> Result<ExitCode> {
+    if !job.includes(placement.rank) {
+        eprintln!(
+            "microbench: {}: a GPU on this node is busy; the node leaves the job",
+            whom(placement)
+        );
         return Ok(ExitCode::SUCCESS);
     }
+    let records: Vec<Record> = joined.finish(None, |_| true)?.unwrap_or_default();
+    if let (Work::Fabric(args), 0) = (work, placement.local_rank) {
+        write_state(args, &placement.node, &records)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Rank 0 with the job's records: hands them to every rank still in the job, writes its
+/// node's state file and `--out`, prints the records and, for `fabric`, the pair table and
+/// the slow nodes, NICs and pairs.
+fn lead(
+    cli: &Cli,
+    placement: &Placement,
+    work: Work,
+    job: &Job,
+    joined: rendezvous::Rendezvous,
+    outcome: microbench::Outcome,
+) -> Result<ExitCode> {
     for (node, ranks) in &job.skipped {
         eprintln!("microbench: skipped node {node}: GPU busy on rank {ranks:?}");
     }
-    let sim = job.sim(cli.source.seed)?;
-    let outcome = match fabric_args {
-        Some(args) => fabric::run_sim(&sim, &job, &settings(args))?,
-        None => match cli.command.collective() {
-            Some((kind, args)) => {
-                let gpus: Vec<u32> = (0..job.ranks_per_node).collect();
-                let plan = Plan::collectives(
-                    kind,
-                    &[gpus],
-                    &sweep_of(&args.sweep),
-                    args.dtype,
-                    args.sweep.iters,
-                    args.sweep.warmup,
-                )?;
-                sim.run(&plan, &mut |_| {})?
-            }
-            None => bail!("not a job command"),
-        },
-    };
     joined.finish(Some(&outcome.records), |rank| job.includes(rank))?;
     for f in &outcome.failures {
         eprintln!("microbench: skipped {}: {}", f.point, f.error);
     }
-    if let Some(args) = fabric_args {
-        if in_job && placement.local_rank == 0 {
-            write_state(args, &placement.node, &outcome.records)?;
+    match work {
+        Work::Fabric(args) => {
+            if job.includes(placement.rank) && placement.local_rank == 0 {
+                write_state(args, &placement.node, &outcome.records)?;
+            }
+            if let Some(out) = &args.out {
+                write_atomically(out, &json_lines(&outcome.records)?)?;
+            }
+            let report: String = findings(&outcome.records)
+                .iter()
+                .map(|f| format!("{f}\n"))
+                .collect();
+            if cli.json {
+                emit(&json_lines(&outcome.records)?)?;
+                eprint!("{report}");
+            } else {
+                let (pairs, wide): (Vec<Record>, Vec<Record>) =
+                    outcome.records.iter().cloned().partition(is_pair);
+                print_records(&wide, false)?;
+                emit(&(pair_table(&pairs) + &report))?;
+            }
         }
-        if let Some(out) = &args.out {
-            write_atomically(out, &json_lines(&outcome.records)?)?;
-        }
-        let report: String = findings(&outcome.records)
-            .iter()
-            .map(|f| format!("{f}\n"))
-            .collect();
-        if cli.json {
-            emit(&json_lines(&outcome.records)?)?;
-            eprint!("{report}");
-        } else {
-            let (pairs, wide): (Vec<Record>, Vec<Record>) =
-                outcome.records.iter().cloned().partition(is_pair);
-            print_records(&wide, false)?;
-            emit(&(pair_table(&pairs) + &report))?;
-        }
-    } else {
-        print_records(&outcome.records, cli.json)?;
+        Work::Sweep(..) => print_records(&outcome.records, cli.json)?,
     }
     Ok(if outcome.failures.is_empty() {
         ExitCode::SUCCESS
@@ -189,7 +434,6 @@ fn job(cli: &Cli, placement: &Placement) -> Result<ExitCode> {
         ExitCode::from(2)
     })
 }
-
 fn settings(args: &FabricArgs) -> fabric::Settings {
     fabric::Settings {
         sweep: Sweep {
@@ -267,8 +511,8 @@ fn reject_sim_flags(src: &Source) -> Result<()> {
     }
     if src.nodes != 1 {
         bail!(
-            "--nodes {} applies to --backend sim only: for a real multi-node sweep, run \
-             nccl-tests under mpirun and read its log with `microbench import`",
+            "--nodes {} applies to --backend sim only: for a real multi-node sweep, start \
+             microbench under a launcher, one process per GPU (see microbench --help)",
             src.nodes
         );
     }

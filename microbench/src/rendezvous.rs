@@ -1,8 +1,9 @@
 //! A small TCP rendezvous at `MASTER_ADDR:MASTER_PORT` (issue 12), what NCCL's bootstrap and
 //! torch's TCPStore do, so that no MPI library is needed: rank 0 listens, every other rank
 //! connects (retrying until the deadline) and says [`Hello`]; rank 0 answers each with the
-//! whole [`Roster`] (and, for NCCL, the unique id), and at the end sends every rank still in
-//! the job one final message (the records, for each node's state file).
+//! whole [`Roster`] (and, for NCCL, the unique id). Under NCCL every rank then measures and
+//! sends rank 0 its timings ([`Rendezvous::gather`]), or why it failed. At the end rank 0 sends
+//! every rank still in the job one final message (the records, for each node's state file).
 //!
 //! Messages are JSON, each preceded by its length as a big-endian u32, and at most
 //! [`MAX_MESSAGE_BYTES`], so a stray client cannot make a rank allocate without bound.
@@ -44,6 +45,11 @@ pub struct Hello {
     pub profile: Option<String>,
     /// Sim faults on its node, in `--fault` spelling.
     pub faults: Vec<String>,
+    /// Why this rank cannot measure (no driver, its GPU not visible, NCCL missing): rank 0
+    /// ends the job naming it once every rank has arrived, so that no rank waits for it in
+    /// NCCL's init, which has no timeout of its own.
+    #[serde(default)]
+    pub error: Option<String>,
 }
 
 /// Every rank's [`Hello`], in rank order, and what rank 0 hands out.
@@ -60,6 +66,13 @@ pub struct Roster {
 enum Reply {
     Roster(Roster),
     Abort(String),
+}
+
+/// What a rank sends rank 0 after its measurements: its result, or why it failed.
+#[derive(Debug, Serialize, Deserialize)]
+enum Report<T> {
+    Done(T),
+    Failed(String),
 }
 
 /// A joined job: the roster and the connections to finish it with.
@@ -155,7 +168,7 @@ fn serve(meeting: &Meeting, hello: Hello, nccl_id: Option<Vec<u8>>) -> Result<Re
                 Err(e) => return Err(meeting.error(format!("accept: {e}"))),
             }
         }
-        Ok(())
+        failed(&members).map_or(Ok(()), |why| Err(meeting.error(why)))
     })();
     if let Err(err) = result {
         // The ranks already here learn why, instead of waiting out their own timeout.
@@ -202,6 +215,27 @@ fn check_hello(
         )),
         Some(None) => Ok(()),
     }
+}
+
+/// The ranks that cannot measure, with their hosts and reasons, the same reason once.
+fn failed(members: &[Option<Hello>]) -> Option<String> {
+    let mut reasons: Vec<(&str, Vec<String>)> = Vec::new();
+    for m in members.iter().flatten() {
+        if let Some(why) = &m.error {
+            let who = format!("{} on {}", m.rank, m.host);
+            match reasons.iter_mut().find(|(w, _)| *w == why.as_str()) {
+                Some((_, ranks)) => ranks.push(who),
+                None => reasons.push((why, vec![who])),
+            }
+        }
+    }
+    (!reasons.is_empty()).then(|| {
+        let lines: Vec<String> = reasons
+            .iter()
+            .map(|(why, ranks)| format!("rank {}: {why}", ranks.join(", rank ")))
+            .collect();
+        format!("the job cannot run: {}", lines.join("; "))
+    })
 }
 
 fn missing(members: &[Option<Hello>], timeout: Duration) -> String {
@@ -301,6 +335,59 @@ impl Rendezvous {
     }
 }
 
+impl Rendezvous {
+    /// Rank 0: every rank's result, in rank order, for the ranks for which `from` holds (its
+    /// own `mine` among them where `from(0)`); the first rank that failed, or whose connection
+    /// closed (it died), ends the wait with an error naming it and its host. Other ranks:
+    /// sends `mine`, or why they failed, to rank 0 and gives `None`. There is no timeout: the
+    /// ranks are measuring, each loop bounded by its own watchdog (kernels' timer).
+    pub fn gather<T: Serialize + DeserializeOwned>(
+        &mut self,
+        rank: u32,
+        mine: std::result::Result<T, String>,
+        from: impl Fn(u32) -> bool,
+    ) -> Result<Option<Vec<(u32, T)>>> {
+        let io = |rank: u32, e: std::io::Error| Error::Rendezvous {
+            at: "the job".into(),
+            message: format!("results of rank {rank}: {e}"),
+        };
+        if rank != 0 {
+            let report = match mine {
+                Ok(t) => Report::Done(t),
+                Err(why) => Report::Failed(why),
+            };
+            let (_, stream) = self.streams.first_mut().ok_or_else(|| Error::Rendezvous {
+                at: "the job".into(),
+                message: format!("rank {rank} has no connection to rank 0"),
+            })?;
+            send(stream, &report).map_err(|e| io(0, e))?;
+            return Ok(None);
+        }
+        let own = mine.map_err(|why| Error::Job(format!("rank 0: {why}")))?;
+        let mut all = Vec::with_capacity(self.streams.len() + 1);
+        if from(0) {
+            all.push((0, own));
+        }
+        let hosts = &self.roster.members;
+        for (r, stream) in self.streams.iter_mut().filter(|(r, _)| from(*r)) {
+            let host = hosts.get(*r as usize).map_or("?", |m| m.host.as_str());
+            set_timeouts(stream, None).map_err(|e| io(*r, e))?;
+            match receive::<Report<T>>(stream) {
+                Ok(Report::Done(t)) => all.push((*r, t)),
+                Ok(Report::Failed(why)) => {
+                    return Err(Error::Job(format!("rank {r} on {host} failed: {why}")))
+                }
+                Err(e) => {
+                    return Err(Error::Job(format!(
+                        "rank {r} on {host} ended without its results ({e}); see its own error"
+                    )))
+                }
+            }
+        }
+        Ok(Some(all))
+    }
+}
+
 fn set_timeouts(stream: &TcpStream, timeout: Option<Duration>) -> std::io::Result<()> {
     stream.set_read_timeout(timeout)?;
     stream.set_write_timeout(timeout)
@@ -352,6 +439,7 @@ mod tests {
             backend: "sim".into(),
             profile: Some("dgx-h100".into()),
             faults: vec![],
+            error: None,
         }
     }
 
@@ -419,5 +507,115 @@ mod tests {
             err.contains("rank 1 could not reach rank 0 within 0.3 s"),
             "{err}"
         );
+    }
+
+    /// Issue 12: every rank's timings reach rank 0 in rank order, whatever order they come in.
+    #[test]
+    fn gather_gives_rank_0_every_ranks_result_in_rank_order() {
+        let m = meeting(10_000);
+        let others: Vec<_> = (1..3)
+            .map(|r| {
+                let m = m.clone();
+                std::thread::spawn(move || {
+                    let mut joined = join(&m, hello(r, 3), None).unwrap();
+                    std::thread::sleep(Duration::from_millis(u64::from(3 - r) * 50));
+                    let mine: std::result::Result<Vec<f64>, String> = Ok(vec![f64::from(r); 2]);
+                    assert!(joined.gather(r, mine, |_| true).unwrap().is_none());
+                })
+            })
+            .collect();
+        let mut root = join(&m, hello(0, 3), None).unwrap();
+        let all = root.gather(0, Ok(vec![0.5]), |_| true).unwrap().unwrap();
+        assert_eq!(
+            all,
+            vec![(0, vec![0.5]), (1, vec![1.0, 1.0]), (2, vec![2.0, 2.0])]
+        );
+        for t in others {
+            t.join().unwrap();
+        }
+    }
+
+    /// A rank that fails tells rank 0, which names it and its host instead of waiting.
+    #[test]
+    fn a_failed_rank_is_named_by_rank_0() {
+        let m = meeting(10_000);
+        let one = {
+            let m = m.clone();
+            std::thread::spawn(move || {
+                let mut joined = join(&m, hello(1, 2), None).unwrap();
+                let failed: std::result::Result<u32, String> =
+                    Err("ncclCommInitRank on GPU 1: ncclSystemError".into());
+                joined.gather(1, failed, |_| true).unwrap();
+            })
+        };
+        let mut root = join(&m, hello(0, 2), None).unwrap();
+        let err = root.gather(0, Ok(7u32), |_| true).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "job: rank 1 on localhost failed: ncclCommInitRank on GPU 1: ncclSystemError"
+        );
+        one.join().unwrap();
+    }
+
+    /// A report over [`MAX_MESSAGE_BYTES`] is refused before anything is allocated for it, and
+    /// the rank is named.
+    #[test]
+    fn an_oversized_report_is_refused() {
+        let m = meeting(10_000);
+        let one = {
+            let m = m.clone();
+            std::thread::spawn(move || {
+                let joined = join(&m, hello(1, 2), None).unwrap();
+                let (_, mut stream) = joined.streams.into_iter().next().unwrap();
+                stream
+                    .write_all(&(MAX_MESSAGE_BYTES + 1).to_be_bytes())
+                    .unwrap();
+                // Held open until rank 0 has read the length.
+                std::thread::sleep(Duration::from_millis(200));
+            })
+        };
+        let mut root = join(&m, hello(0, 2), None).unwrap();
+        let err = root.gather(0, Ok(1u8), |_| true).unwrap_err().to_string();
+        assert!(
+            err.contains("rank 1 on localhost ended without its results")
+                && err.contains(&format!("above {MAX_MESSAGE_BYTES}")),
+            "{err}"
+        );
+        one.join().unwrap();
+    }
+
+    /// A rank that cannot measure says why in its hello; rank 0 ends the job at once, naming
+    /// every such rank, and every rank hears it, none waiting in NCCL's init.
+    #[test]
+    fn ranks_that_cannot_run_end_the_job_at_the_rendezvous() {
+        let m = meeting(10_000);
+        let why = "no NVIDIA driver: libcuda.so.1 cannot be loaded";
+        let others: Vec<_> = (1..3)
+            .map(|r| {
+                let m = m.clone();
+                std::thread::spawn(move || {
+                    let h = Hello {
+                        error: (r == 2).then(|| why.to_string()),
+                        ..hello(r, 3)
+                    };
+                    join(&m, h, None).unwrap_err().to_string()
+                })
+            })
+            .collect();
+        let root = Hello {
+            error: Some(why.into()),
+            ..hello(0, 3)
+        };
+        let err = join(&m, root, None).unwrap_err().to_string();
+        let expected =
+            format!("the job cannot run: rank 0 on localhost, rank 2 on localhost: {why}");
+        assert!(err.ends_with(&expected), "{err}");
+        for t in others {
+            let theirs = t.join().unwrap();
+            assert!(
+                theirs.contains("rank 0 ended the job: ") && theirs.ends_with(&expected),
+                "{theirs}"
+            );
+        }
     }
 }

@@ -213,7 +213,7 @@ fn bad_values_name_the_field_and_what_is_allowed() {
         (&["all-reduce", "-d", "complex"], "dtype `complex`: expected one of bf16"),
                 (&["--profile", "dgx-h100", "topo"], "--profile, --fault, --busy and --sim-* apply to --backend sim only"),
         (&["--backend", "sim", "--profile", "dgx-h100", "copy", "--path", "nvme"], "--path `nvme`: one of p2p, p2p-bidir, h2d, d2h, hbm"),
-        (&["--nodes", "2", "all-reduce"], "--nodes 2 applies to --backend sim only: for a real multi-node sweep, run nccl-tests under mpirun"),
+        (&["--nodes", "2", "all-reduce"], "--nodes 2 applies to --backend sim only: for a real multi-node sweep, start microbench under a launcher"),
         (&["--backend", "sim", "--profile", "dgx-a100", "--nodes", "0", "all-reduce"], "--nodes `0`: 1 or more nodes"),
         (&["--backend", "sim", "--profile", "dgx-a100", "--fault", "fabric-slow:factor=2", "all-reduce"], "factor `2` must be in (0, 1]"),
     ];

@@ -360,3 +360,51 @@ fn fabric_outside_a_job_says_how_to_start_one() {
         assert!(help.contains(recipe), "{recipe}: {help}");
     }
 }
+
+/// Issue 12, `--backend nccl` on a machine without a GPU (CI): every rank, rank 0 included,
+/// says at the rendezvous that it cannot measure, so the whole job ends within a second or
+/// two with one line on each rank naming every rank, its host and the reason, and no rank
+/// waits in NCCL's init or for a rank that already gave up.
+#[test]
+fn nccl_ranks_without_a_gpu_all_fail_fast_and_name_why() {
+    use microbench::kernels::{check_libraries, Library};
+    if check_libraries(&[Library::Cuda]).is_ok() {
+        eprintln!("a CUDA driver is present: scripts/device-check.sh runs the real job");
+        return;
+    }
+    for (world, command) in [(2, &["all-reduce", "-e", "1M"][..]), (4, &["fabric"][..])] {
+        let started = Instant::now();
+        let args = strings(
+            &[
+                &["--backend", "nccl", "--rendezvous-timeout", "30"][..],
+                command,
+            ]
+            .concat(),
+        );
+        let done = job("torchrun", world, |_| args.clone());
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{world} ranks took {:?}",
+            started.elapsed()
+        );
+        let ranks: Vec<String> = (0..world).map(|r| format!("rank {r} on ")).collect();
+        for (r, d) in done.iter().enumerate() {
+            assert_eq!(d.code, Some(1), "rank {r}: {}", d.stderr);
+            assert_eq!(d.stderr.lines().count(), 1, "rank {r}: {}", d.stderr);
+            assert!(d.stdout.is_empty(), "rank {r}: {}", d.stdout);
+            let line = &d.stderr;
+            assert!(
+                line.starts_with(&format!(
+                    "microbench: rank {r} of {world} on n{} (torchrun): ",
+                    r / 2
+                )) && line.contains("the job cannot run: ")
+                    && ranks.iter().all(|name| line.contains(name))
+                    && line.contains("no NVIDIA driver: libcuda.so.1 cannot be loaded"),
+                "rank {r}: {line}"
+            );
+            if r > 0 {
+                assert!(line.contains("rank 0 ended the job: "), "rank {r}: {line}");
+            }
+        }
+    }
+}

@@ -29,14 +29,15 @@ pub struct Job {
     pub profile: Option<String>,
 }
 
-/// Fewest nodes a fabric measurement needs.
-const MIN_NODES: usize = 2;
+/// Fewest nodes `microbench fabric` needs: its pairwise pass is between nodes. A collective
+/// sweep runs on one node too (several processes on one node's GPUs).
+pub const FABRIC_MIN_NODES: usize = 2;
 
 impl Job {
     /// Reads `roster`. A node with a busy GPU leaves whole, so every node left has the same
-    /// ranks and rails; the job needs [`MIN_NODES`] nodes after that, the same backend and
+    /// ranks and rails; the job needs `min_nodes` nodes after that, the same backend and
     /// profile on every rank, and local ranks 0 to n-1 on each node (they pick the GPUs).
-    pub fn from_roster(roster: &Roster) -> Result<Job> {
+    pub fn from_roster(roster: &Roster, min_nodes: usize) -> Result<Job> {
         let first = roster
             .members
             .first()
@@ -89,10 +90,10 @@ impl Job {
             }
         }
         nodes.retain(|n| !busy.iter().any(|(b, _)| *b == n.name));
-        if nodes.len() < MIN_NODES {
+        if nodes.len() < min_nodes {
             let skipped: Vec<&str> = busy.iter().map(|(n, _)| n.as_str()).collect();
             return Err(Error::Job(format!(
-                "{} node{} left, {MIN_NODES} or more needed (skipped for busy GPUs: {})",
+                "{} node{} left, {min_nodes} or more needed (skipped for busy GPUs: {})",
                 nodes.len(),
                 if nodes.len() == 1 { "" } else { "s" },
                 if skipped.is_empty() {
@@ -176,6 +177,7 @@ mod tests {
                     backend: "sim".into(),
                     profile: Some("dgx-h100".into()),
                     faults: vec![],
+                    error: None,
                 };
                 tweak(&mut h);
                 h
@@ -189,11 +191,14 @@ mod tests {
 
     #[test]
     fn nodes_in_rank_order_with_their_faults() {
-        let job = Job::from_roster(&roster(3, 2, |h| {
-            if h.node == "n1" {
-                h.faults = vec!["nic-down:nic=1".into()];
-            }
-        }))
+        let job = Job::from_roster(
+            &roster(3, 2, |h| {
+                if h.node == "n1" {
+                    h.faults = vec!["nic-down:nic=1".into()];
+                }
+            }),
+            FABRIC_MIN_NODES,
+        )
         .unwrap();
         assert_eq!(job.ranks_per_node, 2);
         assert_eq!(job.nodes[1].ranks, vec![2, 3]);
@@ -203,11 +208,13 @@ mod tests {
 
     #[test]
     fn a_busy_gpu_takes_its_node_out() {
-        let job = Job::from_roster(&roster(3, 2, |h| h.busy = h.rank == 5)).unwrap();
+        let job =
+            Job::from_roster(&roster(3, 2, |h| h.busy = h.rank == 5), FABRIC_MIN_NODES).unwrap();
         assert_eq!(job.skipped, vec![("n2".to_string(), vec![5])]);
         assert_eq!(job.nodes.len(), 2);
         assert!(!job.includes(4) && !job.includes(5) && job.includes(3));
-        let err = Job::from_roster(&roster(2, 2, |h| h.busy = h.rank == 0)).unwrap_err();
+        let err = Job::from_roster(&roster(2, 2, |h| h.busy = h.rank == 0), FABRIC_MIN_NODES)
+            .unwrap_err();
         assert_eq!(
             err.to_string(),
             "job: 1 node left, 2 or more needed (skipped for busy GPUs: n0)"
@@ -222,7 +229,7 @@ mod tests {
                 h.local_rank = 2;
             }
         });
-        assert!(Job::from_roster(&uneven)
+        assert!(Job::from_roster(&uneven, FABRIC_MIN_NODES)
             .unwrap_err()
             .to_string()
             .contains("node n1 has 3 ranks, node n0 has 1"));
@@ -231,7 +238,7 @@ mod tests {
                 h.profile = Some("dgx-a100".into());
             }
         });
-        assert!(Job::from_roster(&mixed)
+        assert!(Job::from_roster(&mixed, FABRIC_MIN_NODES)
             .unwrap_err()
             .to_string()
             .contains("rank 1 on localhost runs backend sim profile dgx-a100"));

@@ -6,12 +6,16 @@
 //!   is tested once and no node is in two pairs at the same time.
 //! - [`run_sim`]: the job-wide sweeps (all-reduce, all-gather, reduce-scatter, all-to-all
 //!   over all ranks and over one GPU per node) and the pairwise send/recv pass, rail by rail.
+//! - [`world`]: the same on real GPUs under NCCL, the parts that need none: the ranks that
+//!   stay renumbered for NCCL, the steps every rank runs, and rank 0's records from the
+//!   ranks' timed loops, averaged as nccl-tests averages them.
 //! - [`report`]: which node, NIC (rail) or pair is slow, against the median of its rail.
 
 mod job;
 pub mod report;
+pub mod world;
 
-pub use job::{Job, JobNode};
+pub use job::{Job, JobNode, FABRIC_MIN_NODES};
 
 use crate::error::Result;
 use crate::kernels::{Backend, Outcome};

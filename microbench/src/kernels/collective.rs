@@ -1,7 +1,13 @@
-//! NCCL collectives within a node, one process driving every GPU of the group (one rank per
-//! GPU, `ncclCommInitAll`), timed like nccl-tests: warm-up, then the iterations back to back
-//! on the streams with one pair of CUDA events around the loop, time = elapsed / iterations;
+//! NCCL collectives, timed like nccl-tests: warm-up, then the iterations back to back on the
+//! streams with one pair of CUDA events around the loop, time = elapsed / iterations;
 //! [`LOOPS`] such loops, of which the median is recorded; out-of-place, then in-place.
+//!
+//! A [`Communicators`] holds this process's ranks of one communicator, each with its rank
+//! index and the communicator's size: within a node one process drives every GPU of the group
+//! (`ncclCommInitAll`, ranks 0 to n-1); in a multi-process job (issue 12) each process holds
+//! one rank of the job's communicator (`ncclCommInitRank`) or of a split of it
+//! (`ncclCommSplit`). Offsets and peers follow the rank index and size, never the position of
+//! a rank in this process.
 //!
 //! A collective that fails, reports an asynchronous error (`ncclCommGetAsyncError`, polled
 //! while the loop runs) or does not finish in time has its communicators aborted
@@ -15,8 +21,9 @@ use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtrMut};
 use cudarc::nccl::result as nccl;
 use cudarc::nccl::sys::{self, ncclComm_t, ncclDataType_t, ncclRedOp_t, ncclResult_t};
 use record::{Clock, Dtype, Kind, Timing};
-use std::ffi::{c_void, CStr};
-use std::sync::Arc;
+use std::ffi::{c_char, c_void, CStr};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
 
 /// NCCL's name and description of a result, e.g. `ncclUnhandledCudaError: unhandled cuda error`.
 fn describe(result: ncclResult_t) -> String {
@@ -67,30 +74,88 @@ fn nccl_type(dtype: Dtype) -> ncclDataType_t {
     }
 }
 
-/// The NCCL communicators of one GPU group, one rank per GPU, kept across points (creating
-/// them takes about a second) and destroyed when dropped.
+/// This process's ranks of one NCCL communicator, kept across points (creating them takes
+/// about a second) and destroyed when dropped.
 pub(super) struct Communicators {
     gpus: Vec<u32>,
     contexts: Vec<Arc<CudaContext>>,
     comms: Vec<ncclComm_t>,
+    /// The rank index of each of `comms` in the communicator.
+    ranks: Vec<u32>,
+    /// Ranks in the communicator, across every process.
+    world: u32,
 }
 
 // SAFETY: NCCL communicators may be used from any thread as long as calls on one are not
-// concurrent; the backend keeps them behind a mutex.
+// concurrent; the backend keeps them behind a mutex, a job rank in one thread.
 unsafe impl Send for Communicators {}
 
 impl Drop for Communicators {
     fn drop(&mut self) {
         for &c in &self.comms {
-            // SAFETY: each comm came from ncclCommInitAll and is destroyed once (an aborted
-            // group has none left). A failure here cannot be acted on.
+            // SAFETY: each comm came from NCCL's init or split and is destroyed once (an
+            // aborted group has none left). A failure here cannot be acted on.
             let _ = unsafe { nccl::comm_destroy(c) };
         }
     }
 }
 
+/// A communicator handle made on a helper thread (see [`bounded`]).
+struct Made(ncclComm_t);
+
+// SAFETY: the handle is handed over once, from the thread that made it to the caller, and
+// used by one thread at a time after that.
+unsafe impl Send for Made {}
+
+impl Made {
+    /// The handle; a method, so that a closure moves the whole `Made` (which is `Send`), not
+    /// its field.
+    fn handle(self) -> ncclComm_t {
+        self.0
+    }
+}
+
+/// Runs NCCL's blocking `call` (init or split) on a helper thread bound to `ctx` and waits at
+/// most `timeout`. Both block until every rank of the communicator calls them, and a rank
+/// that died before its call would hold the others there for good; there is no handle to
+/// abort yet, so past the deadline the caller gets an error and ends the process, which
+/// ends the thread with it.
+fn bounded(
+    what: &'static str,
+    gpu: u32,
+    ctx: &Arc<CudaContext>,
+    timeout: Duration,
+    call: impl FnOnce() -> Result<ncclComm_t> + Send + 'static,
+) -> Result<ncclComm_t> {
+    let (tx, rx) = mpsc::channel();
+    let ctx = ctx.clone();
+    std::thread::spawn(move || {
+        let made = ctx
+            .bind_to_thread()
+            .map_err(cuda("cuCtxSetCurrent", gpu))
+            .and_then(|()| call())
+            .map(Made);
+        // The caller may have given up (timeout); then no one needs the result.
+        let _ = tx.send(made);
+    });
+    match rx.recv_timeout(timeout) {
+        Ok(made) => made.map(Made::handle),
+        Err(_) => Err(Error::Cuda {
+            call: what,
+            gpu,
+            message: format!(
+                "not done after {} s: a rank of the job stopped before its NCCL init, or the \
+                 ranks cannot reach each other (check NCCL_SOCKET_IFNAME and the firewall; \
+                 NCCL_DEBUG=INFO shows where it waits)",
+                timeout.as_secs_f64()
+            ),
+        }),
+    }
+}
+
 impl Communicators {
-    /// One communicator per GPU of `gpus`, whose CUDA contexts are `contexts`.
+    /// One communicator per GPU of `gpus`, whose CUDA contexts are `contexts`, all driven by
+    /// this process: ranks 0 to n-1 in the order of `gpus`.
     pub(super) fn new(gpus: &[u32], contexts: Vec<Arc<CudaContext>>) -> Result<Communicators> {
         let n = contexts.len();
         let mut comms = vec![std::ptr::null_mut(); n];
@@ -102,7 +167,92 @@ impl Communicators {
             gpus: gpus.to_vec(),
             contexts,
             comms,
+            ranks: (0..n as u32).collect(),
+            world: n as u32,
         })
+    }
+
+    /// Rank `rank` of a communicator of `world` ranks across processes (`ncclCommInitRank`
+    /// with rank 0's unique id `id`), on `gpu` whose context is `ctx`; waits at most
+    /// `timeout` for the other ranks.
+    pub(super) fn join(
+        gpu: u32,
+        ctx: Arc<CudaContext>,
+        (rank, world): (u32, u32),
+        id: &[u8],
+        timeout: Duration,
+    ) -> Result<Communicators> {
+        let bad_id = || Error::BadValue {
+            field: "NCCL unique id",
+            value: format!("{} bytes", id.len()),
+            expected: "the 128 bytes of rank 0's ncclGetUniqueId".into(),
+        };
+        let bytes: [u8; 128] = id.try_into().map_err(|_| bad_id())?;
+        let unique = sys::ncclUniqueId {
+            internal: bytes.map(|b| b as c_char),
+        };
+        let comm = bounded("ncclCommInitRank", gpu, &ctx, timeout, move || {
+            let mut comm = std::ptr::null_mut();
+            // SAFETY: `comm` is a valid place for the handle; the thread's current context
+            // is `gpu`'s, which NCCL takes as its device.
+            unsafe { nccl::comm_init_rank(&mut comm, world as i32, unique, rank as i32) }
+                .map_err(nccl_err("ncclCommInitRank", gpu))?;
+            Ok(comm)
+        })?;
+        Ok(Communicators {
+            gpus: vec![gpu],
+            contexts: vec![ctx],
+            comms: vec![comm],
+            ranks: vec![rank],
+            world,
+        })
+    }
+
+    /// This process's rank of a sub-communicator (`ncclCommSplit` of its one rank here, with
+    /// `color` and `key`; every rank of this communicator must call it). `None` for
+    /// `NCCL_SPLIT_NOCOLOR`, which takes no part.
+    pub(super) fn split(
+        &self,
+        color: i32,
+        key: u32,
+        timeout: Duration,
+    ) -> Result<Option<Communicators>> {
+        let (&parent, &gpu, ctx) = match (&self.comms[..], &self.gpus[..], &self.contexts[..]) {
+            ([c], [g], [x]) => (c, g, x),
+            _ => {
+                return Err(Error::BadValue {
+                    field: "communicators to split",
+                    value: self.comms.len().to_string(),
+                    expected: "one rank in this process".into(),
+                })
+            }
+        };
+        let parent = Made(parent);
+        let comm = bounded("ncclCommSplit", gpu, ctx, timeout, move || {
+            let parent = parent.handle();
+            let mut comm = std::ptr::null_mut();
+            // SAFETY: `parent` is a live communicator, not used elsewhere while this call
+            // runs (the caller waits on it); a null config inherits the parent's.
+            unsafe { nccl::comm_split(parent, color, key as i32, &mut comm, std::ptr::null_mut()) }
+                .map_err(nccl_err("ncclCommSplit", gpu))?;
+            Ok(comm)
+        })?;
+        if comm.is_null() {
+            return Ok(None);
+        }
+        // Held from here, so that an error below still destroys it (Drop).
+        let mut made = Communicators {
+            gpus: vec![gpu],
+            contexts: vec![ctx.clone()],
+            comms: vec![comm],
+            ranks: vec![0],
+            world: 0,
+        };
+        // SAFETY: `comm` is the live communicator just made.
+        let (rank, world) = unsafe { (nccl::comm_user_rank(comm), nccl::comm_count(comm)) };
+        made.ranks = vec![rank.map_err(nccl_err("ncclCommUserRank", gpu))? as u32];
+        made.world = world.map_err(nccl_err("ncclCommCount", gpu))? as u32;
+        Ok(Some(made))
     }
 
     /// The GPUs, in rank order.
@@ -117,10 +267,10 @@ impl Communicators {
 
     /// Aborts every communicator: NCCL stops their kernels and frees them, so a hung or broken
     /// collective releases the GPUs.
-    fn abort(&mut self) {
+    pub(super) fn abort(&mut self) {
         for (c, gpu) in std::mem::take(&mut self.comms).into_iter().zip(&self.gpus) {
-            // SAFETY: each comm came from ncclCommInitAll and, taken out of `comms`, is aborted
-            // once and never used again.
+            // SAFETY: each comm came from NCCL's init or split and, taken out of `comms`, is
+            // aborted once and never used again.
             if let Err(e) = unsafe { nccl::comm_abort(c) } {
                 eprintln!("microbench: ncclCommAbort on GPU {gpu}: {}", describe(e.0));
             }
@@ -146,9 +296,11 @@ impl Communicators {
     }
 }
 
-/// One rank's buffers: send and receive, as device addresses.
+/// One rank's buffers: send and receive, as device addresses, and its rank index in the
+/// communicator.
 struct Rank {
     gpu: u32,
+    index: u32,
     stream: Arc<CudaStream>,
     send: u64,
     recv: u64,
@@ -165,19 +317,40 @@ pub(super) fn measure(
     iters: u32,
     warmup: u32,
 ) -> Result<[Timing; 2]> {
-    let n = group.contexts.len();
+    let [oop, ip] = measure_loops(group, (kind, None), bytes, dtype, (iters, warmup))?;
+    let timing = |elapsed: &[f64]| loop_timing(elapsed, iters, Clock::CudaEvent);
+    Ok([timing(&oop), timing(&ip)])
+}
+
+/// What a point runs on a communicator: `kind` over all its ranks, or with `Some(peer)`, a
+/// send/recv exchange between this process's one rank and `peer` only (the pairwise pass of
+/// a job, issue 12).
+pub(super) type Traffic = (Kind, Option<u32>);
+
+/// The elapsed time of each of [`LOOPS`] loops of `iters` iterations, out-of-place then
+/// in-place, as this process's GPUs saw them (the longest of its streams): what a job rank
+/// sends rank 0, which averages them across ranks. Aborts the group on any failure.
+pub(super) fn measure_loops(
+    group: &mut Communicators,
+    traffic: Traffic,
+    bytes: u64,
+    dtype: Dtype,
+    (iters, warmup): (u32, u32),
+) -> Result<[Vec<f64>; 2]> {
+    let kind = traffic.0;
+    let n = group.world;
     let es = dtype.size_bytes();
     let elems = bytes / es;
     // Buffer sizes per rank in bytes, nccl-tests' convention: all-gather receives `bytes`
     // from sends of bytes/n, reduce-scatter the reverse.
-    let share = bytes / n as u64;
+    let share = bytes / u64::from(n);
     let (send_len, recv_len) = match kind {
         Kind::AllGather => (share, bytes),
         Kind::ReduceScatter => (bytes, share),
         _ => (bytes, bytes),
     };
-    let mut buffers: Vec<(CudaSlice<u8>, CudaSlice<u8>)> = Vec::with_capacity(n);
-    let mut streams = Vec::with_capacity(n);
+    let mut buffers: Vec<(CudaSlice<u8>, CudaSlice<u8>)> = Vec::with_capacity(group.gpus.len());
+    let mut streams = Vec::with_capacity(group.gpus.len());
     for (ctx, &gpu) in group.contexts.iter().zip(&group.gpus) {
         let stream = ctx.new_stream().map_err(cuda("cuStreamCreate", gpu))?;
         let alloc = |len: u64| {
@@ -188,171 +361,247 @@ pub(super) fn measure(
         buffers.push((alloc(send_len)?, alloc(recv_len)?));
         streams.push((gpu, stream));
     }
-    let mut guards = Vec::with_capacity(n);
-    let mut ranks = Vec::with_capacity(n);
-    for ((send, recv), (gpu, stream)) in buffers.iter_mut().zip(&streams) {
+    let mut guards = Vec::with_capacity(buffers.len());
+    let mut ranks = Vec::with_capacity(buffers.len());
+    for (((send, recv), (gpu, stream)), &index) in
+        buffers.iter_mut().zip(&streams).zip(&group.ranks)
+    {
         let (s, gs) = send.device_ptr_mut(stream);
         let (r, gr) = recv.device_ptr_mut(stream);
         guards.push((gs, gr));
         ranks.push(Rank {
             gpu: *gpu,
+            index,
             stream: stream.clone(),
             send: s,
             recv: r,
         });
     }
-    let ty = nccl_type(dtype);
+    let point = Point {
+        traffic,
+        world: n,
+        elems,
+        es,
+        ty: nccl_type(dtype),
+    };
     let shared: &Communicators = group;
     let check = || shared.async_error();
-    let timed = |in_place: bool| -> Result<Timing> {
-        let step = || issue(&shared.comms, &ranks, kind, elems, es, ty, in_place);
-        let elapsed = time_loops(&streams, (LOOPS, iters), warmup, Wait::Watch(&check), step)?;
-        Ok(loop_timing(&elapsed, iters, Clock::CudaEvent))
+    let timed = |in_place: bool| -> Result<Vec<f64>> {
+        let step = || issue(&shared.comms, &ranks, &point, in_place);
+        time_loops(&streams, (LOOPS, iters), warmup, Wait::Watch(&check), step)
     };
-    let timings = timed(false).and_then(|oop| Ok([oop, timed(true)?]));
-    if timings.is_err() {
+    let loops = timed(false).and_then(|oop| Ok([oop, timed(true)?]));
+    if loops.is_err() {
         group.abort();
     }
-    // The buffers stay mapped (guards alive) until both timings are done or the group aborted.
+    // The buffers stay mapped (guards alive) until both loops are done or the group aborted.
     drop(guards);
-    timings
+    loops
 }
 
-/// Enqueues one collective on every rank inside one NCCL group, as a single thread driving
-/// several GPUs must.
-fn issue(
-    comms: &[ncclComm_t],
-    ranks: &[Rank],
-    kind: Kind,
+/// What every rank enqueues for one iteration.
+struct Point {
+    traffic: Traffic,
+    world: u32,
     elems: u64,
     es: u64,
     ty: ncclDataType_t,
-    in_place: bool,
-) -> Result<()> {
+}
+
+/// Enqueues one collective on every rank of this process inside one NCCL group, as a single
+/// thread driving several GPUs must (and harmless for one).
+fn issue(comms: &[ncclComm_t], ranks: &[Rank], point: &Point, in_place: bool) -> Result<()> {
     let gpu = ranks.first().map_or(0, |r| r.gpu);
     nccl::group_start().map_err(nccl_err("ncclGroupStart", gpu))?;
-    let enqueued = enqueue(comms, ranks, kind, elems, es, ty, in_place);
+    let enqueued = ranks
+        .iter()
+        .zip(comms)
+        .try_for_each(|(rank, &comm)| enqueue(comm, rank, point, in_place));
     // The group is closed even when an enqueue failed: an open group would swallow the calls
     // of the next point. The enqueue's error, the first, is the one reported.
     let closed = nccl::group_end().map_err(nccl_err("ncclGroupEnd", gpu));
     enqueued.and(closed.map(|_| ()))
 }
 
-/// Enqueues one rank's share of `kind` on every rank, inside an open group.
-fn enqueue(
-    comms: &[ncclComm_t],
-    ranks: &[Rank],
-    kind: Kind,
-    elems: u64,
-    es: u64,
-    ty: ncclDataType_t,
-    in_place: bool,
-) -> Result<()> {
-    let n = ranks.len() as u64;
-    let per_rank = (elems / n) as usize;
-    for (r, (rank, &comm)) in ranks.iter().zip(comms).enumerate() {
-        let stream = rank.stream.cu_stream() as _;
-        let err = nccl_err(call_of(kind), rank.gpu);
-        let send = if in_place { rank.recv } else { rank.send };
-        let chunk = per_rank as u64 * es;
-        // SAFETY: the addresses are live device buffers of this rank's GPU, sized for the
-        // counts passed (see `measure`), and `comm` is this rank's communicator.
-        unsafe {
-            match kind {
-                Kind::AllReduce => nccl::all_reduce(
-                    send as *const c_void,
+/// Byte offset of rank `rank`'s share in a buffer of one `chunk`-byte share per rank: where
+/// NCCL's in-place all-gather reads its input (recvbuff + rank x chunk) and in-place
+/// reduce-scatter writes its output (sendbuff + rank x chunk).
+pub(crate) fn share_offset(rank: u32, chunk: u64) -> u64 {
+    u64::from(rank) * chunk
+}
+
+/// One grouped send and receive: to `to`, from `from`, each at share `slot` of its buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Exchange {
+    pub to: u32,
+    pub from: u32,
+    pub slot: u32,
+}
+
+/// The sends and receives of rank `rank` of `world` for all-to-all (share p to and from every
+/// rank p, itself included, as nccl-tests' alltoall) and send/recv: to the next rank of the
+/// ring and from the previous one (nccl-tests' sendrecv), or to and from `peer` alone.
+pub(crate) fn exchanges(kind: Kind, rank: u32, world: u32, peer: Option<u32>) -> Vec<Exchange> {
+    match (kind, peer) {
+        (Kind::AllToAll, _) => (0..world)
+            .map(|p| Exchange {
+                to: p,
+                from: p,
+                slot: p,
+            })
+            .collect(),
+        (_, Some(p)) => vec![Exchange {
+            to: p,
+            from: p,
+            slot: 0,
+        }],
+        _ => vec![Exchange {
+            to: (rank + 1) % world,
+            from: (rank + world - 1) % world,
+            slot: 0,
+        }],
+    }
+}
+
+/// Enqueues one rank's share of the point, inside an open group.
+fn enqueue(comm: ncclComm_t, rank: &Rank, point: &Point, in_place: bool) -> Result<()> {
+    let (kind, peer) = point.traffic;
+    let Point {
+        world,
+        elems,
+        es,
+        ty,
+        ..
+    } = *point;
+    let per_rank = (elems / u64::from(world)) as usize;
+    let stream = rank.stream.cu_stream() as _;
+    let err = nccl_err(call_of(kind), rank.gpu);
+    let send = if in_place { rank.recv } else { rank.send };
+    let chunk = per_rank as u64 * es;
+    // SAFETY (every call below): the addresses are live device buffers of this rank's GPU,
+    // sized for the counts passed (see `measure_loops`), and `comm` is this rank's
+    // communicator.
+    let exchange = |count: usize, bytes: u64| {
+        exchanges(kind, rank.index, world, peer)
+            .into_iter()
+            .try_for_each(|x| unsafe {
+                let at = share_offset(x.slot, bytes);
+                nccl::send(
+                    (send + at) as *const c_void,
+                    count,
+                    ty,
+                    x.to as i32,
+                    comm,
+                    stream,
+                )?;
+                nccl::recv(
+                    (rank.recv + at) as *mut c_void,
+                    count,
+                    ty,
+                    x.from as i32,
+                    comm,
+                    stream,
+                )
+                .map(|_| ())
+            })
+            .map(|()| nccl::NcclStatus::Success)
+    };
+    match kind {
+        Kind::AllReduce => unsafe {
+            nccl::all_reduce(
+                send as *const c_void,
+                rank.recv as *mut c_void,
+                elems as usize,
+                ty,
+                ncclRedOp_t::ncclSum,
+                comm,
+                stream,
+            )
+        },
+        Kind::AllGather => {
+            let src = if in_place {
+                rank.recv + share_offset(rank.index, chunk)
+            } else {
+                rank.send
+            };
+            unsafe {
+                nccl::all_gather(
+                    src as *const c_void,
                     rank.recv as *mut c_void,
-                    elems as usize,
+                    per_rank,
+                    ty,
+                    comm,
+                    stream,
+                )
+            }
+        }
+        Kind::ReduceScatter => {
+            let dst = if in_place {
+                rank.send + share_offset(rank.index, chunk)
+            } else {
+                rank.recv
+            };
+            unsafe {
+                nccl::reduce_scatter(
+                    rank.send as *const c_void,
+                    dst as *mut c_void,
+                    per_rank,
                     ty,
                     ncclRedOp_t::ncclSum,
                     comm,
                     stream,
-                ),
-                Kind::AllGather => {
-                    let src = if in_place {
-                        rank.recv + r as u64 * chunk
-                    } else {
-                        rank.send
-                    };
-                    nccl::all_gather(
-                        src as *const c_void,
-                        rank.recv as *mut c_void,
-                        per_rank,
-                        ty,
-                        comm,
-                        stream,
-                    )
-                }
-                Kind::ReduceScatter => {
-                    let dst = if in_place {
-                        rank.send + r as u64 * chunk
-                    } else {
-                        rank.recv
-                    };
-                    nccl::reduce_scatter(
-                        rank.send as *const c_void,
-                        dst as *mut c_void,
-                        per_rank,
-                        ty,
-                        ncclRedOp_t::ncclSum,
-                        comm,
-                        stream,
-                    )
-                }
-                Kind::AllToAll => (0..n)
-                    .try_for_each(|peer| {
-                        nccl::send(
-                            (send + peer * chunk) as *const c_void,
-                            per_rank,
-                            ty,
-                            peer as i32,
-                            comm,
-                            stream,
-                        )?;
-                        nccl::recv(
-                            (rank.recv + peer * chunk) as *mut c_void,
-                            per_rank,
-                            ty,
-                            peer as i32,
-                            comm,
-                            stream,
-                        )
-                        .map(|_| ())
-                    })
-                    .map(|()| nccl::NcclStatus::Success),
-                Kind::SendRecv => {
-                    let next = ((r as u64 + 1) % n) as i32;
-                    let prev = ((r as u64 + n - 1) % n) as i32;
-                    nccl::send(
-                        send as *const c_void,
-                        elems as usize,
-                        ty,
-                        next,
-                        comm,
-                        stream,
-                    )
-                    .and_then(|_| {
-                        nccl::recv(
-                            rank.recv as *mut c_void,
-                            elems as usize,
-                            ty,
-                            prev,
-                            comm,
-                            stream,
-                        )
-                    })
-                }
-                other => {
-                    return Err(Error::BadValue {
-                        field: "collective",
-                        value: other.to_string(),
-                        expected: "all_reduce, all_gather, reduce_scatter, all_to_all or send_recv"
-                            .into(),
-                    })
-                }
+                )
             }
         }
-        .map_err(err)?;
+        Kind::AllToAll => exchange(per_rank, chunk),
+        Kind::SendRecv => exchange(elems as usize, 0),
+        other => {
+            return Err(Error::BadValue {
+                field: "collective",
+                value: other.to_string(),
+                expected: "all_reduce, all_gather, reduce_scatter, all_to_all or send_recv".into(),
+            })
+        }
     }
+    .map_err(err)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn x(to: u32, from: u32, slot: u32) -> Exchange {
+        Exchange { to, from, slot }
+    }
+
+    /// In-place all-gather of 8 ranks with 1 MiB shares: rank 5's input sits at 5 MiB.
+    #[test]
+    fn in_place_shares_sit_at_the_global_rank() {
+        assert_eq!(share_offset(5, 1 << 20), 5 << 20);
+        assert_eq!(share_offset(0, 1 << 20), 0);
+    }
+
+    /// Rank 2 of a 4-rank all-to-all sends share p to and receives share p from every p;
+    /// the global rank, not the position in this process, picks them.
+    #[test]
+    fn all_to_all_goes_to_every_rank_of_the_world() {
+        assert_eq!(
+            exchanges(Kind::AllToAll, 2, 4, None),
+            vec![x(0, 0, 0), x(1, 1, 1), x(2, 2, 2), x(3, 3, 3)]
+        );
+    }
+
+    /// The send/recv ring of nccl-tests: rank r sends to r+1 and receives from r-1, wrapping;
+    /// a pair of the pairwise pass exchanges with its peer alone.
+    #[test]
+    fn send_recv_ring_neighbours_and_pairs() {
+        assert_eq!(exchanges(Kind::SendRecv, 0, 16, None), vec![x(1, 15, 0)]);
+        assert_eq!(exchanges(Kind::SendRecv, 15, 16, None), vec![x(0, 14, 0)]);
+        assert_eq!(exchanges(Kind::SendRecv, 1, 2, None), vec![x(0, 0, 0)]);
+        assert_eq!(
+            exchanges(Kind::SendRecv, 3, 16, Some(11)),
+            vec![x(11, 11, 0)]
+        );
+    }
 }

@@ -8,6 +8,7 @@ use super::{check_iters, check_point, collective, copy, gemm, Backend, DEBUG_LIN
 use crate::discovery::{self, Activity, SmClock, Topology};
 use crate::error::{Error, Result};
 use crate::plan::Point;
+use cudarc::driver::result::device as cu_device;
 use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::CudaContext;
 use record::{Backend as Source, Dtype, Group, Record, Scope};
@@ -30,6 +31,17 @@ impl GpuBackend {
     /// Loads the driver and discovers the node. Fails with one clear error when there is no
     /// driver or no GPU.
     pub fn new() -> Result<GpuBackend> {
+        GpuBackend::with_contexts(None)
+    }
+
+    /// As [`GpuBackend::new`], with a CUDA context on GPU `gpu` only: one rank of a job
+    /// (issue 12), whose context must not show on the GPUs of the other ranks of its node,
+    /// where they would read as someone else's work (the idle rule).
+    pub fn for_gpu(gpu: u32) -> Result<GpuBackend> {
+        GpuBackend::with_contexts(Some(gpu))
+    }
+
+    fn with_contexts(only: Option<u32>) -> Result<GpuBackend> {
         check_libraries(&[Library::Cuda])?;
         let topology = discovery::discover()?;
         if topology.gpus.is_empty() {
@@ -39,7 +51,14 @@ impl GpuBackend {
                 found: 0,
             });
         }
-        let contexts = cuda_contexts(&topology)?;
+        if let Some(gpu) = only.filter(|&g| g as usize >= topology.gpus.len()) {
+            return Err(Error::NoSuchGpu {
+                field: "gpu",
+                gpu,
+                count: topology.gpus.len(),
+            });
+        }
+        let contexts = cuda_contexts(&topology, only)?;
         Ok(GpuBackend {
             topology,
             contexts,
@@ -86,7 +105,8 @@ impl GpuBackend {
             .map_or_else(SmClock::default, |l| l.sm_clock(gpu))
     }
 
-    fn context(&self, gpu: u32) -> Result<Arc<CudaContext>> {
+    /// GPU `gpu`'s CUDA context (by NVML index).
+    pub(super) fn context(&self, gpu: u32) -> Result<Arc<CudaContext>> {
         self.contexts
             .get(gpu as usize)
             .cloned()
@@ -105,16 +125,18 @@ fn set_conditions(record: &mut Record, clock: SmClock) {
     record.detail.throttle_reasons = clock.reason_names();
 }
 
-/// Matches CUDA ordinals to NVML indices by PCI address.
-fn cuda_contexts(topology: &Topology) -> Result<Vec<Option<Arc<CudaContext>>>> {
+/// Matches CUDA ordinals to NVML indices by PCI address, and makes a context on each GPU, or
+/// on `only`.
+fn cuda_contexts(topology: &Topology, only: Option<u32>) -> Result<Vec<Option<Arc<CudaContext>>>> {
     let count = CudaContext::device_count().map_err(|e| Error::CudaInit(e.to_string()))?;
     let mut by_bus = Vec::new();
-    for ordinal in 0..usize::try_from(count).unwrap_or(0) {
+    for ordinal in 0..count.max(0) {
         // CUDA ordinals are not NVML indices; errors here name the ordinal.
         let at = ordinal as u32;
-        let ctx = CudaContext::new(ordinal).map_err(cuda("cuCtxCreate (CUDA ordinal)", at))?;
+        let device = cu_device::get(ordinal).map_err(cuda("cuDeviceGet (CUDA ordinal)", at))?;
         let attr = |a| {
-            ctx.attribute(a)
+            // SAFETY: `device` came from cuDeviceGet; reading an attribute needs no context.
+            unsafe { cu_device::get_attribute(device, a) }
                 .map_err(cuda("cuDeviceGetAttribute (CUDA ordinal)", at))
         };
         let bus = format!(
@@ -123,19 +145,23 @@ fn cuda_contexts(topology: &Topology) -> Result<Vec<Option<Arc<CudaContext>>>> {
             attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?,
             attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?
         );
-        by_bus.push((bus, ctx));
+        by_bus.push((bus, ordinal as usize));
     }
-    Ok(topology
+    topology
         .gpus
         .iter()
-        .map(|g| {
+        .enumerate()
+        .map(|(index, g)| {
             let id = g.pci_bus_id.to_ascii_lowercase();
-            by_bus
-                .iter()
-                .find(|(bus, _)| id.ends_with(bus.as_str()))
-                .map(|(_, ctx)| ctx.clone())
+            let wanted = only.is_none_or(|o| o as usize == index);
+            match by_bus.iter().find(|(bus, _)| id.ends_with(bus.as_str())) {
+                Some(&(_, ordinal)) if wanted => CudaContext::new(ordinal)
+                    .map(Some)
+                    .map_err(cuda("cuCtxCreate (CUDA ordinal)", ordinal as u32)),
+                _ => Ok(None),
+            }
         })
-        .collect())
+        .collect()
 }
 
 impl Backend for GpuBackend {

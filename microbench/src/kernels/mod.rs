@@ -13,6 +13,8 @@ mod gemm;
 #[cfg(feature = "cuda")]
 mod gpu;
 #[cfg(feature = "cuda")]
+mod job;
+#[cfg(feature = "cuda")]
 mod loader;
 #[cfg(feature = "cuda")]
 mod settle;
@@ -26,6 +28,8 @@ use record::{Clock, Dtype, GemmLayout, Record, Timing};
 
 #[cfg(feature = "cuda")]
 pub use gpu::GpuBackend;
+#[cfg(feature = "cuda")]
+pub use job::{nccl_unique_id, nccl_version, JobRank};
 #[cfg(feature = "cuda")]
 pub use loader::{check_libraries, Library};
 
