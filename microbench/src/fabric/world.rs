@@ -44,13 +44,16 @@ impl Layout {
         let mut members: Vec<u32> = job.nodes.iter().flat_map(|n| n.ranks.clone()).collect();
         members.sort_unstable();
         let local = |rank: u32| roster.members[rank as usize].local_rank;
-        let nccl = |rank: u32| members.iter().position(|&m| m == rank).unwrap_or(0) as u32;
-        let grid = job
-            .nodes
-            .iter()
-            .map(|n| {
-                let mut rails: Vec<(u32, u32)> =
-                    n.ranks.iter().map(|&r| (local(r), nccl(r))).collect();
+        // (rail, NCCL rank) of each node's ranks; `members` holds exactly the nodes' ranks.
+        let mut grid: Vec<Vec<(u32, u32)>> = vec![Vec::new(); job.nodes.len()];
+        for (nccl, &rank) in members.iter().enumerate() {
+            if let Some(i) = job.nodes.iter().position(|n| n.ranks.contains(&rank)) {
+                grid[i].push((local(rank), nccl as u32));
+            }
+        }
+        let grid = grid
+            .into_iter()
+            .map(|mut rails| {
                 rails.sort_unstable();
                 rails.into_iter().map(|(_, r)| r).collect()
             })
@@ -240,11 +243,11 @@ pub fn average_loops(per_rank: &[&[f64]]) -> Vec<f64> {
         .collect()
 }
 
-/// What every record of a job shares: rank 0's node and versions, the type, iterations and
+/// What every record of a job shares: the first node and rank 0's versions, the type, iterations and
 /// the time the job ended.
 #[derive(Debug, Clone)]
 pub struct Stamp {
-    /// Rank 0's node.
+    /// The job's first node: rank 0's, unless its node left (as the sim writes it).
     pub node: String,
     /// Rank 0's driver, CUDA and NCCL.
     pub versions: Versions,
