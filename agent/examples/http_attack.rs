@@ -17,6 +17,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Time between two scrapes of the watching scraper.
@@ -91,7 +92,7 @@ fn run_attacks(o: &Options, agent: &Agent, fd_limit: u64) -> Result<(), String> 
         agent.addr,
         results_len as f64 / f64::from(1 << 20)
     );
-    let quiet = scraper.watch(Duration::from_secs(3), || {})?;
+    let ((), quiet) = scraper.during(|| std::thread::sleep(Duration::from_secs(3)))?;
     println!(
         "baseline: RSS {}; /metrics {}",
         mib(agent.rss()?),
@@ -107,70 +108,74 @@ fn run_attacks(o: &Options, agent: &Agent, fd_limit: u64) -> Result<(), String> 
         );
     }
     let before = agent.rss()?;
-    let started = Instant::now();
-    let mut held = Vec::with_capacity(idle);
-    let mut failed = 0;
-    for _ in 0..idle {
-        match TcpStream::connect(agent.addr) {
-            Ok(s) => held.push(s),
-            Err(_) => failed += 1,
+    let (report, under) = scraper.during(|| {
+        let mut seen = Seen::default();
+        let started = Instant::now();
+        let mut held = Vec::with_capacity(idle);
+        let mut failed = 0;
+        for i in 0..idle {
+            match TcpStream::connect(agent.addr) {
+                Ok(s) => held.push(s),
+                Err(_) => failed += 1,
+            }
+            if i % 500 == 0 {
+                seen.sample(agent);
+            }
         }
-    }
-    println!(
-        "attack 1: {} idle connections opened in {:.1} s ({failed} connects failed)",
-        held.len(),
-        started.elapsed().as_secs_f64()
-    );
-    let fds = agent.fds()?;
-    let fresh = fresh_scrape(agent.addr);
-    let mut peak = Peak::default();
-    let under = scraper.watch(o.hold.min(Duration::from_secs(15)), || {
-        peak.sample(agent);
+        let opened = started.elapsed();
+        let fresh = fresh_scrape(agent.addr);
+        seen.hold(agent, o.hold.min(Duration::from_secs(15)));
+        format!(
+            "{} idle connections opened in {:.1} s ({failed} connects failed), held 15 s \
+             more; RSS max {}, agent fds max {}; a new connection's scrape at the cap: {fresh}",
+            held.len(),
+            opened.as_secs_f64(),
+            mib(seen.rss),
+            seen.fds
+        )
     })?;
-    drop(held);
     std::thread::sleep(Duration::from_secs(2));
     println!(
-        "attack 1: RSS before {}, during (max) {}, after {}; agent fds during {fds}; \
-         a new connection's scrape during the attack: {fresh}; /metrics on the \
-         keep-alive connection {}",
+        "attack 1: {report}\nattack 1: RSS before {}, after {} (fds {}); /metrics on the \
+         keep-alive connection throughout: {}",
         mib(before),
-        mib(peak.max),
         mib(agent.rss()?),
+        agent.fds()?,
         under.summary()
     );
 
     let before = agent.rss()?;
-    let mut readers = Vec::with_capacity(o.readers);
-    for _ in 0..o.readers {
-        let Ok(mut s) = TcpStream::connect(agent.addr) else {
-            continue;
-        };
-        if s.write_all(b"GET /v1/results HTTP/1.1\r\nHost: agent\r\n\r\n")
-            .is_ok()
-        {
-            readers.push(s);
+    let (report, under) = scraper.during(|| {
+        let mut seen = Seen::default();
+        let mut readers = Vec::with_capacity(o.readers);
+        for _ in 0..o.readers {
+            let Ok(mut s) = TcpStream::connect(agent.addr) else {
+                continue;
+            };
+            if s.write_all(b"GET /v1/results HTTP/1.1\r\nHost: agent\r\n\r\n")
+                .is_ok()
+            {
+                readers.push(s);
+            }
         }
-    }
-    println!(
-        "attack 2: {} clients asked for /v1/results and do not read; held {} s",
-        readers.len(),
-        o.hold.as_secs()
-    );
-    let mut peak = Peak::default();
-    let mut fds_max = 0;
-    let under = scraper.watch(o.hold, || {
-        peak.sample(agent);
-        fds_max = fds_max.max(agent.fds().unwrap_or(0));
+        seen.hold(agent, o.hold);
+        format!(
+            "{} clients asked for /v1/results and did not read for {} s; RSS max {}, agent \
+             fds max {}, at the end {}",
+            readers.len(),
+            o.hold.as_secs(),
+            mib(seen.rss),
+            seen.fds,
+            agent.fds().unwrap_or(0)
+        )
     })?;
-    let fds_end = agent.fds()?;
-    drop(readers);
     std::thread::sleep(Duration::from_secs(2));
     println!(
-        "attack 2: RSS before {}, during (max) {}, after {}; agent fds max {fds_max}, at \
-         the end of the hold {fds_end}; /metrics on the keep-alive connection {}",
+        "attack 2: {report}\nattack 2: RSS before {}, after {} (fds {}); /metrics on the \
+         keep-alive connection throughout: {}",
         mib(before),
-        mib(peak.max),
         mib(agent.rss()?),
+        agent.fds()?,
         under.summary()
     );
     Ok(())
@@ -302,15 +307,26 @@ impl Agent {
     }
 }
 
-/// The largest RSS seen.
+/// The largest RSS and descriptor count seen.
 #[derive(Default)]
-struct Peak {
-    max: u64,
+struct Seen {
+    rss: u64,
+    fds: usize,
 }
 
-impl Peak {
+impl Seen {
     fn sample(&mut self, agent: &Agent) {
-        self.max = self.max.max(agent.rss().unwrap_or(0));
+        self.rss = self.rss.max(agent.rss().unwrap_or(0));
+        self.fds = self.fds.max(agent.fds().unwrap_or(0));
+    }
+
+    /// Samples every 100 ms for `span`.
+    fn hold(&mut self, agent: &Agent, span: Duration) {
+        let end = Instant::now() + span;
+        while Instant::now() < end {
+            self.sample(agent);
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 }
 
@@ -357,29 +373,38 @@ impl Scraper {
         })
     }
 
-    /// Scrapes every [`SCRAPE_EVERY`] for `span`, calling `between` after each scrape. A
-    /// failed scrape is counted and the scraper reconnects, as Prometheus would.
-    fn watch(&mut self, span: Duration, mut between: impl FnMut()) -> Result<Watched, String> {
-        let mut w = Watched {
-            latencies: Vec::new(),
-            errors: 0,
-        };
-        let end = Instant::now() + span;
-        while Instant::now() < end {
-            let start = Instant::now();
-            match request(&mut self.stream, "/metrics") {
-                Ok(_) => w.latencies.push(start.elapsed()),
-                Err(_) => {
-                    w.errors += 1;
-                    if let Ok(fresh) = Scraper::connect(self.addr) {
-                        *self = fresh;
+    /// Runs `attack` while scraping every [`SCRAPE_EVERY`] on another thread. A failed
+    /// scrape is counted and the scraper reconnects, as Prometheus would.
+    fn during<T>(&mut self, attack: impl FnOnce() -> T) -> Result<(T, Watched), String> {
+        let done = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            let watching = scope.spawn(|| {
+                let mut w = Watched {
+                    latencies: Vec::new(),
+                    errors: 0,
+                };
+                while !done.load(Ordering::Relaxed) {
+                    let start = Instant::now();
+                    match request(&mut self.stream, "/metrics") {
+                        Ok(_) => w.latencies.push(start.elapsed()),
+                        Err(_) => {
+                            w.errors += 1;
+                            if let Ok(fresh) = Scraper::connect(self.addr) {
+                                *self = fresh;
+                            }
+                        }
                     }
+                    std::thread::sleep(SCRAPE_EVERY.saturating_sub(start.elapsed()));
                 }
-            }
-            between();
-            std::thread::sleep(SCRAPE_EVERY.saturating_sub(start.elapsed()));
-        }
-        Ok(w)
+                w
+            });
+            let out = attack();
+            done.store(true, Ordering::Relaxed);
+            let watched = watching
+                .join()
+                .map_err(|_| "the scraper thread panicked".to_string())?;
+            Ok((out, watched))
+        })
     }
 }
 
@@ -408,7 +433,9 @@ fn request(stream: &mut BufReader<TcpStream>, path: &str) -> std::io::Result<usi
     stream.get_mut().write_all(head.as_bytes())?;
     let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string());
     let mut line = String::new();
-    stream.read_line(&mut line)?;
+    if stream.read_line(&mut line)? == 0 {
+        return Err(bad("closed without a reply"));
+    }
     if !line.starts_with("HTTP/1.1 200") {
         return Err(bad(&format!("status line {:?}", line.trim_end())));
     }

@@ -356,3 +356,34 @@ fn r13_clients_that_never_read_results_neither_grow_the_agent_nor_stay() {
         before >> 20
     );
 }
+
+/// Issue 13 kept SIGTERM's bound: with idle, keep-alive and half-sent requests open, the
+/// agent still stops within 2 s and exits 0.
+#[test]
+fn r13_sigterm_with_connections_open_stops_within_two_seconds() {
+    let mut agent = Agent::start(&[], 0);
+    let mut scraper = agent.connect();
+    assert_eq!(get(&mut scraper, "/metrics").0, 200);
+    let mut open: Vec<TcpStream> = (0..5).map(|_| agent.connect()).collect();
+    let mut slow = agent.connect();
+    slow.write_all(b"GET /metrics HTTP/1.1\r\n").unwrap();
+    open.push(slow);
+    let pid = agent.child.id().to_string();
+    let began = Instant::now();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let mut status = None;
+    wait_for(Duration::from_secs(3), || {
+        status = agent.child.try_wait().unwrap();
+        status.is_some()
+    });
+    let took = began.elapsed();
+    assert!(
+        matches!(status, Some(s) if s.success()) && took < Duration::from_secs(2),
+        "status {status:?} after {took:?}:\n{}",
+        agent.log_text()
+    );
+}
