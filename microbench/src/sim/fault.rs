@@ -137,10 +137,18 @@ impl FromStr for Fault {
                 gpu: required("gpu")?,
                 factor: factor()?,
             },
-            "pcie-downtrained" => Fault::PcieDowntrained {
-                gpu: required("gpu")?,
-                width: int("width")?,
-            },
+            "pcie-downtrained" => {
+                // A link trains at one of PCIe's widths; 0 lanes would be no link at all and
+                // an infinite copy time.
+                let width = int("width")?;
+                if let Some(w) = width.filter(|w| ![1, 2, 4, 8, 16].contains(w)) {
+                    return Err(bad(text, format!("width `{w}` must be 1, 2, 4, 8 or 16")));
+                }
+                Fault::PcieDowntrained {
+                    gpu: required("gpu")?,
+                    width,
+                }
+            }
             "nic-down" => Fault::NicDown {
                 nic: required("nic")?,
             },
@@ -279,6 +287,10 @@ mod tests {
         assert_eq!(
             msg("nic-down:gpu=1"),
             "--fault `nic-down:gpu=1`: nic-down takes nic, not `gpu`"
+        );
+        assert_eq!(
+            msg("pcie-downtrained:gpu=2,width=0"),
+            "--fault `pcie-downtrained:gpu=2,width=0`: width `0` must be 1, 2, 4, 8 or 16"
         );
         assert_eq!(
             msg("nvlink-degraded:gpu=x"),
