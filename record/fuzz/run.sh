@@ -17,5 +17,5 @@ for target in "${targets[@]}"; do
   cp seeds/json_lines/* "corpus/$target/"
   nice cargo +nightly fuzz run "$target" "corpus/$target" -- \
     -max_total_time="$seconds" -print_final_stats=1 \
-    2>&1 | tee "corpus/$target.log" | grep -E "^#[0-9]+ +(INITED|DONE)|stat::number_of_executed_units|SUMMARY|panicked" || true
+    2>&1 | tee "corpus/$target.log" | grep -E "^#[0-9]+[[:space:]]+(INITED|DONE)|stat::number_of_executed_units|SUMMARY|panicked" || true
 done
