@@ -17,7 +17,10 @@ fuzz_target!(|data: &[u8]| {
         scope: Some(Scope::IntraNode),
         node: None,
     };
-    for parsed in [parse(text), parse_with(text, &hinted)].into_iter().flatten() {
+    for parsed in [parse(text), parse_with(text, &hinted)]
+        .into_iter()
+        .flatten()
+    {
         for r in &parsed.records {
             if let Err(e) = r.validate() {
                 panic!("parsed an invalid record ({e}): {r:?}");
