@@ -684,8 +684,9 @@ fn import(args: &ImportArgs, json: bool) -> Result<ExitCode> {
     let mut failed = 0;
     for file in &args.files {
         let name = file.display();
-        let parsed = std::fs::read_to_string(file)
-            .with_context(|| format!("reading {name}"))
+        // InputError names the file and says why; `reading` keeps the message's old shape.
+        let parsed = record::read_bounded(file, record::MAX_LOG_BYTES)
+            .map_err(|e| anyhow::anyhow!("reading {e}"))
             .and_then(|text| {
                 nccl_tests::parse_with(&text, &opts).with_context(|| name.to_string())
             });

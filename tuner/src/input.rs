@@ -2,7 +2,6 @@
 //! `--model`, `--runs` or `--measurements` used to grow without end. A file is read through
 //! its limit and refused past it by name; YAML is parsed within a node budget stated in words.
 
-use std::io::Read;
 use std::path::Path;
 
 use serde::de::DeserializeOwned;
@@ -48,30 +47,26 @@ pub const MEASUREMENTS: Limit = Limit {
     in_words: "",
 };
 
-/// Reads `path` as UTF-8 text, refusing it past `limit.bytes` without reading further.
+/// Reads `path` as UTF-8 text through `record::read_bounded`, refusing it past `limit.bytes`
+/// without reading further.
 pub fn read_text(path: &Path, limit: Limit) -> Result<String, TunerError> {
-    let io = |message: String| TunerError::Io {
-        path: path.display().to_string(),
-        message,
-    };
-    let file = std::fs::File::open(path).map_err(|e| io(e.to_string()))?;
-    let mut bytes = Vec::new();
-    file.take(limit.bytes + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| io(e.to_string()))?;
-    if bytes.len() as u64 > limit.bytes {
-        return Err(io(format!(
-            "larger than {} MiB, the most the tuner reads of {}",
-            limit.bytes >> 20,
-            limit.what
-        )));
-    }
-    String::from_utf8(bytes).map_err(|e| {
-        io(format!(
-            "not UTF-8 text (byte {} is not): {} is text",
-            e.utf8_error().valid_up_to(),
-            limit.what
-        ))
+    record::read_bounded(path, limit.bytes).map_err(|e| {
+        let message = match e {
+            record::InputError::TooLarge { limit: bytes, .. } => format!(
+                "larger than {} MiB, the most the tuner reads of {}",
+                bytes >> 20,
+                limit.what
+            ),
+            record::InputError::NotText { offset, .. } => format!(
+                "not UTF-8 text (byte {offset} is not): {} is text",
+                limit.what
+            ),
+            record::InputError::Io { source, .. } => source.to_string(),
+        };
+        TunerError::Io {
+            path: path.display().to_string(),
+            message,
+        }
     })
 }
 

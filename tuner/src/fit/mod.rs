@@ -456,21 +456,28 @@ mod tests {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
             let text = std::fs::read_to_string(&path).unwrap();
+            // Issue 37's V100 log has one row, which nccl-tests itself failed: nothing to fit.
             // One excerpt lost its command line and device list; its file name says what it
             // is, as a user would pass `--collective` and `--scope` to the importer.
-            let parsed = nccl_tests::parse(&text).or_else(|_| {
-                let opts = nccl_tests::ImportOptions {
-                    collective: Some(Kind::AllReduce),
-                    scope: Some(Scope::IntraNode),
-                    ..Default::default()
-                };
-                assert!(path.to_string_lossy().contains("all_reduce"));
-                nccl_tests::parse_with(&text, &opts)
-            });
-            let parsed = parsed.unwrap();
+            let parsed = match nccl_tests::parse(&text) {
+                Err(nccl_tests::ParseError::NoValidRows { .. }) => {
+                    assert!(path.to_string_lossy().contains("nccl-tests-37_"));
+                    continue;
+                }
+                Err(_) => {
+                    let opts = nccl_tests::ImportOptions {
+                        collective: Some(Kind::AllReduce),
+                        scope: Some(Scope::IntraNode),
+                        ..Default::default()
+                    };
+                    assert!(path.to_string_lossy().contains("all_reduce"));
+                    nccl_tests::parse_with(&text, &opts).unwrap()
+                }
+                Ok(parsed) => parsed,
+            };
             let fits = fit_all(&parsed.records, 1.0, &FitOptions::default());
             let sizes = parsed.records.iter().filter(|r| !r.in_place).count();
-            // The V100 excerpt keeps a single row: no curve can come from one size.
+            // No curve comes from fewer than three sizes.
             assert_eq!(fits.curves.is_empty(), sizes < 3, "{}", path.display());
             for c in &fits.curves {
                 let pts: Vec<&Record> = parsed
