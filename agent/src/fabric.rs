@@ -275,35 +275,19 @@ impl Watcher {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use record::{Clock, Detail, Dtype, Group, Kind, Timing};
+    use record::{Clock, Dtype, Group, Kind, Timing};
 
     /// A pairwise send/recv point between `a` and `b` on `rail`, at `busbw` bytes/s.
     pub(crate) fn pair(a: &str, b: &str, rail: u32, bytes: u64, busbw: f64) -> Record {
-        let mut r = Record::transfer(
-            Kind::SendRecv,
-            Backend::Sim,
-            Group {
-                node: Some(a.into()),
-                gpus: vec![rail],
-                scope: Scope::InterNode,
-                ranks: 2,
-            },
-            bytes,
-            Dtype::Fp32,
-            Timing {
-                time_s: bytes as f64 / busbw,
-                time_min_s: None,
-                time_max_s: None,
-                iters: Some(20),
-                clock: Clock::Model,
-            },
-        );
-        r.timestamp = Some(1000.0 + f64::from(rail));
-        r.detail = Detail {
-            peer_node: Some(b.into()),
-            ranks_per_node: Some(1),
-            ..Detail::default()
+        let timing = Timing {
+            time_s: bytes as f64 / busbw,
+            time_min_s: None,
+            time_max_s: None,
+            iters: Some(20),
+            clock: Clock::Model,
         };
+        let mut r = Record::pair(Backend::Sim, (a, b), rail, bytes, Dtype::Fp32, timing);
+        r.timestamp = Some(1000.0 + f64::from(rail));
         r
     }
 

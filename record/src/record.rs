@@ -168,6 +168,29 @@ impl Record {
         }
     }
 
+    /// A pairwise inter-node point (issue 12): GPU `rail` of `ends.0` sending to and
+    /// receiving from GPU `rail` of `ends.1`, through NIC `rail` of each; two ranks, one per
+    /// node, so busbw = algbw.
+    pub fn pair(
+        backend: Backend,
+        ends: (&str, &str),
+        rail: u32,
+        bytes: u64,
+        dtype: Dtype,
+        timing: Timing,
+    ) -> Record {
+        let group = Group {
+            node: Some(ends.0.to_string()),
+            gpus: vec![rail],
+            scope: Scope::InterNode,
+            ranks: 2,
+        };
+        let mut r = Record::transfer(Kind::SendRecv, backend, group, bytes, dtype, timing);
+        r.detail.peer_node = Some(ends.1.to_string());
+        r.detail.ranks_per_node = Some(1);
+        r
+    }
+
     /// A GEMM on one GPU: flops = 2mnk / time_s; bytes counts A, B and C.
     pub fn gemm(
         backend: Backend,

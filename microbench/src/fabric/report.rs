@@ -232,31 +232,18 @@ fn median(values: &[f64]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use record::{Backend, Clock, Dtype, Group, Timing};
+    use record::{Backend, Clock, Dtype, Timing};
 
     fn pair(a: &str, b: &str, rail: u32, gb_per_s: f64) -> Record {
         let bytes = 1u64 << 30;
-        let mut r = Record::transfer(
-            Kind::SendRecv,
-            Backend::Sim,
-            Group {
-                node: Some(a.into()),
-                gpus: vec![rail],
-                scope: Scope::InterNode,
-                ranks: 2,
-            },
-            bytes,
-            Dtype::Bf16,
-            Timing {
-                time_s: bytes as f64 / (gb_per_s * 1e9),
-                time_min_s: None,
-                time_max_s: None,
-                iters: None,
-                clock: Clock::Model,
-            },
-        );
-        r.detail.peer_node = Some(b.into());
-        r
+        let timing = Timing {
+            time_s: bytes as f64 / (gb_per_s * 1e9),
+            time_min_s: None,
+            time_max_s: None,
+            iters: None,
+            clock: Clock::Model,
+        };
+        Record::pair(Backend::Sim, (a, b), rail, bytes, Dtype::Bf16, timing)
     }
 
     /// Four nodes on two rails at 45 GB/s; n1's NIC 1 at half; one cable n0-n2 on rail 0 at

@@ -302,23 +302,14 @@ pub fn records(
                 .iter()
                 .zip(ranks.chunks(2))
                 .map(|(&(a, b), ends)| {
-                    let group = Group {
-                        node: Some(job.nodes[a].name.clone()),
-                        gpus: vec![*rail],
-                        scope: Scope::InterNode,
-                        ranks: 2,
-                    };
-                    let mut r = Record::transfer(
-                        *kind,
+                    Ok(Record::pair(
                         Backend::Nccl,
-                        group,
+                        (&job.nodes[a].name, &job.nodes[b].name),
+                        *rail,
                         *bytes,
                         stamp.dtype,
                         timing(ends, at, 0)?,
-                    );
-                    r.detail.peer_node = Some(job.nodes[b].name.clone());
-                    r.detail.ranks_per_node = Some(1);
-                    Ok(r)
+                    ))
                 })
                 .collect::<Result<Vec<_>>>()?,
             _ => {

@@ -208,23 +208,14 @@ impl SimBackend {
         let model_s = model::collective_time(Kind::SendRecv, 2, bytes, bw, NET_HOP_SCALE).0;
         let key = format!("send_recv {}-{} rail {rail} {bytes}", from.name, to.name);
         let timing = self.timed_loops(&key, model_s, iters, warmup);
-        let group = Group {
-            node: Some(from.name.clone()),
-            gpus: vec![rail],
-            scope: Scope::InterNode,
-            ranks: 2,
-        };
-        let mut r = Record::transfer(
-            Kind::SendRecv,
+        Ok(Record::pair(
             record::Backend::Sim,
-            group,
+            (&from.name, &to.name),
+            rail,
             bytes,
             dtype,
             timing,
-        );
-        r.detail.peer_node = Some(to.name.clone());
-        r.detail.ranks_per_node = Some(1);
-        Ok(r)
+        ))
     }
 
     /// What GPU `rail` sends through its own NIC to another node: that NIC's share of the

@@ -143,36 +143,19 @@ pub fn fleet_nic_busbw(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use record::{Backend, Clock, Detail, Dtype, Group, Timing};
+    use record::{Backend, Clock, Dtype, Timing};
 
     /// A send/recv pair point from `a` to `b` on `rail` at `busbw` bytes/s, 64 MiB.
     pub(crate) fn pair(a: &str, b: &str, rail: u32, busbw: f64) -> Record {
         let bytes = 64u64 << 20;
-        let mut r = Record::transfer(
-            Kind::SendRecv,
-            Backend::Sim,
-            Group {
-                node: Some(a.into()),
-                gpus: vec![rail],
-                scope: Scope::InterNode,
-                ranks: 2,
-            },
-            bytes,
-            Dtype::Fp32,
-            Timing {
-                time_s: bytes as f64 / busbw,
-                time_min_s: None,
-                time_max_s: None,
-                iters: Some(20),
-                clock: Clock::Model,
-            },
-        );
-        r.detail = Detail {
-            peer_node: Some(b.into()),
-            ranks_per_node: Some(1),
-            ..Detail::default()
+        let timing = Timing {
+            time_s: bytes as f64 / busbw,
+            time_min_s: None,
+            time_max_s: None,
+            iters: Some(20),
+            clock: Clock::Model,
         };
-        r
+        Record::pair(Backend::Sim, (a, b), rail, bytes, Dtype::Fp32, timing)
     }
 
     /// Three nodes, two rails, every pair measured once; n2's NIC 1 runs at half the 45 GB/s

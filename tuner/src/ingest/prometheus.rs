@@ -326,23 +326,14 @@ fn pair_record(s: &Sample) -> Option<Record> {
     let bw = value(s).filter(|v| *v > 0.0)?;
     let bytes = 1u64 << 30;
     let b = backend(s);
-    let group = Group {
-        node: Some(node(s)),
-        gpus: vec![label(s, "gpu")?.parse().ok()?],
-        scope: Scope::InterNode,
-        ranks: 2,
-    };
-    let mut r = Record::transfer(
-        Kind::SendRecv,
+    Some(Record::pair(
         b,
-        group,
+        (&node(s), label(s, "peer_node")?),
+        label(s, "gpu")?.parse().ok()?,
         bytes,
         Dtype::Bf16,
         timing(bytes as f64 / bw, b),
-    );
-    r.detail.peer_node = Some(label(s, "peer_node")?.to_string());
-    r.detail.ranks_per_node = Some(1);
-    Some(r)
+    ))
 }
 
 /// The single GPU a per-GPU sample names, on its node.
