@@ -230,6 +230,14 @@ fn read_capped(resp: impl std::io::Read, limit: u64) -> std::io::Result<Vec<u8>>
     Ok(body)
 }
 
+/// Reads one `/api/v1/query` reply body, as answered with HTTP 200: the number of samples in
+/// its instant vector, or what the reply is instead. It is the reader [`PromSource::fetch`]
+/// runs on every reply, public so that the fuzz target in tuner/fuzz reaches it without a
+/// server.
+pub fn read_reply(body: &[u8]) -> Result<usize, String> {
+    parse_reply(reqwest::StatusCode::OK, body).map(|samples| samples.len())
+}
+
 /// The samples of an instant-vector reply, or what the reply is instead.
 fn parse_reply(status: reqwest::StatusCode, body: &[u8]) -> Result<Vec<Sample>, String> {
     let text = String::from_utf8_lossy(body);
@@ -588,6 +596,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(samples.len(), 1);
+        assert_eq!(
+            read_reply(br#"{"status":"success","data":{"resultType":"vector","result":[]}}"#),
+            Ok(0)
+        );
     }
 
     #[test]
