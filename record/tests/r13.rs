@@ -456,3 +456,43 @@ fn r13_fuzz_seeds_are_valid_records() {
         record::read_bounded(std::path::Path::new(seeds), record::MAX_JSON_LINES_BYTES).unwrap();
     assert_eq!(read_json_lines(&text).unwrap().len(), 3);
 }
+
+/// Found by fuzzing the tuner's measurement files: `-g 5 -t 4294963648` multiplied past u32
+/// and panicked; a GPU count no machine has is read as absent, as a 0 is.
+#[test]
+fn r13_fuzz_a_gpu_count_past_u32_is_no_rank_count() {
+    let text = "all_gather_perf -g 5 -t 4294963648 -n 20\n  1048576  32768  float  none  -1  19.03  55.10  48.21  0  19.03  55.10  48.21  0\n";
+    let parsed = parse_with(
+        text,
+        &ImportOptions {
+            scope: Some(Scope::IntraNode),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(parsed.records.len(), 2);
+    for r in &parsed.records {
+        assert_eq!(r.group.ranks, 8);
+        r.validate().unwrap();
+    }
+}
+
+/// Found while fixing the one above: `--map-by ppr:0:node` divided the process count by 0
+/// nodes' worth of processes; it places no process, so it is read as absent.
+#[test]
+fn r13_ppr_zero_per_node_is_no_per_node_count() {
+    let text = "mpirun -np 16 --map-by ppr:0:node ./all_reduce_perf -g 1\n  1048576  262144  float  sum  -1  19.03  55.10  103.31  0  19.03  55.10  103.31  0\n";
+    let parsed = parse_with(
+        text,
+        &ImportOptions {
+            scope: Some(Scope::InterNode),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(parsed.records.len(), 2);
+    for r in &parsed.records {
+        assert_eq!(r.group.ranks, 16);
+        r.validate().unwrap();
+    }
+}

@@ -819,7 +819,8 @@ fn wrong(col: &str, layout: Layout, dtype: Dtype) -> Option<bool> {
 /// What a command line says: a launcher's job size and the binary's own flags.
 struct Command {
     launch: Option<Launch>,
-    /// Set when no launcher starts the binary: one process drives `-g` x `-t` GPUs.
+    /// Set when no launcher starts the binary: one process drives `-g` x `-t` GPUs (unset
+    /// when that product is past u32).
     single_process: Option<u32>,
     iters: Option<u32>,
 }
@@ -848,13 +849,16 @@ fn command_line(tokens: &[&str]) -> Option<Command> {
         return None;
     }
     let own = &tokens[at + 1..];
-    let per_process =
-        flag(own, &["-g", "--ngpus"]).unwrap_or(1) * flag(own, &["-t", "--nthreads"]).unwrap_or(1);
+    // A product past u32 (`-g 5 -t 4294963648`) is no GPU count any machine has: read as
+    // absent, like a 0, rather than overflowing (found by fuzzing).
+    let per_process = flag(own, &["-g", "--ngpus"])
+        .unwrap_or(1)
+        .checked_mul(flag(own, &["-t", "--nthreads"]).unwrap_or(1));
     let iters = flag(own, &["-n", "--iters"]);
     let Some(launcher) = launcher else {
         return Some(Command {
             launch: None,
-            single_process: Some(per_process),
+            single_process: per_process,
             iters,
         });
     };
@@ -873,7 +877,9 @@ fn command_line(tokens: &[&str]) -> Option<Command> {
         let ppr = value(before, &["--map-by", "-map-by"]).and_then(|m| {
             let mut parts = m.split(':');
             match (parts.next(), parts.next(), parts.next()) {
-                (Some("ppr"), Some(n), Some("node")) => n.parse().ok(),
+                // `ppr:0:node` places no process: absent, as a 0 count flag is, and never
+                // a divisor below (found by fuzzing).
+                (Some("ppr"), Some(n), Some("node")) => n.parse().ok().filter(|n| *n > 0),
                 _ => None,
             }
         });
@@ -891,7 +897,9 @@ fn command_line(tokens: &[&str]) -> Option<Command> {
     let nodes = nodes.or_else(|| Some(processes?.div_ceil(per_node?)));
     Some(Command {
         launch: Some(Launch {
-            ranks: processes.and_then(|p| p.checked_mul(per_process)),
+            ranks: processes
+                .zip(per_process)
+                .and_then(|(p, g)| p.checked_mul(g)),
             nodes,
         }),
         single_process: None,
