@@ -63,6 +63,19 @@ pub fn read(text: &str, origin: &str, into: &mut Measurements) -> Result<(), Tun
             into.records
                 .reserve(snap.nodes.iter().map(|n| n.records.len()).sum());
             for node in snap.nodes {
+                // As JSON lines: a record no measurement can have (ranks 0, a time of 0 or
+                // less) refuses the file, named by node and record (issue 13).
+                if let Some((i, e)) = node
+                    .records
+                    .iter()
+                    .enumerate()
+                    .find_map(|(i, r)| r.validate().err().map(|e| (i, e)))
+                {
+                    return Err(bad(
+                        origin,
+                        format!("node {} record {}: {e}", node.name, i + 1),
+                    ));
+                }
                 for gpu in &node.gpus {
                     into.gpu_models.insert(node.name.clone(), gpu.model.clone());
                 }
@@ -125,6 +138,22 @@ mod tests {
             FileKind::JsonLines
         );
         assert_eq!(kind_of("# nThread 1 nGpus 8\n"), FileKind::NcclTests);
+    }
+
+    #[test]
+    fn a_snapshot_record_on_zero_ranks_refuses_the_file_by_name() {
+        let record = "{\"kind\":\"all_reduce\",\"backend\":\"nccl\",\"node\":\"n1\",\"gpus\":[0,1],\"scope\":\"intra_node\",\"ranks\":0,\"bytes\":1048576,\"dtype\":\"bf16\",\"time_s\":0.001,\"time_min_s\":null,\"time_max_s\":null,\"iters\":20,\"clock\":\"cuda_event\",\"algbw\":null,\"busbw\":null,\"flops\":null,\"timestamp\":null}";
+        let snap = format!(
+            "{{\"format_version\": 1, \"created\": 0, \"source\": \"t\", \"time_range\": {{\"start\": 0, \"end\": 0}}, \"nodes\": [{{\"name\": \"n1\", \"gpus\": [], \"records\": [{record}]}}]}}"
+        );
+        let err = read(&snap, "snap.json", &mut Measurements::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("snap.json")
+                && err.contains("node n1 record 1: ranks 0: expected at least 1"),
+            "{err}"
+        );
     }
 
     #[test]

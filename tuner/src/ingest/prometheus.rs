@@ -413,18 +413,22 @@ fn to_measurements(src: &PromSource, now: f64, f: Families) -> (Measurements, Sn
         .chain(f.pairs.iter().map(|s| (s, FAMILIES[6], pair_record(s))));
     let mut skipped = Vec::new();
     for (sample, family, r) in parsed {
-        match r {
-            Some(mut r) => {
-                // Inter-node figures come from the last fabric run, the rest from calibration.
-                let when = match r.group.scope {
-                    Scope::InterNode => &fabric_stamps,
-                    Scope::IntraNode => &stamps,
-                };
-                r.timestamp = r.group.node.as_ref().and_then(|n| when.get(n)).copied();
-                m.records.push(r);
-            }
-            None => skipped.push(skip_reason(sample, family)),
+        let Some(mut r) = r else {
+            skipped.push(skip_reason(sample, family));
+            continue;
+        };
+        // A `ranks="0"` label makes a record no measurement can have (issue 13).
+        if let Err(e) = r.validate() {
+            skipped.push(format!("{} {family}: {e}", node(sample)));
+            continue;
         }
+        // Inter-node figures come from the last fabric run, the rest from calibration.
+        let when = match r.group.scope {
+            Scope::InterNode => &fabric_stamps,
+            Scope::IntraNode => &stamps,
+        };
+        r.timestamp = r.group.node.as_ref().and_then(|n| when.get(n)).copied();
+        m.records.push(r);
     }
     if !skipped.is_empty() {
         const SHOWN: usize = 3;
@@ -608,6 +612,34 @@ mod tests {
         let err = read_capped(endless, 1 << 20).unwrap_err().to_string();
         assert_eq!(err, "the reply is larger than 1 MiB: refused");
         assert_eq!(read_capped(&b"{}"[..], 1 << 20).unwrap(), b"{}");
+    }
+
+    #[test]
+    fn a_collective_on_zero_ranks_is_skipped_by_name() {
+        let sample = Sample {
+            metric: [
+                ("hostname", "n3"),
+                ("collective", "all_reduce"),
+                ("scope", "intra_node"),
+                ("ranks", "0"),
+                ("size_bytes", "1048576"),
+            ]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+            value: (0.0, "0.001".into()),
+        };
+        let families = Families {
+            collectives: vec![sample],
+            ..Families::default()
+        };
+        let (m, _) = to_measurements(&src(None, None), 0.0, families);
+        assert!(m.records.is_empty());
+        assert!(
+            m.notes[0].contains("n3 meshfit_collective_time_seconds: ranks 0: expected at least 1"),
+            "{:?}",
+            m.notes
+        );
     }
 
     #[test]
