@@ -152,15 +152,15 @@ pub fn distrust(calibration: &mut Calibration, node: &str, now: f64) -> Vec<Stri
         *calibration = Calibration::default();
         return reasons;
     }
+    let valid_time = |t: f64| t.is_finite() && t >= 0.0 && t <= now + FUTURE_SLACK_S;
     if let Some(t) = calibration.last_success_timestamp {
-        if !t.is_finite() || t < 0.0 || t > now + FUTURE_SLACK_S {
+        if !valid_time(t) {
             reasons.push(format!(
                 "last success at {t} against a clock at {now:.0}: forgotten, so the node recalibrates"
             ));
             calibration.last_success_timestamp = None;
         }
     }
-    let valid_time = |t: f64| t.is_finite() && t >= 0.0 && t <= now + FUTURE_SLACK_S;
     if let Some(run) = &calibration.last_run {
         if !(valid_time(run.started_at) && run.duration_s.is_finite() && run.duration_s >= 0.0) {
             reasons.push(format!(

@@ -191,6 +191,8 @@ fn drop_foreign_gpus(nominal: &Scenario, m: &mut Measurements) {
             (g.id != priced_as.id).then(|| (node.clone(), (model.clone(), g.id)))
         })
         .collect();
+    // Their models are not priced against anything now: only the warning below names them.
+    m.gpu_models.retain(|node, _| !foreign.contains_key(node));
     m.records.retain(|r| {
         r.group
             .node

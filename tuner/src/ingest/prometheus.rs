@@ -550,6 +550,17 @@ mod tests {
         }
     }
 
+    /// A sample with `labels` and value `v`, as a reply's vector holds it.
+    fn sample(labels: &[(&str, &str)], v: &str) -> Sample {
+        Sample {
+            metric: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            value: (0.0, v.to_string()),
+        }
+    }
+
     fn at(url: &str) -> PromSource {
         PromSource {
             url: url.into(),
@@ -616,19 +627,16 @@ mod tests {
 
     #[test]
     fn a_collective_on_zero_ranks_is_skipped_by_name() {
-        let sample = Sample {
-            metric: [
+        let sample = sample(
+            &[
                 ("hostname", "n3"),
                 ("collective", "all_reduce"),
                 ("scope", "intra_node"),
                 ("ranks", "0"),
                 ("size_bytes", "1048576"),
-            ]
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-            value: (0.0, "0.001".into()),
-        };
+            ],
+            "0.001",
+        );
         let families = Families {
             collectives: vec![sample],
             ..Families::default()
@@ -644,19 +652,12 @@ mod tests {
 
     #[test]
     fn skipped_samples_name_node_family_and_reason() {
-        let sample = |v: &str, labels: &[(&str, &str)]| Sample {
-            metric: labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            value: (0.0, v.into()),
-        };
-        let nan = sample("NaN", &[("hostname", "n7"), ("gpu", "0")]);
+        let nan = sample(&[("hostname", "n7"), ("gpu", "0")], "NaN");
         assert_eq!(
             skip_reason(&nan, "meshfit_gemm_flops_per_second"),
             "n7 meshfit_gemm_flops_per_second: value `NaN` is not a positive finite number"
         );
-        let unlabelled = sample("1e12", &[("hostname", "n7")]);
+        let unlabelled = sample(&[("hostname", "n7")], "1e12");
         assert!(skip_reason(&unlabelled, "meshfit_gemm_flops_per_second")
             .ends_with("lacks the labels of shared/design.md"));
     }
@@ -704,13 +705,6 @@ mod tests {
 
     #[test]
     fn samples_become_records() {
-        let sample = |labels: &[(&str, &str)], v: &str| Sample {
-            metric: labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            value: (0.0, v.to_string()),
-        };
         let coll = vec![sample(
             &[
                 ("collective", "all_reduce"),
@@ -768,13 +762,6 @@ mod tests {
     /// and carry the pair's ends, with the fabric run's time.
     #[test]
     fn fabric_series_become_inter_node_records() {
-        let sample = |labels: &[(&str, &str)], v: &str| Sample {
-            metric: labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            value: (0.0, v.to_string()),
-        };
         let inter = |per_node: &str| {
             sample(
                 &[
