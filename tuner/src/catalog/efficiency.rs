@@ -159,24 +159,24 @@ pub const NOMINAL: Efficiency = Efficiency {
     eager_elementwise: 2.0,
     // Prior: PyTorch eager dispatch costs 5-20 us of host time per operator and a CUDA launch
     // 3-5 us (PyTorch performance tuning guide, "CUDA graphs"). Fitted globally (`tuner
-    // validate --fit` on data/*.yaml): 47.3 us per counted kernel, which covers the uncounted
+    // validate --fit` on data/*.yaml): 46.9 us per counted kernel, which covers the uncounted
     // views, copies and hooks of an eager layer; only vTrain's launch-bound runs pin it.
-    host_s_per_kernel: 47.3e-6,
+    host_s_per_kernel: 46.89e-6,
     // Prior 3 (read, write, reduce-read per wire byte): NCCL runs its collectives on 8-32 CTAs
     // that stream through HBM and take it from the GEMMs they overlap (Wang et al. 2023,
     // ZeRO++ §2; Rashidi et al. 2021, "Enabling compute-communication overlap", ISCA).
-    // Fitted globally: 0.013, next to the bottom of its range; the published runs show no
-    // cost of hidden collectives beyond what the exposure windows already price.
-    overlap_hbm_factor: 0.0133,
+    // Fitted globally: 0.0004, the bottom of its range; the published runs show no cost of
+    // hidden collectives beyond what the exposure windows already price.
+    overlap_hbm_factor: 0.000402,
     // Prior: Sinha et al. 2022 ("Not all GPUs are created equal", SC'22) measure 1-3% spread
-    // of the same kernel across the A100s/V100s of production clusters. Fitted globally: 1.8%,
-    // inside that range; a 6,144-GPU step waits 4.2 sigma, 7.4%, longer than its mean GPU.
-    straggler_sigma: 0.0178,
+    // of the same kernel across the A100s/V100s of production clusters. Fitted globally: 1.9%,
+    // inside that range; a 6,144-GPU step waits 4.2 sigma, 8.0%, longer than its mean GPU.
+    straggler_sigma: 0.01921,
     // Full recomputation costs less than a forward pass in every published pair of runs with
     // and without it (Korthikanti et al. 2022 Table 4): the first forward under checkpointing
     // runs without autograd and saves no activations. No kernel measurement isolates it:
-    // fitted globally, 0.84.
-    recompute_pass: 0.837,
+    // fitted globally, 0.82.
+    recompute_pass: 0.8238,
     // Fused Adam (apex / torch foreach): read fp32 param, grad, m, v; write param, m, v and
     // the bf16 copy: 4+4+4+4 read, 4+4+4+2 write, ~32 bytes.
     optimizer_bytes_per_param: 32.0,
@@ -191,13 +191,13 @@ pub const NOMINAL: Efficiency = Efficiency {
     // Scale-out: InfiniBand NDR/HDR nccl-tests busbw reaches ~90% of line rate on an idle
     // fabric and one rail (network_idle_busbw); jobs that drive every rail at once, across a
     // multi-level fat tree shared with their own pipeline traffic, see less. No public sweep
-    // measures that in-job share: fitted globally, 0.531 of line rate under one leaf.
-    network_busbw: 0.531,
+    // measures that in-job share: fitted globally, 0.517 of line rate under one leaf.
+    network_busbw: 0.5170,
     // Prior 10% per tier: multi-tier Clos fabrics lose bandwidth to ECMP hash collisions and
     // polarization on the uplinks (Qian et al., "Alibaba HPN", SIGCOMM 2024, §2; Gangidi et
     // al., "RDMA over Ethernet for distributed training at Meta scale", SIGCOMM 2024, §5).
-    // Fitted globally: 9.4%.
-    tier_contention: 0.0938,
+    // Fitted globally: 6.6%.
+    tier_contention: 0.06647,
     network_idle_busbw: 0.90,
 };
 
