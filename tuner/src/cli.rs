@@ -4,25 +4,27 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 use tuner::catalog::{self, Arch, Cluster, NOMINAL, PRIOR};
 use tuner::cost::{Evaluation, Scenario};
-use tuner::error::bad_input;
 use tuner::mesh::{FlashKernel, Framework, Precision, Recompute, ReduceDtype, Training};
 use tuner::report::doc::{Document, MeshDoc};
+use tuner::report::listing::{ClusterList, ModelList};
 use tuner::report::{explain, launch, table};
 use tuner::search::{self, Constraints};
 use tuner::validate;
 
 use tuner::measure::Priced;
 
+use crate::exit::{bad_flag, from_flags, EXIT_STATUS};
+use crate::manual;
 use crate::measure_args::{self, MeasureArgs};
 
 /// Ranks hybrid-parallel training layouts (DP x TP x PP x CP x EP, ZeRO, microbatches,
 /// recomputation) for a model on a GPU cluster.
 #[derive(Debug, Parser)]
-#[command(name = "tuner", version, max_term_width = 100)]
+#[command(name = "tuner", version, max_term_width = 100, after_help = EXIT_STATUS)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -114,9 +116,24 @@ enum Command {
         output: PathBuf,
     },
     /// List the catalog models and aliases.
-    Models,
+    Models {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
     /// List the cluster presets.
-    Clusters,
+    Clusters {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// Print a shell completion script, e.g. `tuner completions bash > /etc/bash_completion.d/tuner`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), e.g. `tuner man > /usr/local/share/man/man1/tuner.1`.
+    Man,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -272,7 +289,7 @@ fn parse_tokens(s: &str) -> anyhow::Result<u64> {
         Ok(v) if v > 0.0 && v.is_finite() && v * mult as f64 <= MAX_BATCH_TOKENS => {
             Ok((v * mult as f64).round() as u64)
         }
-        _ => Err(bad_input(
+        _ => Err(bad_flag(
             "--global-batch-tokens",
             s,
             "a positive token count up to 1Ti, such as 4194304, 4M or 4Mi",
@@ -286,20 +303,20 @@ impl JobArgs {
     fn scenario(&self) -> anyhow::Result<(Scenario, Vec<String>)> {
         let mut notes = Vec::new();
         if self.gpus <= 0 {
-            bail!(bad_input("--gpus", self.gpus, "a positive GPU count"));
+            bail!(bad_flag("--gpus", self.gpus, "a positive GPU count"));
         }
         if self.gpus > i64::from(MAX_GPUS) {
-            bail!(bad_input(
+            bail!(bad_flag(
                 "--gpus",
                 self.gpus,
                 "at most 1048576: no cluster holds more"
             ));
         }
         let gpus = self.gpus as u32;
-        let resolved = catalog::model(&self.model)?;
+        let resolved = catalog::model(&self.model).map_err(from_flags)?;
         notes.extend(resolved.note);
         let model = resolved.shape;
-        let mut cluster: Cluster = catalog::cluster(&self.cluster)?;
+        let mut cluster: Cluster = catalog::cluster(&self.cluster).map_err(from_flags)?;
         if let Some(n) = self.gpus_per_node {
             cluster.gpus_per_node = n;
             cluster.nvlink_domain =
@@ -318,9 +335,11 @@ impl JobArgs {
         if let Some(g) = self.nic_gbps {
             cluster.nic_bits_per_s = g * 1e9;
         }
-        cluster.check(gpus, |field| format!("--{}", field.replace('_', "-")))?;
+        cluster
+            .check(gpus, |field| format!("--{}", field.replace('_', "-")))
+            .map_err(from_flags)?;
         let seq_len = match self.seq_len {
-            Some(0) => bail!(bad_input("--seq-len", 0, "a positive length")),
+            Some(0) => bail!(bad_flag("--seq-len", 0, "a positive length")),
             Some(s) => s,
             None => {
                 notes.push(format!(
@@ -331,13 +350,13 @@ impl JobArgs {
             }
         };
         let global_batch = match (self.global_batch, &self.global_batch_tokens) {
-            (Some(0), _) => bail!(bad_input(
+            (Some(0), _) => bail!(bad_flag(
                 "--global-batch",
                 0,
                 "a positive number of sequences"
             )),
             (Some(b), _) if b > MAX_GLOBAL_BATCH => {
-                bail!(bad_input("--global-batch", b, "at most 16777216 sequences"))
+                bail!(bad_flag("--global-batch", b, "at most 16777216 sequences"))
             }
             (Some(b), _) => b,
             (None, tokens) => {
@@ -423,12 +442,23 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             leave_one_source_out,
             format,
         } => validate_command(&runs, summary, fit, leave_one_source_out, format)?,
-        Command::Models => table::models(),
-        Command::Clusters => table::clusters(),
+        Command::Models { format } => {
+            let list = ModelList::new();
+            render(format, &list, || table::models(&list))?.into()
+        }
+        Command::Clusters { format } => {
+            let list = ClusterList::new()?;
+            render(format, &list, || table::clusters(&list))?.into()
+        }
+        Command::Completions { shell } => manual::completions(Cli::command(), shell).into(),
+        Command::Man => manual::man_page(Cli::command())?.into(),
     };
+    for note in &out.notes {
+        eprintln!("tuner: note: {note}");
+    }
     let mut stdout = std::io::stdout().lock();
     match stdout
-        .write_all(out.as_bytes())
+        .write_all(out.data.as_bytes())
         .and_then(|()| stdout.flush())
     {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
@@ -436,15 +466,49 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
+/// What a command prints: its data on stdout, and notes (defaults taken, aliases resolved,
+/// fallbacks, odd measurements) on stderr, so the data can be piped whatever the notes say.
+struct Output {
+    data: String,
+    notes: Vec<String>,
+}
+
+impl From<String> for Output {
+    fn from(data: String) -> Output {
+        Output {
+            data,
+            notes: Vec::new(),
+        }
+    }
+}
+
+/// Version of every JSON and YAML document the tuner prints, in its `schema_version` field.
+/// Raised when a field is removed, renamed or changes meaning; new fields do not raise it.
+const SCHEMA_VERSION: u32 = 1;
+
+/// A document with its schema version as the first field.
+#[derive(serde::Serialize)]
+struct Versioned<'a, T: serde::Serialize> {
+    schema_version: u32,
+    #[serde(flatten)]
+    body: &'a T,
+}
+
+/// `value` as a table, or as a JSON or YAML document carrying `schema_version`; `value`
+/// must serialize as a map (a struct), so its fields sit beside the version.
 fn render<T: serde::Serialize>(
     format: Format,
     value: &T,
     table: impl FnOnce() -> String,
 ) -> anyhow::Result<String> {
+    let doc = Versioned {
+        schema_version: SCHEMA_VERSION,
+        body: value,
+    };
     Ok(match format {
         Format::Table => table(),
-        Format::Json => serde_json::to_string_pretty(value)? + "\n",
-        Format::Yaml => serde_saphyr::to_string(value).context("rendering YAML")?,
+        Format::Json => serde_json::to_string_pretty(&doc)? + "\n",
+        Format::Yaml => serde_saphyr::to_string(&doc).context("rendering YAML")?,
     })
 }
 
@@ -454,7 +518,7 @@ fn validate_command(
     fit: bool,
     leave_one_source_out: bool,
     format: Format,
-) -> anyhow::Result<String> {
+) -> anyhow::Result<Output> {
     let files = paths
         .iter()
         .map(|p| {
@@ -464,7 +528,14 @@ fn validate_command(
         .collect::<anyhow::Result<Vec<_>>>()?;
     if leave_one_source_out {
         let rows = validate::fitting::leave_one_source_out(&files, &PRIOR);
-        return render(format, &rows, || table::held_out(&rows));
+        #[derive(serde::Serialize)]
+        struct HeldOutDoc<'a> {
+            held_out: &'a [validate::fitting::HeldOut],
+        }
+        return render(format, &HeldOutDoc { held_out: &rows }, || {
+            table::held_out(&rows)
+        })
+        .map(Output::from);
     }
     let efficiency = if fit {
         validate::fitting::fit(&files, &PRIOR, None)
@@ -472,7 +543,7 @@ fn validate_command(
         NOMINAL
     };
     let v = validate::validate(&files, &efficiency);
-    render(format, &v, || table::validation(&v, summary_only))
+    render(format, &v, || table::validation(&v, summary_only)).map(Output::from)
 }
 
 fn emit(kind: Emit, scenario: &Scenario, e: &Evaluation) -> String {
@@ -522,7 +593,7 @@ fn recommend(
     compare_nominal: bool,
     top: usize,
     emit_as: Option<Emit>,
-) -> anyhow::Result<String> {
+) -> anyhow::Result<Output> {
     let (mut priced, notes) = priced(job, measure_args)?;
     let c = mesh.constraints();
     let result = search::search(&priced.scenario, &c, top.max(1));
@@ -530,7 +601,10 @@ fn recommend(
         bail!(no_mesh(&mut priced.scenario, result.leanest.as_ref(), &c));
     }
     if let Some(kind) = emit_as {
-        return Ok(emit(kind, &priced.scenario, &result.ranked[0]));
+        return Ok(Output {
+            data: emit(kind, &priced.scenario, &result.ranked[0]),
+            notes,
+        });
     }
     let scenario = &priced.scenario;
     let mut meshes: Vec<MeshDoc> = result
@@ -556,7 +630,15 @@ fn recommend(
     };
     let mut doc = document(&priced, notes, result.evaluated, result.fitting, meshes);
     doc.top_pick_changed = top_pick_changed;
-    render(job.format, &doc, || table::recommend(&doc))
+    with_notes(render(job.format, &doc, || table::recommend(&doc))?, &doc)
+}
+
+/// The rendered document, with its notes for stderr.
+fn with_notes(data: String, doc: &Document) -> anyhow::Result<Output> {
+    Ok(Output {
+        data,
+        notes: doc.notes.clone(),
+    })
 }
 
 /// Ranks the same meshes with catalog figures: each mesh's nominal rank and, where it moved,
@@ -626,8 +708,11 @@ fn no_mesh(
         None => "no layout divides the model and the global batch".to_string(),
     };
     // A pin that can never hold, or not at this count, is the answer; no larger count helps.
-    if let Err(e) = c.check(&scenario.model, gpus) {
-        return e.into();
+    if let Err(e) = c.check_knobs(&scenario.model) {
+        return from_flags(e);
+    }
+    if let Err(e) = c.check_count(gpus) {
+        return from_flags(with_nearest_counts(e, scenario, c));
     }
     let hint = match search::smallest_working_count(scenario, gpus, c) {
         Some(n) => format!("; the smallest GPU count that works is {n}"),
@@ -641,6 +726,48 @@ fn no_mesh(
     .into()
 }
 
+/// A GPU count the pinned sizes do not divide, with the nearest counts where the pins leave
+/// a layout, when there are any.
+fn with_nearest_counts(
+    err: tuner::TunerError,
+    scenario: &Scenario,
+    c: &Constraints,
+) -> tuner::TunerError {
+    let tuner::TunerError::BadInput {
+        field,
+        value,
+        allowed,
+    } = err
+    else {
+        return err;
+    };
+    let t = &scenario.training;
+    let near = match search::nearest_valid_counts(
+        &scenario.model,
+        t.seq_len,
+        t.global_batch,
+        scenario.gpus,
+        c,
+    ) {
+        (Some(below), Some(above)) => format!("{below} or {above}"),
+        (Some(n), None) | (None, Some(n)) => n.to_string(),
+        (None, None) => {
+            return tuner::TunerError::BadInput {
+                field,
+                value,
+                allowed,
+            }
+        }
+    };
+    tuner::TunerError::BadInput {
+        field,
+        value,
+        allowed: format!(
+            "{allowed}; the nearest GPU counts with a layout for the pinned knobs: --gpus {near}"
+        ),
+    }
+}
+
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
 fn explain_one(
@@ -648,7 +775,7 @@ fn explain_one(
     mesh: &MeshArgs,
     measure_args: &MeasureArgs,
     emit_as: Option<Emit>,
-) -> anyhow::Result<String> {
+) -> anyhow::Result<Output> {
     let (mut priced, mut notes) = priced(job, measure_args)?;
     let c = mesh.constraints();
     let (best, count) = search::best_mesh(&priced.scenario, &c);
@@ -666,11 +793,14 @@ fn explain_one(
         ));
     }
     if let Some(kind) = emit_as {
-        return Ok(emit(kind, &priced.scenario, &e));
+        return Ok(Output {
+            data: emit(kind, &priced.scenario, &e),
+            notes,
+        });
     }
     let meshes = vec![MeshDoc::new(1, &e, &priced.scenario, None)];
     let doc = document(&priced, notes, 1, usize::from(e.fits()), meshes);
-    render(job.format, &doc, || table::explain(&doc))
+    with_notes(render(job.format, &doc, || table::explain(&doc))?, &doc)
 }
 
 /// Parses `tp=8,pp=8,dp=8,mb=1,v=1,zero=1,recompute=full,sp=true` into pinned knobs.
@@ -679,10 +809,10 @@ fn parse_mesh(spec: &str, flag: &str) -> anyhow::Result<Constraints> {
     for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (k, v) = part
             .split_once('=')
-            .ok_or_else(|| bad_input(flag, part, "key=value pairs such as tp=8"))?;
+            .ok_or_else(|| bad_flag(flag, part, "key=value pairs such as tp=8"))?;
         let num = || {
             v.parse::<u32>()
-                .map_err(|_| bad_input(&format!("{flag} {k}"), v, "a positive integer"))
+                .map_err(|_| bad_flag(&format!("{flag} {k}"), v, "a positive integer"))
         };
         match k {
             "tp" => c.tp = Some(num()?),
@@ -698,21 +828,21 @@ fn parse_mesh(spec: &str, flag: &str) -> anyhow::Result<Constraints> {
                     v.parse::<u8>()
                         .ok()
                         .filter(|z| *z <= 3)
-                        .ok_or_else(|| bad_input(&format!("{flag} zero"), v, "0, 1, 2 or 3"))?,
+                        .ok_or_else(|| bad_flag(&format!("{flag} zero"), v, "0, 1, 2 or 3"))?,
                 )
             }
             "recompute" => {
                 c.recompute = Some(Recompute::from_str(v, true).map_err(|_| {
-                    bad_input(&format!("{flag} recompute"), v, "none, selective or full")
+                    bad_flag(&format!("{flag} recompute"), v, "none, selective or full")
                 })?)
             }
             "sp" | "sequence_parallel" => {
                 c.sequence_parallel = Some(
                     v.parse::<bool>()
-                        .map_err(|_| bad_input(&format!("{flag} sp"), v, "true or false"))?,
+                        .map_err(|_| bad_flag(&format!("{flag} sp"), v, "true or false"))?,
                 )
             }
-            _ => bail!(bad_input(
+            _ => bail!(bad_flag(
                 flag,
                 k,
                 "keys tp, pp, dp, cp, ep, mb, m, v, zero, recompute, sp"
@@ -722,7 +852,7 @@ fn parse_mesh(spec: &str, flag: &str) -> anyhow::Result<Constraints> {
     Ok(c)
 }
 
-fn compare(job: &JobArgs, measure_args: &MeasureArgs, a: &str, b: &str) -> anyhow::Result<String> {
+fn compare(job: &JobArgs, measure_args: &MeasureArgs, a: &str, b: &str) -> anyhow::Result<Output> {
     let (mut priced, notes) = priced(job, measure_args)?;
     let mut picked = Vec::new();
     for (flag, spec) in [("--a", a), ("--b", b)] {
@@ -748,7 +878,7 @@ fn compare(job: &JobArgs, measure_args: &MeasureArgs, a: &str, b: &str) -> anyho
         picked.iter().filter(|e| e.fits()).count(),
         meshes,
     );
-    render(job.format, &doc, || table::compare(&doc))
+    with_notes(render(job.format, &doc, || table::compare(&doc))?, &doc)
 }
 
 fn fit_command(
@@ -756,15 +886,15 @@ fn fit_command(
     cluster: &str,
     plot: Option<&std::path::Path>,
     format: Format,
-) -> anyhow::Result<String> {
+) -> anyhow::Result<Output> {
     if !measure_args.any() {
-        bail!(bad_input(
+        bail!(bad_flag(
             "--measurements/--prometheus",
             "none",
             "at least one source of measurements"
         ));
     }
-    let cluster = catalog::cluster(cluster)?;
+    let cluster = catalog::cluster(cluster).map_err(from_flags)?;
     let (m, _) = measure_args.load()?;
     let fits = tuner::fit::fit_all(
         &m.records,
@@ -786,15 +916,18 @@ fn fit_command(
         }
         None => {}
     }
-    render(format, &report, || tuner::report::fit::table(&report))
+    Ok(Output {
+        data: render(format, &report, || tuner::report::fit::table(&report))?,
+        notes: report.notes.clone(),
+    })
 }
 
 fn snapshot_command(
     measure_args: &MeasureArgs,
     output: &std::path::Path,
-) -> anyhow::Result<String> {
+) -> anyhow::Result<Output> {
     if measure_args.prometheus.is_none() {
-        bail!(bad_input(
+        bail!(bad_flag(
             "--prometheus",
             "none",
             "the URL of the Prometheus that scrapes the agents"
@@ -804,22 +937,20 @@ fn snapshot_command(
     let snapshot = snapshot.context("no snapshot came back from Prometheus")?;
     let json = serde_json::to_string_pretty(&snapshot)?;
     tuner::output::write_atomically(output, (json + "\n").as_bytes())?;
-    let mut out = format!(
-        "wrote {} ({} nodes, {} records)\n",
-        output.display(),
-        snapshot.nodes.len(),
-        m.records.len()
-    );
-    for n in &m.notes {
-        out.push_str(&format!("note: {n}\n"));
-    }
-    Ok(out)
+    Ok(Output {
+        data: format!(
+            "wrote {} ({} nodes, {} records)\n",
+            output.display(),
+            snapshot.nodes.len(),
+            m.records.len()
+        ),
+        notes: m.notes,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     #[test]
     fn verify_cli() {

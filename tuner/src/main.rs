@@ -3,6 +3,8 @@ use std::process::ExitCode;
 use clap::Parser;
 
 mod cli;
+mod exit;
+mod manual;
 mod measure_args;
 
 fn main() -> ExitCode {
@@ -11,7 +13,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("tuner: {err:#}");
-            ExitCode::from(2)
+            ExitCode::from(exit::code(&err))
         }
     }
 }

@@ -7,8 +7,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::bail;
 use clap::Args;
 
+use crate::exit::bad_flag;
 use tuner::cost::Scenario;
-use tuner::error::bad_input;
 use tuner::fit::fleet::Aggregate;
 use tuner::fit::FitOptions;
 use tuner::ingest::prometheus::PromSource;
@@ -74,11 +74,11 @@ pub fn parse_duration(flag: &str, s: &str) -> anyhow::Result<Duration> {
         "m" => 60.0,
         "h" => 3600.0,
         "d" => 86400.0,
-        _ => bail!(bad_input(flag, s, "a duration such as 90s, 30m, 24h or 7d")),
+        _ => bail!(bad_flag(flag, s, "a duration such as 90s, 30m, 24h or 7d")),
     };
     match num.parse::<f64>() {
         Ok(v) if v > 0.0 && v.is_finite() => Ok(Duration::from_secs_f64(v * mult)),
-        _ => bail!(bad_input(flag, s, "a duration such as 90s, 30m, 24h or 7d")),
+        _ => bail!(bad_flag(flag, s, "a duration such as 90s, 30m, 24h or 7d")),
     }
 }
 
@@ -106,7 +106,7 @@ impl MeasureArgs {
         let basic = match (&self.prometheus_user, &self.prometheus_password) {
             (Some(u), Some(p)) => Some((u.clone(), p.clone())),
             (None, None) => None,
-            _ => bail!(bad_input(
+            _ => bail!(bad_flag(
                 "--prometheus-user/--prometheus-password",
                 "one of them",
                 "both or neither"
@@ -146,7 +146,7 @@ impl MeasureArgs {
             .transpose()?;
         m.screen(now(), max_age.map(|d| d.as_secs_f64()));
         if !(0.0..1.0).contains(&self.straggler_threshold) {
-            bail!(bad_input(
+            bail!(bad_flag(
                 "--straggler-threshold",
                 self.straggler_threshold,
                 "a fraction between 0 and 1"

@@ -40,6 +40,13 @@ impl Constraints {
     /// Why the pinned knobs can hold at no GPU count, or not at `gpus`: a zero, a size the
     /// model cannot split, or a product that does not divide the GPUs. Named by flag.
     pub fn check(&self, model: &ModelShape, gpus: u32) -> Result<(), TunerError> {
+        self.check_knobs(model)?;
+        self.check_count(gpus)
+    }
+
+    /// Why the pinned knobs can hold at no GPU count: a zero or a size the model cannot
+    /// split. Named by flag.
+    pub fn check_knobs(&self, model: &ModelShape) -> Result<(), TunerError> {
         let counts = [
             ("--tp", self.tp),
             ("--pp", self.pp),
@@ -97,10 +104,12 @@ impl Constraints {
                 None => return Err(bad_input("--ep", ep, "1: the model has no experts")),
             }
         }
-        let pinned: u64 = [self.tp, self.pp, self.dp, self.cp]
-            .iter()
-            .map(|v| u64::from(v.unwrap_or(1)))
-            .product();
+        Ok(())
+    }
+
+    /// Why `gpus` cannot hold the pinned sizes: their product does not divide it.
+    pub fn check_count(&self, gpus: u32) -> Result<(), TunerError> {
+        let pinned = self.pinned_product();
         if u64::from(gpus) % pinned != 0 {
             return Err(bad_input(
                 "--gpus",
@@ -109,6 +118,14 @@ impl Constraints {
             ));
         }
         Ok(())
+    }
+
+    /// tp x pp x dp x cp of the pinned sizes (1 for each one not pinned): every GPU count
+    /// with a layout is a multiple of it.
+    fn pinned_product(&self) -> u64 {
+        [self.tp, self.pp, self.dp, self.cp]
+            .iter()
+            .fold(1u64, |p, v| p.saturating_mul(u64::from(v.unwrap_or(1))))
     }
 }
 
@@ -396,10 +413,79 @@ pub fn smallest_working_count(scenario: &mut Scenario, gpus: u32, c: &Constraint
     found
 }
 
+/// Counts [`nearest_valid_counts`] tries on each side of the request.
+const MAX_NEAREST_TRIES: u64 = 256;
+
+/// The nearest GPU counts below and above `gpus` with at least one valid layout under the
+/// pinned knobs `c` (heads, layers, global batch and the pinned sizes all divide; memory is
+/// not priced), trying multiples of the pinned tp x pp x dp x cp only, at most
+/// [`MAX_NEAREST_TRIES`] on each side. What to suggest when `c` passes
+/// [`Constraints::check_knobs`] but not [`Constraints::check_count`] at `gpus`.
+pub fn nearest_valid_counts(
+    model: &ModelShape,
+    seq_len: u32,
+    global_batch: u32,
+    gpus: u32,
+    c: &Constraints,
+) -> (Option<u32>, Option<u32>) {
+    let step = c.pinned_product();
+    if step == 0 {
+        return (None, None);
+    }
+    let has_mesh = |n: &u64| {
+        let Ok(n) = u32::try_from(*n) else {
+            return false;
+        };
+        let mut any = false;
+        for_each_mesh(model, seq_len, global_batch, n, c, |_| any = true);
+        any
+    };
+    let k = u64::from(gpus) / step;
+    let below = (1..=k)
+        .rev()
+        .map(|i| i * step)
+        .filter(|&n| n != u64::from(gpus))
+        .take(MAX_NEAREST_TRIES as usize)
+        .find(has_mesh);
+    let above = (k + 1..=k + MAX_NEAREST_TRIES)
+        .map_while(|i| i.checked_mul(step))
+        .find(has_mesh);
+    let count = |n: Option<u64>| n.and_then(|n| u32::try_from(n).ok());
+    (count(below), count(above))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::catalog;
+
+    #[test]
+    fn nearest_counts_for_a_pin_that_cannot_divide() {
+        // gpt3-175b: 96 heads and layers, 2048 sequences of 2048 tokens. With tp = 3 a count
+        // is 3 x pp x dp x cp, pp a stage count for 96 layers (or 98 with one fewer on the
+        // ends), dp and cp powers of two: 384 = 3 x 1 x 128 below 512, 576 = 3 x 3 x 64 above.
+        let model = catalog::model("gpt3-175b").unwrap().shape;
+        let c = Constraints {
+            tp: Some(3),
+            ..Constraints::default()
+        };
+        assert!(c.check(&model, 512).is_err());
+        assert_eq!(
+            nearest_valid_counts(&model, 2048, 2048, 512, &c),
+            (Some(384), Some(576))
+        );
+        // tp x pp = 3 x 7: no power-of-two data parallel size reaches a count near 512
+        // without pp splitting the layers, so the nearest are 336 (dp 16) and 672 (dp 32).
+        let c = Constraints {
+            tp: Some(3),
+            pp: Some(7),
+            ..Constraints::default()
+        };
+        assert_eq!(
+            nearest_valid_counts(&model, 2048, 2048, 512, &c),
+            (Some(336), Some(672))
+        );
+    }
 
     #[test]
     fn every_enumerated_mesh_is_valid() {

@@ -8,13 +8,21 @@ fn tuner() -> Command {
 }
 
 fn stdout_of(args: &[&str]) -> String {
+    outputs_of(args).0
+}
+
+/// Stdout and stderr of a run that succeeds.
+fn outputs_of(args: &[&str]) -> (String, String) {
     let out = tuner().args(args).output().expect("runs");
     assert!(
         out.status.success(),
         "tuner {args:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8(out.stdout).expect("utf-8")
+    (
+        String::from_utf8(out.stdout).expect("utf-8"),
+        String::from_utf8(out.stderr).expect("utf-8"),
+    )
 }
 
 fn stderr_of_failure(args: &[&str]) -> String {
@@ -128,24 +136,26 @@ fn recommend_yaml_is_the_same_document() {
 
 #[test]
 fn recommend_table_prints_defaults_and_reasons() {
-    let out = stdout_of(&["recommend", "--model", "70b", "--gpus", "512", "--top", "3"]);
+    let (out, err) = outputs_of(&["recommend", "--model", "70b", "--gpus", "512", "--top", "3"]);
+    // Notes go to stderr, so the table can be piped on its own.
     assert!(
-        out.contains("note: model `70b` resolves to llama3-70b"),
-        "{out}"
+        err.contains("tuner: note: model `70b` resolves to llama3-70b"),
+        "{err}"
     );
-    assert!(out.contains("seq_len 8192 from llama3-70b"), "{out}");
-    assert!(out.contains("global batch 512 sequences"), "{out}");
+    assert!(err.contains("seq_len 8192 from llama3-70b"), "{err}");
+    assert!(err.contains("global batch 512 sequences"), "{err}");
+    assert!(!out.contains("note:"), "{out}");
     assert!(out.contains("configurations evaluated"), "{out}");
     assert!(out.contains("#2 below #1:"), "{out}");
 }
 
 #[test]
 fn explain_says_why_a_mesh_is_impossible() {
-    let out = stdout_of(&[
+    let (_, err) = outputs_of(&[
         "explain", "--model", "405b", "--gpus", "64", "--tp", "8", "--pp", "1", "--dp", "8",
         "--zero", "0",
     ]);
-    let line = out.lines().find(|l| l.contains("impossible")).expect(&out);
+    let line = err.lines().find(|l| l.contains("impossible")).expect(&err);
     assert!(
         line.contains("needs") && line.contains("GiB per GPU, has 80 GiB"),
         "{line}"
@@ -427,7 +437,7 @@ fn measurements_of_another_gpu_are_called_out() {
         records.join(",")
     );
     std::fs::write(&path, snap).unwrap();
-    let out = stdout_of(&[
+    let (out, err) = outputs_of(&[
         "recommend",
         "--model",
         "llama3-8b",
@@ -438,7 +448,7 @@ fn measurements_of_another_gpu_are_called_out() {
         "--measurements",
         path.to_str().unwrap(),
     ]);
-    assert!(out.contains("WARNING: the measurements come from NVIDIA L40S (l40s) but the cluster prices h100-sxm (NVIDIA H100 SXM5 80GB): they are not used and the catalog prices those terms; pass --cluster l40s-pcie"), "{out}");
+    assert!(err.contains("WARNING: the measurements come from NVIDIA L40S (l40s) but the cluster prices h100-sxm (NVIDIA H100 SXM5 80GB): they are not used and the catalog prices those terms; pass --cluster l40s-pcie"), "{err}");
     assert!(out.contains("terms from measurements: none"), "{out}");
 }
 
@@ -451,12 +461,12 @@ fn a_curve_is_used_only_where_it_was_measured() {
     );
     let args = ["recommend", "--model", "70b", "--gpus", "16", "--top", "1"];
     let nominal = stdout_of(&args);
-    let measured = stdout_of(&[&args[..], &["--measurements", log]].concat());
+    let (measured, notes) = outputs_of(&[&args[..], &["--measurements", log]].concat());
     assert!(
-        measured.contains("measured send_recv inter_node over 2 ranks fits poorly (R² -56.88 < 0.9): priced from the catalog"),
-        "{measured}"
+        notes.contains("measured send_recv inter_node over 2 ranks fits poorly (R² -56.88 < 0.9): priced from the catalog"),
+        "{notes}"
     );
-    assert!(!measured.contains("idle-fabric sweeps"), "{measured}");
+    assert!(!notes.contains("idle-fabric sweeps"), "{notes}");
     let best = |out: &str| {
         out.lines()
             .find(|l| l.starts_with("│ 1 "))
@@ -599,4 +609,281 @@ fn issue_12_a_slow_nic_is_named_and_bounds_inter_node_terms() {
     assert_eq!(ex[0][0], "n3", "{ex}");
     assert_eq!(layout(&excluded), layout(&healthy));
     assert_eq!(best(&excluded), best(&healthy));
+}
+
+/// The exit code and stderr of a run that fails.
+fn failure(args: &[&str]) -> (i32, String) {
+    let out = tuner().args(args).output().expect("runs");
+    let err = String::from_utf8(out.stderr).expect("utf-8");
+    (out.status.code().expect("an exit code"), err)
+}
+
+#[test]
+fn issue_11_usage_errors_exit_2_and_runtime_failures_1() {
+    for (args, says) in [
+        (
+            &["recommend", "--model", "70b", "--gpus", "0"][..],
+            "--gpus = 0",
+        ),
+        (
+            &["recommend", "--model", "70b", "--gpus", "8", "--bogus"],
+            "--bogus",
+        ),
+        (
+            &["recommend", "--model", "llama9", "--gpus", "8"],
+            "unknown model `llama9`",
+        ),
+        (
+            &[
+                "recommend",
+                "--model",
+                "70b",
+                "--gpus",
+                "8",
+                "--cluster",
+                "dgx-x",
+            ],
+            "unknown cluster",
+        ),
+        (
+            &[
+                "compare", "--model", "70b", "--gpus", "64", "--a", "tp=8", "--b", "zero=9",
+            ],
+            "--b zero",
+        ),
+        (&["fit"], "--measurements/--prometheus"),
+        (
+            &[
+                "recommend",
+                "--model",
+                "70b",
+                "--gpus",
+                "8",
+                "--timeout",
+                "soon",
+                "--prometheus",
+                "http://127.0.0.1:1",
+            ],
+            "--timeout",
+        ),
+        (&["models", "--format", "xml"], "xml"),
+    ] {
+        let (code, err) = failure(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let missing = std::env::temp_dir().join("meshfit-issue-11-no-such-runs.yaml");
+    for (args, says) in [
+        (
+            vec!["validate", "--runs", missing.to_str().unwrap()],
+            "No such file",
+        ),
+        (
+            vec![
+                "recommend",
+                "--model",
+                "70b",
+                "--gpus",
+                "8",
+                "--prometheus",
+                "http://127.0.0.1:1",
+                "--timeout",
+                "2s",
+            ],
+            "prometheus http://127.0.0.1:1",
+        ),
+        (
+            vec!["recommend", "--model", "405b", "--gpus", "8"],
+            "no parallel layout of llama3-405b fits 8 GPUs",
+        ),
+    ] {
+        let (code, err) = failure(&args);
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let help = stdout_of(&["--help"]);
+    assert!(
+        help.contains("Exit status:") && help.contains("2  usage error"),
+        "{help}"
+    );
+}
+
+#[test]
+fn issue_11_a_pin_that_cannot_divide_the_gpus_names_the_nearest_counts() {
+    // gpt3-175b has 96 heads, so tp 3 is a valid pin; 512 is no multiple of 3. With the
+    // default batch (2048 sequences) dp is a power of two and pp splits 96 layers: 384
+    // (tp 3 x dp 128) and 576 (tp 3 x pp 3 x dp 64) are the nearest counts with a layout.
+    let (code, err) = failure(&[
+        "recommend",
+        "--model",
+        "gpt3-175b",
+        "--gpus",
+        "512",
+        "--tp",
+        "3",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--gpus = 512: expected a multiple of the pinned tp x pp x dp x cp = 3; the nearest GPU counts with a layout for the pinned knobs: --gpus 384 or 576"),
+        "{err}"
+    );
+    let doc: Value = serde_json::from_str(&stdout_of(&[
+        "recommend",
+        "--model",
+        "gpt3-175b",
+        "--gpus",
+        "576",
+        "--tp",
+        "3",
+        "--format",
+        "json",
+        "--top",
+        "1",
+    ]))
+    .unwrap();
+    assert_eq!(doc["meshes"][0]["tp"], 3);
+}
+
+#[test]
+fn issue_11_completions_and_man_page_list_the_subcommands() {
+    let bash = stdout_of(&["completions", "bash"]);
+    for sub in [
+        "recommend",
+        "explain",
+        "compare",
+        "validate",
+        "fit",
+        "snapshot",
+        "models",
+        "clusters",
+        "completions",
+        "man",
+    ] {
+        assert!(bash.contains(sub), "bash completion lacks {sub}");
+    }
+    assert!(bash.contains("complete -F _tuner"), "{bash}");
+    for shell in ["zsh", "fish", "powershell", "elvish"] {
+        assert!(
+            stdout_of(&["completions", shell]).contains("recommend"),
+            "{shell}"
+        );
+    }
+    let man = stdout_of(&["man"]);
+    assert!(
+        man.starts_with(".ie \\n(.g .ds Aq") || man.starts_with(".TH"),
+        "{man}"
+    );
+    assert!(man.contains(".TH tuner 1"), "{man}");
+    assert!(man.contains(".SH NAME\ntuner \\-"), "{man}");
+    assert!(man.contains(".SH SUBCOMMANDS"), "{man}");
+    for sub in [
+        "tuner\\-recommend(1)",
+        "tuner\\-models(1)",
+        "tuner\\-man(1)",
+    ] {
+        assert!(man.contains(sub), "man page lacks {sub}: {man}");
+    }
+    assert_valid_roff(&man);
+}
+
+/// Every request line is a man(7) macro or the quote-string setup clap_mangen writes; where
+/// groff is installed, it reads the page with every warning on and reports none.
+fn assert_valid_roff(man: &str) {
+    const REQUESTS: [&str; 14] = [
+        ".TH", ".SH", ".SS", ".TP", ".IP", ".PP", ".RS", ".RE", ".ie", ".el", ".br", ".sp", ".nf",
+        ".fi",
+    ];
+    for line in man
+        .lines()
+        .filter(|l| l.starts_with('.') || l.starts_with('\''))
+    {
+        let request = line.split_whitespace().next().unwrap_or(line);
+        assert!(REQUESTS.contains(&request), "not a man(7) request: {line}");
+    }
+    let Ok(mut groff) = std::process::Command::new("groff")
+        .args(["-man", "-Tutf8", "-ww", "-z"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    else {
+        return;
+    };
+    use std::io::Write;
+    groff
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(man.as_bytes())
+        .unwrap();
+    let out = groff.wait_with_output().unwrap();
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "groff: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn issue_11_models_and_clusters_print_tables_json_and_yaml() {
+    let table = stdout_of(&["models"]);
+    assert!(
+        table.contains("llama3-70b") && table.contains("aliases: "),
+        "{table}"
+    );
+    let models: Value = serde_json::from_str(&stdout_of(&["models", "--format", "json"])).unwrap();
+    assert_eq!(models["schema_version"], 1);
+    let l70 = models["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == "llama3-70b")
+        .expect("llama3-70b listed");
+    assert_eq!(l70["shape"]["layers"], 80);
+    assert_eq!(l70["shape"]["kv_heads"], 8);
+    assert!(
+        (l70["params"].as_f64().unwrap() / 70.6e9 - 1.0).abs() < 0.01,
+        "{l70}"
+    );
+    assert!(models["aliases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|a| a["alias"] == "70b" && a["model"] == "llama3-70b"));
+    let clusters: Value =
+        serde_saphyr::from_str(&stdout_of(&["clusters", "--format", "yaml"])).unwrap();
+    assert_eq!(clusters["schema_version"], 1);
+    let h100 = clusters["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "dgx-h100")
+        .expect("dgx-h100 listed");
+    assert_eq!(h100["gpus_per_node"], 8);
+    assert_eq!(h100["nic_bits_per_s"].as_f64(), Some(400e9));
+}
+
+#[test]
+fn issue_11_every_json_document_carries_the_schema_version() {
+    let log = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../data/nccl-tests/nccl-tests-214_a40-x1-per-node-2nodes_sendrecv.txt"
+    );
+    for args in [
+        &["recommend", "--model", "8b", "--gpus", "8", "--top", "1"][..],
+        &["explain", "--model", "8b", "--gpus", "8", "--tp", "8"],
+        &[
+            "compare", "--model", "8b", "--gpus", "8", "--a", "tp=8", "--b", "tp=4",
+        ],
+        &["validate", "--runs", RUNS, "--summary"],
+        &["validate", "--runs", RUNS, "--leave-one-source-out"],
+        &["fit", "--measurements", log],
+        &["models"],
+        &["clusters"],
+    ] {
+        let (out, _) = outputs_of(&[args, &["--format", "json"]].concat());
+        let doc: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        assert_eq!(doc["schema_version"], 1, "{args:?}");
+        let yaml = stdout_of(&[args, &["--format", "yaml"]].concat());
+        assert!(yaml.starts_with("schema_version: 1\n"), "{args:?}: {yaml}");
+    }
 }

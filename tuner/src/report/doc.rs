@@ -19,7 +19,7 @@ pub struct Document {
     pub cluster: ClusterDoc,
     /// Training inputs, after defaults.
     pub training: TrainingDoc,
-    /// Lines about defaults, aliases and fallbacks; also printed above tables.
+    /// Lines about defaults, aliases and fallbacks; also printed on stderr.
     pub notes: Vec<String>,
     /// Where measured figures came from, what was odd about them, and the fleet view; absent
     /// when only catalog figures were used.

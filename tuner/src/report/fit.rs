@@ -128,9 +128,6 @@ pub fn table(r: &FitReport) -> String {
     for src in &r.sources {
         s.push_str(&format!("source: {src}\n"));
     }
-    for n in &r.notes {
-        s.push_str(&format!("note: {n}\n"));
-    }
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
         "node",

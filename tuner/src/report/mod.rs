@@ -5,5 +5,6 @@ pub mod doc;
 pub mod explain;
 pub mod fit;
 pub mod launch;
+pub mod listing;
 pub mod plot;
 pub mod table;

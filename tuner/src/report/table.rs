@@ -4,7 +4,7 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, ContentArra
 
 use super::doc::{Document, MeshDoc};
 use super::explain::{seconds, term_label};
-use crate::catalog::{self, models::MODELS, CLUSTERS};
+use super::listing::{ClusterList, ModelList};
 use crate::cost::collective::Source;
 use crate::validate::fitting::HeldOut;
 use crate::validate::{Bucket, Validation};
@@ -30,9 +30,6 @@ fn right(t: &mut Table, from: usize) {
 
 fn head(doc: &Document) -> String {
     let mut s = String::new();
-    for n in &doc.notes {
-        s.push_str(&format!("note: {n}\n"));
-    }
     let c = &doc.cluster;
     let t = &doc.training;
     s.push_str(&format!(
@@ -349,18 +346,18 @@ pub fn compare(doc: &Document) -> String {
 }
 
 /// `tuner models`.
-pub fn models() -> String {
+pub fn models(list: &ModelList) -> String {
     let mut t = table(&[
         "model", "params", "layers", "hidden", "heads/kv", "ffn", "vocab", "seq", "MoE", "source",
     ]);
-    for (id, m) in MODELS {
-        let shape = (m.shape)();
+    for m in &list.models {
+        let shape = &m.shape;
         let moe = shape.moe.as_ref().map_or("-".to_string(), |e| {
             format!("{}e top{} +{} shared", e.experts, e.top_k, e.shared_experts)
         });
         t.add_row(vec![
-            Cell::new(id),
-            Cell::new(format!("{:.1}B", shape.params().total() / 1e9)),
+            Cell::new(m.id),
+            Cell::new(format!("{:.1}B", m.params / 1e9)),
             Cell::new(shape.layers),
             Cell::new(shape.hidden),
             Cell::new(format!("{}/{}", shape.heads, shape.kv_heads)),
@@ -371,15 +368,16 @@ pub fn models() -> String {
             Cell::new(m.source),
         ]);
     }
-    let aliases: Vec<String> = catalog::models::ALIASES
+    let aliases: Vec<String> = list
+        .aliases
         .iter()
-        .map(|(a, id)| format!("{a} -> {id}"))
+        .map(|a| format!("{} -> {}", a.alias, a.model))
         .collect();
     format!("{t}\naliases: {}\n", aliases.join(", "))
 }
 
 /// `tuner clusters`.
-pub fn clusters() -> String {
+pub fn clusters(list: &ClusterList) -> String {
     let mut t = table(&[
         "cluster",
         "gpu",
@@ -391,8 +389,7 @@ pub fn clusters() -> String {
         "NVLink GB/s/dir",
         "source",
     ]);
-    for c in CLUSTERS {
-        let Ok(g) = catalog::gpu(c.gpu) else { continue };
+    for c in &list.clusters {
         t.add_row(vec![
             Cell::new(c.id),
             Cell::new(c.gpu),
@@ -403,9 +400,9 @@ pub fn clusters() -> String {
                 c.nics_per_node,
                 c.nic_bits_per_s / 1e9
             )),
-            Cell::new(format!("{:.0}", g.bf16_flops / 1e12)),
-            Cell::new(format!("{:.1}", g.hbm_bytes / GIB)),
-            Cell::new(format!("{:.0}", g.nvlink_bytes_per_s / 1e9)),
+            Cell::new(format!("{:.0}", c.bf16_flops / 1e12)),
+            Cell::new(format!("{:.1}", c.hbm_bytes / GIB)),
+            Cell::new(format!("{:.0}", c.nvlink_bytes_per_s / 1e9)),
             Cell::new(c.source),
         ]);
     }
