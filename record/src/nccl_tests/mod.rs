@@ -418,6 +418,69 @@ mpirun -np 4 ./build/all_gather_perf -b 1M -e 1M
         );
     }
 
+    /// Issue 11: a job killed mid-sweep leaves a log that stops part-way through a row, with
+    /// no final newline (rows from the real log of nccl-tests issue #214). Cut at every byte of
+    /// the last row: the complete rows are always kept; the cut row's out-of-place columns are
+    /// kept once all four are there (its #wrong `0` cannot be the start of a longer count),
+    /// and a warning names line 9 whenever anything of the row was lost.
+    #[test]
+    fn a_log_cut_mid_row_keeps_the_complete_rows_and_names_the_cut_line() {
+        let head = "\
+# nThread 1 nGpus 1 minBytes 256 maxBytes 4096 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
+#
+# Using devices
+#  Rank  0 Group  0 Pid 1478709 on      gpu23 device  0 [0x31] NVIDIA A40
+#  Rank  1 Group  0 Pid 1171742 on      gpu24 device  0 [0x31] NVIDIA A40
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+         256            64     float     sum      -1    34.24    0.01    0.01      0    33.65    0.01    0.01    N/A
+         512           128     float     sum      -1    34.24    0.01    0.01      0    34.15    0.01    0.01    N/A
+";
+        let last = "        1024           256     float     sum      -1    34.24    0.03    0.03      0    31.11    0.03    0.03    N/A";
+        let out_of_place_end = last[..last.find("31.11").unwrap()].trim_end().len();
+        let opts = ImportOptions {
+            collective: Some(Kind::SendRecv),
+            ..Default::default()
+        };
+        let size = |text: &str| {
+            let parsed = parse_with(text, &opts).unwrap();
+            let rows: Vec<(u64, bool)> = parsed
+                .records
+                .iter()
+                .map(|r| (r.bytes, r.in_place))
+                .collect();
+            (rows, parsed.warnings)
+        };
+        let complete = [(256, false), (256, true), (512, false), (512, true)];
+        for end in 1..=last.len() {
+            let cut = &last[..end];
+            if cut.trim().is_empty() {
+                continue;
+            }
+            let (rows, warnings) = size(&format!("{head}{cut}"));
+            assert_eq!(rows[..4], complete, "cut {cut:?}");
+            let kept_out_of_place = end >= out_of_place_end;
+            let whole = end == last.len();
+            let expected_rows = match (whole, kept_out_of_place) {
+                (true, _) => vec![(1024, false), (1024, true)],
+                (false, true) => vec![(1024, false)],
+                (false, false) => vec![],
+            };
+            assert_eq!(rows[4..], expected_rows[..], "cut {cut:?}");
+            let expected_warnings = if whole {
+                vec![]
+            } else {
+                vec![Warning::Truncated {
+                    line: 9,
+                    kept_out_of_place,
+                }]
+            };
+            assert_eq!(warnings, expected_warnings, "cut {cut:?}");
+        }
+        // The same row with its newline is complete, and one cut by a newline mid-row (not
+        // the end of the log) is read as before: kept up to its last whole placement.
+        assert_eq!(size(&format!("{head}{last}\n")).0.len(), 6);
+    }
+
     /// Two runs concatenated: NCCL's version line opens the second, and each table keeps its
     /// own run's collective, ranks and version.
     #[test]

@@ -160,6 +160,9 @@ pub(super) fn parse(text: &str, opts: &ImportOptions) -> Result<Parsed, ParseErr
     // A byte order mark from a Windows editor carries nothing (issue 13).
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
 
+    // A log without a final newline was cut off, as when a job is killed mid-sweep: its last
+    // line may hold part of a row, ending part-way through a number.
+    let cut_line = (!text.is_empty() && !text.ends_with('\n')).then(|| text.lines().count());
     let mut st = State::default();
     for (i, raw) in text.lines().enumerate() {
         let line_no = i + 1;
@@ -183,6 +186,11 @@ pub(super) fn parse(text: &str, opts: &ImportOptions) -> Result<Parsed, ParseErr
             }
         } else if is_column_header(&tokens) || body.starts_with("Avg bus bandwidth") {
             st.flush(opts);
+        } else if !trimmed.starts_with('#')
+            && cut_line == Some(line_no)
+            && tokens[0].parse::<u64>().is_ok()
+        {
+            st.cut_row(line_no, &tokens, opts);
         } else if !trimmed.starts_with('#') && looks_like_row(&tokens) {
             st.row(line_no, &tokens, opts);
         } else {
@@ -249,8 +257,40 @@ impl State {
     }
 
     fn row(&mut self, line: usize, tokens: &[&str], opts: &ImportOptions) {
+        self.take_row(line, read_row(line, tokens), opts);
+    }
+
+    /// The row on the last line of a log cut off mid-row. Its last token may be the start of
+    /// a longer one (`30.7` of `30.74`, `N/` of `N/A`), so a row that does not read whole is
+    /// read without that token: the placement it belonged to is then cut short, and the
+    /// out-of-place columns are kept when they are all there. A row cut before its type
+    /// column is skipped as cut short.
+    fn cut_row(&mut self, line: usize, tokens: &[&str], opts: &ImportOptions) {
+        let cut = Ok((
+            None,
+            Some(Warning::Truncated {
+                line,
+                kept_out_of_place: false,
+            }),
+        ));
+        let read = match looks_like_row(tokens).then(|| read_row(line, tokens)) {
+            Some(Ok(whole)) => Ok(whole),
+            _ => match tokens.split_last() {
+                Some((_, rest)) if looks_like_row(rest) => read_row(line, rest).or(cut),
+                _ => cut,
+            },
+        };
+        self.take_row(line, read, opts);
+    }
+
+    fn take_row(
+        &mut self,
+        line: usize,
+        read: Result<(Option<Row>, Option<Warning>), String>,
+        opts: &ImportOptions,
+    ) {
         self.rows_seen += 1;
-        match read_row(line, tokens) {
+        match read {
             Ok((row, truncated)) => {
                 match (&row, truncated) {
                     (Some(_), Some(w)) => self.warnings.push(w),
