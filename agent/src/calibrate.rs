@@ -40,8 +40,9 @@ const STOP_WAIT: Duration = Duration::from_millis(500);
 /// stderr lines of the child kept for the run's reason when it fails.
 const TAIL_LINES: usize = 5;
 
-/// microbench's exit codes that mean the plan ran: 0 every point measured, 2 some failed.
-const RAN: [i32; 2] = [0, 2];
+/// microbench's exit codes that mean the plan ran: 0 every point measured, 3 some failed
+/// (2 is a usage error; issue 11).
+const RAN: [i32; 2] = [0, 3];
 
 /// A run's plan, and the child command line that runs the same plan.
 #[derive(Debug)]

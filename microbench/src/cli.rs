@@ -1,6 +1,8 @@
 //! Command-line flags: nccl-tests' for sweeps (`-b -e -f -i -n -w -g -d`), plus the backend,
 //! sim profile and faults, `--json`, and how a rank joins a multi-node job (issue 12).
 
+use crate::exit::EXIT_STATUS;
+use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use microbench::launcher;
 use microbench::sim::Fault;
@@ -27,7 +29,7 @@ torchrun-style RANK, WORLD_SIZE, LOCAL_RANK work as they are; --launcher none ru
 /// Node discovery and kernel timing: NVML topology, GEMM, NCCL collectives and copies, with
 /// nccl-tests compatible text in and out.
 #[derive(Debug, Parser)]
-#[command(name = "microbench", version, about, after_help = RECIPES)]
+#[command(name = "microbench", version, about, after_help = format!("{RECIPES}\n\n{EXIT_STATUS}"))]
 pub struct Cli {
     /// What to run.
     #[command(subcommand)]
@@ -113,14 +115,19 @@ pub enum Command {
     /// Print the GPU link matrix like `nvidia-smi topo -m`, GPU and NIC details.
     Topo,
     /// NCCL all-reduce sweep (nccl-tests all_reduce_perf).
+    #[command(alias = "all_reduce")]
     AllReduce(CollectiveArgs),
     /// NCCL all-gather sweep (all_gather_perf).
+    #[command(alias = "all_gather")]
     AllGather(CollectiveArgs),
     /// NCCL reduce-scatter sweep (reduce_scatter_perf).
+    #[command(alias = "reduce_scatter")]
     ReduceScatter(CollectiveArgs),
     /// All-to-all as grouped send/recv (alltoall_perf).
+    #[command(alias = "all_to_all")]
     AllToAll(CollectiveArgs),
     /// Send/recv in a ring (sendrecv_perf).
+    #[command(alias = "send_recv")]
     SendRecv(CollectiveArgs),
     /// GEMM throughput.
     Gemm(GemmArgs),
@@ -139,6 +146,43 @@ pub enum Command {
     /// busy takes its node out of the job; at least 2 nodes must remain.
     #[command(after_help = RECIPES)]
     Fabric(FabricArgs),
+    /// Print a shell completion script, e.g. `microbench completions bash >
+    /// /etc/bash_completion.d/microbench`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), e.g. `microbench man > /usr/local/share/man/man1/microbench.1`.
+    Man,
+}
+
+/// A collective named by a flag. The subcommand's spelling (`all-reduce`) is canonical and
+/// shown in help; the records' and nccl-tests' (`all_reduce`) is accepted too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Collective(pub Kind);
+
+impl ValueEnum for Collective {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[
+            Collective(Kind::AllReduce),
+            Collective(Kind::AllGather),
+            Collective(Kind::ReduceScatter),
+            Collective(Kind::AllToAll),
+            Collective(Kind::SendRecv),
+        ]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        let name = match self.0 {
+            Kind::AllReduce => "all-reduce",
+            Kind::AllGather => "all-gather",
+            Kind::ReduceScatter => "reduce-scatter",
+            Kind::AllToAll => "all-to-all",
+            Kind::SendRecv => "send-recv",
+            _ => return None,
+        };
+        Some(PossibleValue::new(name).alias(self.0.as_str()))
+    }
 }
 
 impl Command {
@@ -285,8 +329,8 @@ pub struct ImportArgs {
     #[arg(required = true)]
     pub files: Vec<std::path::PathBuf>,
     /// The collective, when the log does not name its *_perf binary.
-    #[arg(long, value_parser = parse_kind)]
-    pub collective: Option<Kind>,
+    #[arg(long, value_enum)]
+    pub collective: Option<Collective>,
     /// The rank count, when the log does not fix it.
     #[arg(long)]
     pub ranks: Option<u32>,
@@ -317,10 +361,6 @@ fn parse_copy_kind(s: &str) -> Result<CopyKind, String> {
 
 fn parse_fault(s: &str) -> Result<Fault, String> {
     s.parse::<Fault>().map_err(|e| e.to_string())
-}
-
-fn parse_kind(s: &str) -> Result<Kind, String> {
-    s.parse::<Kind>().map_err(|e| e.to_string())
 }
 
 fn parse_scope(s: &str) -> Result<Scope, String> {
@@ -391,6 +431,37 @@ mod tests {
         );
         let err = layouts(&["microbench", "gemm", "--layout", "tt"]).unwrap_err();
         assert!(err.contains("layout `tt`: expected one of"), "{err}");
+    }
+
+    #[test]
+    fn collectives_take_both_spellings_and_help_names_the_subcommands() {
+        let cmd = Cli::command();
+        for c in Collective::value_variants() {
+            let value = c.to_possible_value().unwrap();
+            let canonical = value.get_name();
+            assert_eq!(canonical.replace('-', "_"), c.0.as_str());
+            let sub = cmd.find_subcommand(canonical).expect(canonical);
+            assert!(
+                sub.get_all_aliases().any(|a| a == c.0.as_str()),
+                "{canonical}"
+            );
+            for spelling in [canonical, c.0.as_str()] {
+                let cli = Cli::try_parse_from(["microbench", spelling]).unwrap();
+                assert_eq!(cli.command.collective().unwrap().0, c.0);
+                let import = ["microbench", "import", "log.txt", "--collective", spelling];
+                match Cli::try_parse_from(import).unwrap().command {
+                    Command::Import(args) => assert_eq!(args.collective, Some(*c)),
+                    other => panic!("not import: {other:?}"),
+                }
+            }
+        }
+        let err = Cli::try_parse_from(["microbench", "import", "l", "--collective", "gemm"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("all-reduce, all-gather, reduce-scatter, all-to-all, send-recv"),
+            "{err}"
+        );
     }
 
     #[test]

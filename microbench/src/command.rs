@@ -1,12 +1,14 @@
 //! Runs a parsed command line: builds the backend and the plan, shows progress, prints tables
 //! or JSON lines. Under a launcher with more than one rank, collective sweeps and `fabric`
-//! run across the job (issue 12). Exit codes: 0 all measured, 1 nothing could run, 2 some
-//! points or files failed.
+//! run across the job (issue 12). Exit codes are [`crate::exit`]'s.
 
 use crate::cli::{
     BackendChoice, Cli, CollectiveArgs, Command, FabricArgs, ImportArgs, Source, SweepArgs,
 };
+use crate::exit::{from_flags, partial, usage};
+use crate::manual;
 use anyhow::{anyhow, bail, Context, Result};
+use clap::CommandFactory;
 use indicatif::{ProgressBar, ProgressStyle};
 use microbench::discovery::{self, matrix::Matrix, Topology};
 use microbench::fabric::report::{findings, is_pair, pair_table};
@@ -31,13 +33,21 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     match &cli.command {
         Command::Import(args) => import(args, cli.json),
         Command::Topo => topo(&cli),
+        Command::Completions { shell } => {
+            emit(&manual::completions(Cli::command(), *shell))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man => {
+            emit(&manual::man_page(Cli::command())?)?;
+            Ok(ExitCode::SUCCESS)
+        }
         _ => match placement(&cli)? {
             Some(placement) => job(&cli, &placement),
-            None if matches!(cli.command, Command::Fabric(_)) => bail!(
+            None if matches!(cli.command, Command::Fabric(_)) => Err(usage(
                 "fabric runs across a multi-node job, and no launcher variables here give a \
                  world of more than one rank: start one process per GPU under mpirun, srun, \
-                 torchrun or a Kubernetes Indexed Job (see microbench --help)"
-            ),
+                 torchrun or a Kubernetes Indexed Job (see microbench --help)",
+            )),
             None => measure(&cli),
         },
     }
@@ -78,22 +88,26 @@ fn job(cli: &Cli, placement: &Placement) -> Result<ExitCode> {
     let work = match &cli.command {
         Command::Fabric(args) => Work::Fabric(args),
         c => match c.collective() {
-            Some((_, args)) if args.gpus.is_some() || args.all_groups => bail!(
-                "-g and --all-groups pick GPUs on one node; in a job ({whom}) the ranks on \
-                 each node are the GPUs"
-            ),
+            Some((_, args)) if args.gpus.is_some() || args.all_groups => {
+                return Err(usage(format!(
+                    "-g and --all-groups pick GPUs on one node; in a job ({whom}) the ranks on \
+                     each node are the GPUs"
+                )))
+            }
             Some((kind, args)) => Work::Sweep(kind, args),
-            None => bail!(
-                "gemm, copy and calibrate run on one node, and this process is {whom}: \
-                 run them with --launcher none"
-            ),
+            None => {
+                return Err(usage(format!(
+                    "gemm, copy and calibrate run on one node, and this process is {whom}: \
+                     run them with --launcher none"
+                )))
+            }
         },
     };
     if cli.source.nodes != 1 {
-        bail!(
+        return Err(usage(format!(
             "--nodes {}: in a job ({whom}) the nodes are the ranks' nodes",
             cli.source.nodes
-        );
+        )));
     }
     let meeting = Meeting {
         addr: placement.master_addr.clone(),
@@ -428,12 +442,9 @@ fn lead(
         }
         Work::Sweep(..) => print_records(&outcome.records, cli.json)?,
     }
-    Ok(if outcome.failures.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(2)
-    })
+    Ok(partial(!outcome.failures.is_empty()))
 }
+
 fn settings(args: &FabricArgs) -> fabric::Settings {
     fabric::Settings {
         sweep: Sweep {
@@ -486,11 +497,16 @@ fn backend(src: &Source) -> Result<Box<dyn Backend>> {
         BackendChoice::Sim => {
             let name = src.profile.as_deref().ok_or_else(|| {
                 let names: Vec<&str> = sim::profiles().iter().map(|p| p.name).collect();
-                anyhow!("--backend sim needs --profile: one of {}", names.join(", "))
+                usage(format!(
+                    "--backend sim needs --profile: one of {}",
+                    names.join(", ")
+                ))
             })?;
-            let mut node = SimBackend::new(sim::profile(name)?, src.fault.clone(), src.seed)?;
-            node.set_busy(&src.busy)?;
-            node.set_nodes(src.nodes)?;
+            let profile = sim::profile(name).map_err(from_flags)?;
+            let mut node =
+                SimBackend::new(profile, src.fault.clone(), src.seed).map_err(from_flags)?;
+            node.set_busy(&src.busy).map_err(from_flags)?;
+            node.set_nodes(src.nodes).map_err(from_flags)?;
             node.set_point_delay(Duration::from_millis(src.sim_point_delay_ms));
             if let Some(dir) = &src.sim_processes {
                 node.hold_gpus(&sim::ProcessTable::new(dir, src.sim_pid_offset))?;
@@ -507,14 +523,16 @@ fn reject_sim_flags(src: &Source) -> Result<()> {
         || src.sim_point_delay_ms > 0
         || src.sim_processes.is_some()
     {
-        bail!("--profile, --fault, --busy and --sim-* apply to --backend sim only");
+        return Err(usage(
+            "--profile, --fault, --busy and --sim-* apply to --backend sim only",
+        ));
     }
     if src.nodes != 1 {
-        bail!(
+        return Err(usage(format!(
             "--nodes {} applies to --backend sim only: for a real multi-node sweep, start \
              microbench under a launcher, one process per GPU (see microbench --help)",
             src.nodes
-        );
+        )));
     }
     Ok(())
 }
@@ -550,7 +568,7 @@ fn sweep_of(args: &SweepArgs) -> Sweep {
 
 fn check_group(size: usize, found: usize, what: &str) -> Result<()> {
     if size == 0 {
-        bail!("-g 0: expected 1 to {found} GPUs");
+        return Err(usage(format!("-g 0: expected 1 to {found} GPUs")));
     }
     if size > found {
         return Err(microbench::Error::TooFewGpus {
@@ -583,14 +601,15 @@ fn plan(command: &Command, t: &Topology) -> Result<Plan> {
             check_group(size, n, kind.as_str())?;
         }
         let groups: Vec<Vec<u32>> = sizes.iter().flat_map(|&s| sweep::groups(t, s)).collect();
-        return Ok(Plan::collectives(
+        return Plan::collectives(
             kind,
             &groups,
             &sweep_of(&args.sweep),
             args.dtype,
             args.sweep.iters,
             args.sweep.warmup,
-        )?);
+        )
+        .map_err(from_flags);
     }
     Ok(match command {
         Command::Gemm(args) => {
@@ -613,7 +632,8 @@ fn plan(command: &Command, t: &Topology) -> Result<Plan> {
             &sweep_of(&args.sweep),
             args.sweep.iters,
             args.sweep.warmup,
-        )?,
+        )
+        .map_err(from_flags)?,
         Command::Calibrate(args) => {
             let calibration = Calibration {
                 sweep: sweep_of(&args.sweep),
@@ -622,7 +642,7 @@ fn plan(command: &Command, t: &Topology) -> Result<Plan> {
                 iters: args.sweep.iters,
                 warmup: args.sweep.warmup,
             };
-            let (plan, lacking) = calibration.plan(t)?;
+            let (plan, lacking) = calibration.plan(t).map_err(from_flags)?;
             for d in lacking {
                 eprintln!("microbench: calibrate: no {d} tensor cores on these GPUs; {d} GEMMs not measured");
             }
@@ -665,16 +685,12 @@ fn measure(cli: &Cli) -> Result<ExitCode> {
     if !cli.json {
         print_records(&outcome.records, false)?;
     }
-    Ok(if outcome.failures.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(2)
-    })
+    Ok(partial(!outcome.failures.is_empty()))
 }
 
 fn import(args: &ImportArgs, json: bool) -> Result<ExitCode> {
     let opts = ImportOptions {
-        collective: args.collective,
+        collective: args.collective.map(|c| c.0),
         ranks: args.ranks,
         scope: args.scope,
         node: args.node.clone(),
@@ -707,11 +723,7 @@ fn import(args: &ImportArgs, json: bool) -> Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     print_records(&records, json)?;
-    Ok(if failed == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(2)
-    })
+    Ok(partial(failed > 0))
 }
 
 fn print_records(records: &[Record], json: bool) -> Result<()> {

@@ -2,6 +2,8 @@
 
 mod cli;
 mod command;
+mod exit;
+mod manual;
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -28,7 +30,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             eprintln!("microbench: {err:#}");
-            ExitCode::from(1)
+            ExitCode::from(exit::code(&err))
         }
     }
 }
