@@ -40,6 +40,6 @@ grep -E "slow|skipped|named" "$out/faulted/rank0.log" || cat "$out/faulted/rank0
 for name in healthy faulted; do
   echo "== tuner recommend --model llama3-70b --gpus 64 from the $name job"
   "$bin/tuner" recommend --model llama3-70b --gpus 64 --top 3 --compare-nominal \
-    --measurements "$out/$name/all.jsonl" 2>&1 | grep -vE '^(note: (model|seq_len|global batch|optimizer))'
+    --measurements "$out/$name/all.jsonl" 2>&1 | grep -vE '^tuner: note: (model|seq_len|global batch|optimizer)'
 done
 echo "files in $out"

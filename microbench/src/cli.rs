@@ -153,7 +153,12 @@ pub enum Command {
         shell: clap_complete::Shell,
     },
     /// Print the man page (roff), e.g. `microbench man > /usr/local/share/man/man1/microbench.1`.
-    Man,
+    Man {
+        /// Write microbench.1 and one page per subcommand (microbench-import.1, ...) into this
+        /// directory instead.
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
+    },
 }
 
 /// A collective named by a flag. The subcommand's spelling (`all-reduce`) is canonical and

@@ -37,8 +37,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             emit(&manual::completions(Cli::command(), *shell))?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Man => {
-            emit(&manual::man_page(Cli::command())?)?;
+        Command::Man { dir } => {
+            emit(&manual::man_pages(Cli::command(), dir.as_deref())?)?;
             Ok(ExitCode::SUCCESS)
         }
         _ => match placement(&cli)? {

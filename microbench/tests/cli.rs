@@ -394,12 +394,16 @@ fn issue_11_completions_and_man_page_list_the_subcommands() {
         );
     }
     if let Ok(out) = Command::new("groff")
-        .args(["-man", "-Tutf8", "-ww", "-z"])
+        .args(["-man", "-Tutf8", "-ww", "-Wbreak", "-z"])
         .write_stdin(man)
         .output()
     {
         assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
     }
+    let dir = tempfile::tempdir().unwrap();
+    microbench(&["man", "--dir", dir.path().to_str().unwrap()]).success();
+    let import = std::fs::read_to_string(dir.path().join("microbench-import.1")).unwrap();
+    assert!(import.contains("\\-\\-collective"), "{import}");
 }
 
 /// Subcommands and `--collective` take `all-reduce` (canonical, in help) and `all_reduce`

@@ -89,7 +89,7 @@ enum Command {
         /// Refit the fitted efficiencies without each source in turn and score that source.
         #[arg(long, conflicts_with = "fit")]
         leave_one_source_out: bool,
-        /// Output format.
+        /// Output format; JSON and YAML documents start with `schema_version` (now 1).
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
@@ -103,7 +103,7 @@ enum Command {
         /// Write a plot (.svg or .png): measured points, fitted curve and nominal line per collective.
         #[arg(long)]
         plot: Option<PathBuf>,
-        /// Output format.
+        /// Output format; JSON and YAML documents start with `schema_version` (now 1).
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
@@ -117,13 +117,13 @@ enum Command {
     },
     /// List the catalog models and aliases.
     Models {
-        /// Output format.
+        /// Output format; JSON and YAML documents start with `schema_version` (now 1).
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
     /// List the cluster presets.
     Clusters {
-        /// Output format.
+        /// Output format; JSON and YAML documents start with `schema_version` (now 1).
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
@@ -133,7 +133,12 @@ enum Command {
         shell: clap_complete::Shell,
     },
     /// Print the man page (roff), e.g. `tuner man > /usr/local/share/man/man1/tuner.1`.
-    Man,
+    Man {
+        /// Write tuner.1 and one page per subcommand (tuner-recommend.1, ...) into this
+        /// directory instead.
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -200,7 +205,7 @@ struct JobArgs {
     /// bf16 for DeepSpeed, which reduces in the training type).
     #[arg(long, value_enum)]
     grad_reduce: Option<ReduceDtype>,
-    /// Output format.
+    /// Output format; JSON and YAML documents start with `schema_version` (now 1).
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
 }
@@ -451,7 +456,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             render(format, &list, || table::clusters(&list))?.into()
         }
         Command::Completions { shell } => manual::completions(Cli::command(), shell).into(),
-        Command::Man => manual::man_page(Cli::command())?.into(),
+        Command::Man { dir } => manual::man_pages(Cli::command(), dir.as_deref())?.into(),
     };
     for note in &out.notes {
         eprintln!("tuner: note: {note}");
@@ -955,6 +960,25 @@ mod tests {
     #[test]
     fn verify_cli() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn documents_lead_with_the_schema_version() {
+        #[derive(serde::Serialize)]
+        struct Rows {
+            held_out: Vec<u32>,
+        }
+        let rows = Rows {
+            held_out: vec![7, 9],
+        };
+        let json = render(Format::Json, &rows, String::new).unwrap();
+        assert_eq!(
+            json,
+            "{\n  \"schema_version\": 1,\n  \"held_out\": [\n    7,\n    9\n  ]\n}\n"
+        );
+        let yaml = render(Format::Yaml, &rows, String::new).unwrap();
+        assert_eq!(yaml, "schema_version: 1\nheld_out:\n- 7\n- 9\n");
+        assert_eq!(render(Format::Table, &rows, || "t".into()).unwrap(), "t");
     }
 
     #[test]
