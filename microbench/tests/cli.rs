@@ -343,6 +343,16 @@ fn issue_11_exit_codes_tell_usage_from_runtime_failures() {
     );
     let a = microbench(&["import", "/nonexistent.txt"]).code(1);
     assert!(stderr(&a).contains("No such file"), "{}", stderr(&a));
+    // One file of two read: its records are printed and the run says it was partial.
+    let good = log("nccl-tests-214_");
+    let a = microbench(&[
+        "import",
+        "--json",
+        good.to_str().unwrap(),
+        "/nonexistent.txt",
+    ])
+    .code(3);
+    assert_eq!(record::read_json_lines(&stdout(&a)).unwrap().len(), 10);
     let help = stdout(&microbench(&["--help"]).success());
     for line in [
         "Exit status:",

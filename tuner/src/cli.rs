@@ -734,43 +734,29 @@ fn no_mesh(
 /// A GPU count the pinned sizes do not divide, with the nearest counts where the pins leave
 /// a layout, when there are any.
 fn with_nearest_counts(
-    err: tuner::TunerError,
+    mut err: tuner::TunerError,
     scenario: &Scenario,
     c: &Constraints,
 ) -> tuner::TunerError {
-    let tuner::TunerError::BadInput {
-        field,
-        value,
-        allowed,
-    } = err
-    else {
-        return err;
-    };
-    let t = &scenario.training;
-    let near = match search::nearest_valid_counts(
-        &scenario.model,
-        t.seq_len,
-        t.global_batch,
-        scenario.gpus,
-        c,
-    ) {
-        (Some(below), Some(above)) => format!("{below} or {above}"),
-        (Some(n), None) | (None, Some(n)) => n.to_string(),
-        (None, None) => {
-            return tuner::TunerError::BadInput {
-                field,
-                value,
-                allowed,
-            }
-        }
-    };
-    tuner::TunerError::BadInput {
-        field,
-        value,
-        allowed: format!(
-            "{allowed}; the nearest GPU counts with a layout for the pinned knobs: --gpus {near}"
-        ),
+    if let tuner::TunerError::BadInput { allowed, .. } = &mut err {
+        let t = &scenario.training;
+        let near = search::nearest_valid_counts(
+            &scenario.model,
+            t.seq_len,
+            t.global_batch,
+            scenario.gpus,
+            c,
+        );
+        let near = match near {
+            (Some(below), Some(above)) => format!("{below} or {above}"),
+            (Some(n), None) | (None, Some(n)) => n.to_string(),
+            (None, None) => return err,
+        };
+        allowed.push_str(&format!(
+            "; the nearest GPU counts with a layout for the pinned knobs: --gpus {near}"
+        ));
     }
+    err
 }
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
