@@ -550,7 +550,19 @@ fn topo(cli: &Cli) -> Result<ExitCode> {
         eprintln!("microbench: topo: {note}");
     }
     if cli.json {
-        emit(&(serde_json::to_string_pretty(&topology)? + "\n"))?;
+        /// The topology document, led by its schema version (raised when a field is removed,
+        /// renamed or changes meaning; issue 11).
+        #[derive(serde::Serialize)]
+        struct Versioned<'a> {
+            schema_version: u32,
+            #[serde(flatten)]
+            topology: &'a Topology,
+        }
+        let doc = Versioned {
+            schema_version: 1,
+            topology: &topology,
+        };
+        emit(&(serde_json::to_string_pretty(&doc)? + "\n"))?;
     } else {
         emit(&(Matrix::from(&topology).render() + &report::gpu_details(&topology)))?;
     }

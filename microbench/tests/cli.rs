@@ -127,6 +127,7 @@ fn sim_gemm_copy_and_topo() {
     );
     let a = sim("dgx-h100", &["--json", "topo"]).success();
     let topo: serde_json::Value = serde_json::from_str(&stdout(&a)).unwrap();
+    assert_eq!(topo["schema_version"], 1);
     assert_eq!(topo["links"][0][1], "NV18");
     assert_eq!(topo["nvswitch"], true);
 }
