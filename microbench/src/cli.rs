@@ -333,7 +333,8 @@ pub struct ImportArgs {
     /// nccl-tests output files.
     #[arg(required = true)]
     pub files: Vec<std::path::PathBuf>,
-    /// The collective, when the log does not name its *_perf binary.
+    /// The collective, when the log does not name its *_perf binary; the records' spelling
+    /// (all_reduce, ...) is accepted too.
     #[arg(long, value_enum)]
     pub collective: Option<Collective>,
     /// The rank count, when the log does not fix it.
