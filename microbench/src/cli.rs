@@ -150,7 +150,7 @@ pub enum Command {
     /// /etc/bash_completion.d/microbench`.
     Completions {
         /// The shell.
-        shell: clap_complete::Shell,
+        shell: record::manual::Shell,
     },
     /// Print the man page (roff), e.g. `microbench man > /usr/local/share/man/man1/microbench.1`.
     Man {

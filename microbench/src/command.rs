@@ -6,7 +6,6 @@ use crate::cli::{
     BackendChoice, Cli, CollectiveArgs, Command, FabricArgs, ImportArgs, Source, SweepArgs,
 };
 use crate::exit::{from_flags, partial, usage};
-use crate::manual;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::CommandFactory;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -20,6 +19,7 @@ use microbench::plan::Plan;
 use microbench::rendezvous::{self, Hello, Meeting};
 use microbench::sweep::{self, Calibration, Sweep};
 use microbench::{report, sim, Backend, GpuBackend, SimBackend};
+use record::manual;
 use record::nccl_tests::{self, ImportOptions};
 use record::{Kind, Record};
 

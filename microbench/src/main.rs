@@ -3,7 +3,6 @@
 mod cli;
 mod command;
 mod exit;
-mod manual;
 
 use clap::Parser;
 use std::process::ExitCode;

@@ -23,6 +23,8 @@ pub mod datasheet;
 mod dtype;
 mod input;
 mod kind;
+#[cfg(feature = "manual")]
+pub mod manual;
 pub mod nccl_tests;
 mod record;
 

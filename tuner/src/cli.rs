@@ -18,8 +18,8 @@ use tuner::validate;
 use tuner::measure::Priced;
 
 use crate::exit::{bad_flag, from_flags, EXIT_STATUS};
-use crate::manual;
 use crate::measure_args::{self, MeasureArgs};
+use record::manual;
 
 /// Ranks hybrid-parallel training layouts (DP x TP x PP x CP x EP, ZeRO, microbatches,
 /// recomputation) for a model on a GPU cluster.
@@ -130,7 +130,7 @@ enum Command {
     /// Print a shell completion script, e.g. `tuner completions bash > /etc/bash_completion.d/tuner`.
     Completions {
         /// The shell.
-        shell: clap_complete::Shell,
+        shell: manual::Shell,
     },
     /// Print the man page (roff), e.g. `tuner man > /usr/local/share/man/man1/tuner.1`.
     Man {

@@ -4,7 +4,6 @@ use clap::Parser;
 
 mod cli;
 mod exit;
-mod manual;
 mod measure_args;
 
 fn main() -> ExitCode {

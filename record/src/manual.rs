@@ -1,9 +1,13 @@
-//! Shell completions and man pages, generated from the same clap definitions as the parser,
-//! so they cannot drift from the flags.
+//! Shell completions and man pages for the workspace's binaries (`tuner`, `microbench`),
+//! generated from the same clap definitions as their parsers, so they cannot drift from the
+//! flags. Behind the `manual` feature, so the libraries that read records pull in no clap.
 
 use std::path::Path;
 
 use anyhow::Context;
+
+/// The shells `completions` writes for, as the binaries' `completions` subcommand takes them.
+pub use clap_complete::Shell;
 
 /// The completion script of `cmd` for `shell`.
 pub fn completions(mut cmd: clap::Command, shell: clap_complete::Shell) -> String {
