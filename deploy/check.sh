@@ -8,15 +8,17 @@
 #
 # Usage: deploy/check.sh [--screenshots]
 #   --screenshots  write the dashboard PNGs to deploy/screenshots (committed) instead of a
-#                  scratch folder; they change on every run, so only when refreshing them.
+#                  scratch folder, drawn from a 64-node sim fleet (the default run uses 9 nodes
+#                  to stay quick); they change on every run, so only when refreshing them.
 set -euo pipefail
 cd "$(dirname "$0")"
 deploy=$(pwd)
 repo=$(cd .. && pwd)
 tools=$deploy/.check
 shots=""
+fleet=small
 case "${1:-}" in
-  --screenshots) shots=$deploy/screenshots ;;
+  --screenshots) shots=$deploy/screenshots; fleet=screenshots ;;
   "") ;;
   *) echo "usage: deploy/check.sh [--screenshots]" >&2; exit 2 ;;
 esac
@@ -113,8 +115,8 @@ done
 if [ -z "${bins[0]}" ]; then
   echo "   SKIP end-to-end check and dashboard PNGs: the workspace has no \`agent\` binary"
 else
-  say "end to end: 4 sim agents (one degraded), Prometheus with the shipped rules, every panel query, alerts, tuner"
-  "$py" check/e2e.py "${bins[0]}" "${bins[1]}" "$work" "$work/panels.json" &
+  say "end to end: sim agents of two GPU models ($fleet fleet), Prometheus with the shipped rules, every panel query, alerts, tuner"
+  "$py" check/e2e.py "${bins[0]}" "${bins[1]}" "$work" "$work/panels.json" --fleet "$fleet" &
   e2e=$!
   wait "$e2e"
   e2e=""

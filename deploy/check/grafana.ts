@@ -52,4 +52,18 @@ export type HeatmapPanel = PanelOf<"heatmap", heatmap.Options, heatmap.FieldConf
 export type TablePanel = PanelOf<"table", table.Options, table.FieldConfig>;
 export type Panel = TimeseriesPanel | HeatmapPanel | TablePanel;
 
-export type Dashboard = Wire<Omit<common.Dashboard, "panels">> & { panels: Panel[] };
+/** A Prometheus annotation query as Grafana saves it: the AnnotationQuery of @grafana/schema
+ * (which types only the built-in Grafana source's `target`) plus the Prometheus source's keys. */
+export type PrometheusAnnotation = Wire<Omit<common.AnnotationQuery, "target">> & {
+  expr: string;
+  step?: string;
+  titleFormat?: string;
+  textFormat?: string;
+  tagKeys?: string;
+  useValueForTime?: boolean;
+};
+
+export type Dashboard = Wire<Omit<common.Dashboard, "panels" | "annotations">> & {
+  annotations?: { list: (Wire<common.AnnotationQuery> | PrometheusAnnotation)[] };
+  panels: Panel[];
+};

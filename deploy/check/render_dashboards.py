@@ -5,9 +5,11 @@ Usage: render_dashboards.py PANELS_JSON OUT_DIR
 No Grafana server can be installed here, so this stands in for one: it places panels on
 Grafana's 24-column grid (repeated panels side by side, as Grafana repeats them), applies the
 table transformations the dashboards use (merge, groupingToMatrix, convertFieldType, organize,
-sortBy, calculateField), and draws timeseries as lines, heatmaps as one row per series and
-tables with their units, value mappings and cell colours. It draws what the queries returned; it
-is not pixel-for-pixel Grafana.
+sortBy, calculateField), and draws timeseries as lines (stacked where the panel stacks) with the
+dashboard's Prometheus annotations as vertical marks, heatmaps as one row per series, tables
+with their units, value mappings and cell colours (as many rows as the panel's height holds, as
+Grafana shows before scrolling), and "No data" where a query returned nothing. It draws what the
+queries returned; it is not pixel-for-pixel Grafana.
 """
 import json
 import math
@@ -20,19 +22,35 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+import matplotlib.ticker  # noqa: E402
 from matplotlib import colormaps, colors  # noqa: E402
 
 COLUMN_IN, ROW_IN = 0.78, 0.36
 BACKGROUND, PANEL, TEXT, GRID = "#111217", "#181b1f", "#ccccdc", "#2c3235"
-GRAFANA_COLORS = {"green": "#73bf69", "red": "#f2495c", "orange": "#ff9830", "yellow": "#fade2a"}
+GRAFANA_COLORS = {"green": "#73bf69", "red": "#f2495c", "orange": "#ff9830", "yellow": "#fade2a", "blue": "#5794f2",
+                  "text": TEXT}
 SI = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, "")]
 IEC = [(2 ** 40, "TiB"), (2 ** 30, "GiB"), (2 ** 20, "MiB"), (2 ** 10, "KiB"), (1, "B")]
 MAX_LEGEND = 10
-MAX_ROWS = 14
+# Grafana's grid row is 30 px plus an 8 px gap; a small table row 25 px, the title and the
+# header taking the rest.
+GRID_ROW_PX, TABLE_ROW_PX, TABLE_CHROME_PX = 38, 25, 70
 
 
 def natural(text: str):
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(text))]
+
+
+def sort_key(value):
+    """Sort key of a table cell: numbers by value before text in natural order, empty last."""
+    if isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value)):
+        return (0, value, [])
+    return (1, 0, natural(value)) if value not in (None, "") else (2, 0, [])
+
+
+# Grafana unit ids drawn with SI prefixes, and those drawn as a plain number with a suffix.
+SI_UNITS = {"Bps": "B/s", "flops": "FLOP/s", "hertz": "Hz"}
+UNIT_SUFFIX = {"watt": "W", "celsius": "°C"}
 
 
 def fmt(value, unit: str | None, decimals: int | None = None) -> str:
@@ -47,12 +65,14 @@ def fmt(value, unit: str | None, decimals: int | None = None) -> str:
     if unit == "bytes":
         scale, name = next(((s, n) for s, n in IEC if abs(value) >= s), IEC[-1])
         return f"{value / scale:.{d if value % scale else 0}f} {name}"
+    if unit in UNIT_SUFFIX:
+        return f"{value:.{decimals if decimals is not None else 0}f} {UNIT_SUFFIX[unit]}"
     if unit == "s":
         for seconds, name in ((86400, "day"), (3600, "hour"), (60, "min")):
             if abs(value) >= seconds:
                 return f"{value / seconds:.1f} {name}"
         return f"{value:.{d}f} s"
-    suffix = {"Bps": "B/s", "flops": "FLOP/s"}.get(unit)
+    suffix = SI_UNITS.get(unit)
     if suffix:
         scale, prefix = next(((s, p) for s, p in SI if abs(value) >= s), SI[-1])
         return f"{value / scale:.{d}f} {prefix}{suffix}"
@@ -112,7 +132,7 @@ def transform(frame: dict, step: dict) -> dict:
         return frame
     if kind == "sortBy":
         (sort,) = opt["sort"]
-        return {"columns": cols, "rows": sorted(rows, key=lambda r: natural(r.get(sort["field"], "")), reverse=sort.get("desc", False))}
+        return {"columns": cols, "rows": sorted(rows, key=lambda r: sort_key(r.get(sort["field"])), reverse=sort.get("desc", False))}
     if kind == "calculateField":
         b = opt["binary"]
         left, right = b["left"]["matcher"]["options"], b["right"]["matcher"]["options"]
@@ -140,56 +160,80 @@ def threshold_color(value: float, thresholds: dict) -> str:
     return GRAFANA_COLORS.get(color, color)
 
 
-def cell(value, config: dict, numbers: list[float]) -> tuple[str, str | None]:
-    """Text and background colour of one table cell; `numbers` are all the table's numbers,
-    the range Grafana scales continuous colours to when a field sets no min or max."""
+def cell(value, config: dict, numbers: list[float]) -> tuple[str, str | None, str | None]:
+    """Text, background and text colour of one table cell; `numbers` are all the table's
+    numbers, the range Grafana scales continuous colours to when a field sets no min or max."""
+    kind = config["cellOptions"]["type"]
     for mapping in config.get("mappings", []):
         hit = mapping["options"].get(fmt(value, None, 0) if isinstance(value, float) else str(value))
         if hit:
-            return hit["text"], GRAFANA_COLORS.get(hit.get("color"), None) if config["cellOptions"]["type"] == "color-background" else None
+            color = GRAFANA_COLORS.get(hit.get("color"), hit.get("color"))
+            return (hit.get("text", str(value)), color if kind == "color-background" else None,
+                    color if kind == "color-text" else None)
     text = fmt(value, config.get("unit"), config.get("decimals"))
-    if config["cellOptions"]["type"] != "color-background" or not isinstance(value, float):
-        return text, None
+    if kind not in ("color-background", "color-text") or not isinstance(value, float):
+        return text, None, None
     mode = config.get("color", {}).get("mode", "thresholds")
     if mode == "thresholds":
-        return text, threshold_color(value, config["thresholds"])
-    low, high = config.get("min", min(numbers)), config.get("max", max(numbers))
-    scale = {"continuous-RdYlGr": "RdYlGn", "continuous-GrYlRd": "RdYlGn_r"}[mode]
-    return text, colors.to_hex(colormaps[scale](0.5 if high == low else (value - low) / (high - low)), keep_alpha=False)
+        color = threshold_color(value, config["thresholds"])
+    elif mode == "fixed":
+        fixed = config["color"]["fixedColor"]
+        color = GRAFANA_COLORS.get(fixed, fixed)
+    else:
+        low, high = config.get("min", min(numbers)), config.get("max", max(numbers))
+        scale = {"continuous-RdYlGr": "RdYlGn", "continuous-GrYlRd": "RdYlGn_r"}[mode]
+        color = colors.to_hex(colormaps[scale](0.5 if high == low else (value - low) / (high - low)), keep_alpha=False)
+    return (text, color, None) if kind == "color-background" else (text, None, color)
 
 
-def draw_table(ax, panel: dict, targets: list[dict]) -> None:
+def no_data(ax) -> None:
+    ax.text(0.5, 0.5, "No data", color=TEXT, fontsize=10, ha="center", va="center", transform=ax.transAxes)
+    ax.axis("off")
+
+
+def draw_table(ax, panel: dict, targets: list[dict], board: dict) -> None:
     frame = merge(frames(panel, targets))
     for step in panel.get("transformations", []):
         if step["id"] != "merge":
             frame = transform(frame, step)
+    if not frame["rows"]:
+        no_data(ax)
+        return
     cols = frame["columns"]
     headers = [field_config(panel, c).get("displayName", c) for c in cols]
     sort = panel["options"].get("sortBy") or []
     if sort and sort[0]["displayName"] in headers:
         name = cols[headers.index(sort[0]["displayName"])]
-        frame["rows"].sort(key=lambda r: natural(r.get(name, "")), reverse=sort[0]["desc"])
-    rows = frame["rows"][:MAX_ROWS]
+        frame["rows"].sort(key=lambda r: sort_key(r.get(name)), reverse=sort[0]["desc"])
+    fits = max(1, (panel["gridPos"]["h"] * GRID_ROW_PX - TABLE_CHROME_PX) // TABLE_ROW_PX)
+    rows = frame["rows"][:fits]
     numbers = [v for r in frame["rows"] for v in r.values() if isinstance(v, float)]
-    texts, fills = [], []
+    texts, fills, inks = [], [], []
     for r in rows:
-        line, line_fill = [], []
+        line, line_fill, line_ink = [], [], []
         for c in cols:
-            text, fill = cell(r.get(c), field_config(panel, c), numbers)
+            text, fill, ink = cell(r.get(c), field_config(panel, c), numbers)
             line.append(text)
             line_fill.append(fill or PANEL)
+            line_ink.append(ink)
         texts.append(line)
         fills.append(line_fill)
-    table = ax.table(cellText=texts, cellColours=fills, colLabels=headers, loc="upper center", cellLoc="center")
+        inks.append(line_ink)
+    # Rows of Grafana's height from the top of the panel down, however many there are.
+    tall = (len(rows) + 1) / (fits + 1)
+    table = ax.table(cellText=texts, cellColours=fills, colLabels=headers, bbox=(0, 1 - tall, 1, tall), cellLoc="center")
     table.auto_set_font_size(False)
     table.set_fontsize(7)
-    for (row, _), c in table.get_celld().items():
+    for (row, col), c in table.get_celld().items():
         c.set_edgecolor(GRID)
-        c.get_text().set_color("#000000" if row > 0 and c.get_facecolor()[:3] != colors.to_rgb(PANEL) else TEXT)
+        ink = inks[row - 1][col] if row > 0 else None
+        filled = row > 0 and c.get_facecolor()[:3] != colors.to_rgb(PANEL)
+        c.get_text().set_color(ink or ("#000000" if filled else TEXT))
         if row == 0:
             c.set_facecolor("#22252b")
-    if len(frame["rows"]) > MAX_ROWS:
-        ax.text(1.0, 1.12, f"first {MAX_ROWS} of {len(frame['rows'])} rows", color=TEXT, fontsize=7, ha="right", transform=ax.transAxes)
+    if len(frame["rows"]) > fits:
+        ax.text(1.0, 1.06, f"{fits} of {len(frame['rows'])} rows (scrolls)", color=TEXT, fontsize=7, ha="right",
+                transform=ax.transAxes)
     ax.axis("off")
 
 
@@ -197,9 +241,9 @@ def draw_table(ax, panel: dict, targets: list[dict]) -> None:
 
 def unit_scale(values: list[float], unit: str | None) -> tuple[float, str]:
     top = max((abs(v) for v in values), default=0)
-    suffix = {"Bps": "B/s", "flops": "FLOP/s"}.get(unit)
+    suffix = SI_UNITS.get(unit)
     if not suffix:
-        return 1, unit or ""
+        return 1, {"percentunit": "", "none": ""}.get(unit, UNIT_SUFFIX.get(unit, unit or ""))
     scale, prefix = next(((s, p) for s, p in SI if top >= s), SI[-1])
     return scale, prefix + suffix
 
@@ -212,17 +256,43 @@ def series(panel: dict, targets: list[dict]):
             yield legend(by_ref[target["refId"]].get("legendFormat"), s["metric"]), times, [float(v) for _, v in s["values"]]
 
 
-def draw_timeseries(ax, panel: dict, targets: list[dict]) -> None:
+def annotate(ax, board: dict) -> None:
+    """Each annotation query's events as vertical marks in its colour, as Grafana draws them."""
+    for result in board.get("annotations", []):
+        color = result["annotation"]["iconColor"]
+        for s in result["data"]:
+            for t, _ in s["values"]:
+                ax.axvline(datetime.fromtimestamp(float(t)), color=color, lw=0.8, alpha=0.6, ls="--")
+
+
+def draw_timeseries(ax, panel: dict, targets: list[dict], board: dict) -> None:
     lines = sorted(series(panel, targets), key=lambda s: natural(s[0]))
-    unit = panel["fieldConfig"]["defaults"].get("unit")
+    if not lines:
+        no_data(ax)
+        return
+    defaults = panel["fieldConfig"]["defaults"]
+    unit = defaults.get("unit")
+    custom = defaults["custom"]
+    stacked = custom.get("stacking", {}).get("mode") == "normal"
     scale, label = unit_scale([v for _, _, ys in lines for v in ys], unit)
-    bars = panel["fieldConfig"]["defaults"]["custom"].get("drawStyle") == "bars"
+    bars = custom.get("drawStyle") == "bars"
+    base: dict = {}
     for n, (name, times, ys) in enumerate(lines):
-        ax.plot(times, [y / scale for y in ys], lw=1, drawstyle="steps-post" if bars else "default",
-                label=name if n < MAX_LEGEND else None, color=colormaps["tab20"](n % 20))
+        color = colormaps["tab20"](n % 20)
+        values = [y / scale for y in ys]
+        if stacked:
+            low = [base.get(t, 0.0) for t in times]
+            values = [lo + v for lo, v in zip(low, values)]
+            ax.fill_between(times, low, values, step="post", color=color, alpha=0.6, lw=0)
+            base.update(zip(times, values))
+        ax.plot(times, values, lw=1, drawstyle="steps-post" if bars or stacked else "default",
+                label=name if n < MAX_LEGEND else None, color=color)
+    annotate(ax, board)
     ax.set_ylabel(label, color=TEXT, fontsize=7)
-    ax.set_ylim(bottom=0 if panel["fieldConfig"]["defaults"].get("min") == 0 else None,
-                top=None if any(y for _, _, ys in lines for y in ys) else 1)
+    if unit == "percentunit":
+        ax.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
+    top = defaults["max"] * 1.05 if "max" in defaults else (None if any(y for _, _, ys in lines for y in ys) else 1)
+    ax.set_ylim(bottom=0 if defaults.get("min") == 0 else None, top=top)
     ax.xaxis.set_major_formatter(matplotlib.dates.DateFormatter("%H:%M:%S"))
     handles = ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False, labelcolor=TEXT,
                         title=f"{len(lines)} series" + (f", first {MAX_LEGEND}" if len(lines) > MAX_LEGEND else ""))
@@ -230,7 +300,7 @@ def draw_timeseries(ax, panel: dict, targets: list[dict]) -> None:
     handles.get_title().set_fontsize(6)
 
 
-def draw_heatmap(ax, panel: dict, targets: list[dict]) -> None:
+def draw_heatmap(ax, panel: dict, targets: list[dict], board: dict) -> None:
     rows = sorted(series(panel, targets), key=lambda s: natural(s[0]))
     unit = panel["fieldConfig"]["defaults"].get("unit")
     scale, label = unit_scale([v for _, _, ys in rows for v in ys], unit)
@@ -287,13 +357,16 @@ def render(board: dict, path: Path) -> None:
             spine.set_color(GRID)
         frame.set_title(inst["title"], color=TEXT, fontsize=8, loc="left", pad=-12, x=0.01)
         kind = inst["panel"]["type"]
-        pad_right = 0.16 if kind == "timeseries" else 0.02
-        ax = fig.add_axes((left + width * 0.06, bottom + height * 0.12, width * (0.92 - pad_right), height * 0.68))
+        if kind == "table":
+            ax = fig.add_axes((left + width * 0.02, bottom + height * 0.04, width * 0.96, height * 0.84))
+        else:
+            pad_right = 0.16 if kind == "timeseries" else 0.02
+            ax = fig.add_axes((left + width * 0.06, bottom + height * 0.12, width * (0.92 - pad_right), height * 0.68))
         ax.set_facecolor(PANEL)
         ax.tick_params(colors=TEXT, labelsize=6)
         for spine in ax.spines.values():
             spine.set_color(GRID)
-        DRAW[kind](ax, inst["panel"], inst["targets"])
+        DRAW[kind](ax, inst["panel"], inst["targets"], board)
     fig.savefig(path, dpi=80, facecolor=BACKGROUND)
     plt.close(fig)
 
