@@ -76,7 +76,9 @@ class Node:
 @dataclass
 class Fleet:
     nodes: list[Node]
+    # The NVLink-degraded node the drill-down opens on and the tuner must flag.
     degraded: str
+    # Measured nodes of one model for the tuner, 8 GPUs each; their count must fit a 70B layout.
     tuner_nodes: list[str]
     scrape_s: int
     sample_s: int
@@ -166,12 +168,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def metric_total(text: str, name: str) -> float:
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{"))
-
-
 def runs(address: str) -> float:
-    return metric_total(http_get(f"http://{address}/metrics")[1], "meshfit_calibration_runs_total")
+    """Calibration runs the agent has ended, whatever their result."""
+    text = http_get(f"http://{address}/metrics")[1]
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("meshfit_calibration_runs_total{"))
 
 
 def start_agents(procs: Processes, agent: str, work: Path, token: str, fleet: Fleet) -> dict[str, str]:

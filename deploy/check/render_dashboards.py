@@ -257,12 +257,23 @@ def series(panel: dict, targets: list[dict]):
 
 
 def annotate(ax, board: dict) -> None:
-    """Each annotation query's events as vertical marks in its colour, as Grafana draws them."""
+    """Each annotation query's events in its colour, as Grafana draws them: a series' points one
+    query step apart merge into one region, shaded, marked where it starts."""
     for result in board.get("annotations", []):
         color = result["annotation"]["iconColor"]
         for s in result["data"]:
-            for t, _ in s["values"]:
-                ax.axvline(datetime.fromtimestamp(float(t)), color=color, lw=0.8, alpha=0.6, ls="--")
+            times = [float(t) for t, _ in s["values"]]
+            step = min((b - a for a, b in zip(times, times[1:])), default=0)
+            regions = [[times[0], times[0]]] if times else []
+            for t in times[1:]:
+                if t - regions[-1][1] <= step:
+                    regions[-1][1] = t
+                else:
+                    regions.append([t, t])
+            for start, end in regions:
+                ax.axvline(datetime.fromtimestamp(start), color=color, lw=0.8, alpha=0.8, ls="--")
+                if end > start:
+                    ax.axvspan(datetime.fromtimestamp(start), datetime.fromtimestamp(end), color=color, alpha=0.12, lw=0)
 
 
 def draw_timeseries(ax, panel: dict, targets: list[dict], board: dict) -> None:
