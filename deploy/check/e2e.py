@@ -23,8 +23,9 @@ and scraped less often so that 64 agents stay light on two cores. Checks, in ord
   - `tuner recommend --prometheus`, scoped to the measured H100 nodes, flags the degraded node.
 Results of every panel and annotation go to PANELS_JSON for render_dashboards.py.
 
-The rules are loaded as shipped except for timing: every group evaluates each second and alerts
-have no `for:` hold, so that a check takes seconds rather than the half hour the hold asks for.
+The rules are loaded as shipped except for timing: every group evaluates at each scrape and
+alerts have no `for:` hold, so that a check takes seconds rather than the half hour the hold asks
+for (and the busy and failing nodes alert at once rather than after a day).
 All servers listen on 127.0.0.1; every process started here is stopped on the way out.
 """
 import argparse
@@ -85,6 +86,8 @@ class Fleet:
     range_s: int
     step_s: int
     busy_retry_s: int
+    # History gathered after the second calibration before the panels are queried.
+    settle_s: int
 
     @property
     def rate_interval(self) -> str:
@@ -96,7 +99,8 @@ def small_fleet() -> Fleet:
     nodes = [Node(f"h{i}", "dgx-h100") for i in (1, 2, 3)] + [
         Node("h4", "dgx-h100", "nvlink"), Node("h5", "dgx-h100", "busy"), Node("h6", "dgx-h100", "failing")]
     nodes += [Node("a1", "dgx-a100"), Node("a2", "dgx-a100"), Node("a3", "dgx-a100", "links")]
-    return Fleet(nodes, "h4", ["h1", "h2", "h3", "h4"], scrape_s=1, sample_s=1, range_s=60, step_s=2, busy_retry_s=2)
+    return Fleet(nodes, "h4", ["h1", "h2", "h3", "h4"], scrape_s=1, sample_s=1, range_s=60, step_s=2, busy_retry_s=2,
+                 settle_s=4)
 
 
 def screenshots_fleet() -> Fleet:
@@ -105,8 +109,9 @@ def screenshots_fleet() -> Fleet:
              "a05": "nvlink", "a11": "busy"}
     nodes = [Node(f"h{i:02}", "dgx-h100", kinds.get(f"h{i:02}", "healthy")) for i in range(1, 49)]
     nodes += [Node(f"a{i:02}", "dgx-a100", kinds.get(f"a{i:02}", "healthy")) for i in range(1, 17)]
+    # Two minutes of history after the second run, so that the time panels show more than its edge.
     return Fleet(nodes, "h07", [f"h{i:02}" for i in range(1, 9)], scrape_s=5, sample_s=10, range_s=300, step_s=5,
-                 busy_retry_s=20)
+                 busy_retry_s=20, settle_s=120)
 
 
 def say(text: str) -> None:
@@ -460,7 +465,7 @@ def main(agent: str, tuner: str, work: Path, panels_json: Path, fleet: Fleet) ->
                    120)
         calibrate_again(addresses, token)
         # Range panels need a few scrapes of history after it, rate() two at least.
-        time.sleep(4 * fleet.scrape_s)
+        time.sleep(fleet.settle_s)
         boards = []
         for path in DASHBOARDS:
             board = json.loads(path.read_text())
