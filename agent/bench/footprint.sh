@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Footprint benchmark of the agent (issue 4), not a test: with the sim backend after a full
 # calibration, the resident memory (/proc), idle CPU over a window, /metrics latency at a
-# fixed rate from a second process on loopback, and the payload size per scrape.
+# fixed rate from a second process on loopback, and the payload size per scrape; then the
+# same load asking for OpenMetrics with gzip, as Prometheus does.
 #
 # Targets: RSS < 20 MiB, idle CPU < 0.5% of a core, p99 < 5 ms at 200 requests/s for 60 s.
 # Usage: agent/bench/footprint.sh   (IDLE_S, RATE, LOAD_S, PROFILE override the defaults)
@@ -15,6 +16,8 @@ PROFILE=${PROFILE:-dgx-h100}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
 
 cargo build --quiet --release -p agent --bin agent
+# Calibration runs the microbench binary as a child (issue 10).
+cargo build --quiet --release -p microbench --bin microbench
 cargo build --quiet --release -p meshfit-e2e --example loadgen
 bin=$CARGO_TARGET_DIR/release
 
@@ -24,7 +27,7 @@ cleanup() { [ -n "$agent_pid" ] && kill "$agent_pid" 2>/dev/null; rm -rf "$work"
 trap cleanup EXIT
 
 "$bin/agent" --backend sim --profile "$PROFILE" --listen 127.0.0.1:0 --state-dir "$work/state" \
-  --node-name bench --jitter 0s 2>"$work/log" &
+  --node-name bench --jitter 0s --microbench-bin "$bin/microbench" 2>"$work/log" &
 agent_pid=$!
 
 addr=
@@ -63,14 +66,28 @@ load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 load=$("$bin/examples/loadgen" "$addr" /metrics "$RATE" "$LOAD_S" 4)
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 rss_loaded=$(rss_kib)
+# What Prometheus asks for by default: OpenMetrics, gzip-compressed (issue 11).
+openmetrics=(
+  "Accept: application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.3,*/*;q=0.2"
+  "Accept-Encoding: gzip"
+)
+curl -s -H "${openmetrics[0]}" -H "${openmetrics[1]}" "http://$addr/metrics" >"$work/metrics.om.gz"
+payload_om=$(gzip -dc "$work/metrics.om.gz" | wc -c)
+payload_om_gz=$(wc -c <"$work/metrics.om.gz")
+load_om=$("$bin/examples/loadgen" "$addr" /metrics "$RATE" "$LOAD_S" 4 "${openmetrics[@]}")
+load_om_after=$(cut -d' ' -f1-3 /proc/loadavg)
+rss_loaded_om=$(rss_kib)
 hwm=$(hwm_kib)
 
 echo "agent footprint (sim $PROFILE, after a full calibration: $(grep -o '[0-9]* records' "$work/log" | head -1))"
 echo "  rss_after_calibration_mib $(awk -v k="$rss_calibrated" 'BEGIN {printf "%.1f", k / 1024}')"
 echo "  rss_after_load_mib        $(awk -v k="$rss_loaded" 'BEGIN {printf "%.1f", k / 1024}')"
+echo "  rss_after_om_load_mib     $(awk -v k="$rss_loaded_om" 'BEGIN {printf "%.1f", k / 1024}')"
 echo "  rss_peak_mib              $(awk -v k="$hwm" 'BEGIN {printf "%.1f", k / 1024}')"
 echo "  idle_cpu_percent_of_core  $idle_pct (over ${IDLE_S} s)"
 echo "  payload_bytes_per_scrape  $payload ($payload_gz gzipped, $series series)"
+echo "  openmetrics_payload_bytes $payload_om ($payload_om_gz as served gzipped)"
 echo "  load ${RATE}/s for ${LOAD_S} s: $load"
+echo "  openmetrics+gzip load ${RATE}/s for ${LOAD_S} s: $load_om"
 # Tail latency on a shared machine follows its run queue: say how busy it was.
-echo "  host: $(nproc) CPUs, load average $load_before before and $load_after after the load"
+echo "  host: $(nproc) CPUs, load average $load_before before, $load_after after the load, $load_om_after after the openmetrics load"

@@ -4,12 +4,12 @@
 //! environment, the flags. [`Config::check`] validates the merged result once; later code
 //! trusts it. `agent --print-config` prints the merged result as YAML.
 
+use crate::bind::Listen;
 use crate::error::{Error, Result};
 use clap::{Parser, ValueEnum};
 use record::Dtype;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
@@ -18,8 +18,9 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
-    /// Address and port to serve on; port 0 picks a free one (the log says which).
-    pub listen: SocketAddr,
+    /// Where to serve: `:PORT` for every address of the host, IPv6 and IPv4 (the default
+    /// `:9420`), or `ADDR:PORT` as given; port 0 picks a free one (the log says which).
+    pub listen: Listen,
     /// Directory of the calibration state file.
     pub state_dir: PathBuf,
     /// The `hostname` label: the Kubernetes node name, else the host name.
@@ -101,7 +102,7 @@ impl Default for Config {
     /// The only place defaults are written.
     fn default() -> Self {
         Config {
-            listen: SocketAddr::from(([0, 0, 0, 0], 9420)),
+            listen: Listen::AnyHost(9420),
             state_dir: PathBuf::from("/var/lib/meshfit-agent"),
             node_name: None,
             interval: Span::from_secs(6 * 3600),
@@ -166,9 +167,9 @@ pub struct Args {
     /// Print the merged configuration as YAML and exit.
     #[arg(long)]
     pub print_config: bool,
-    /// ADDR:PORT to serve on (port 0: any free port).
+    /// :PORT (every address, IPv6 and IPv4) or ADDR:PORT to serve on (port 0: any free port).
     #[arg(long, env = "MESHFIT_LISTEN")]
-    pub listen: Option<SocketAddr>,
+    pub listen: Option<Listen>,
     /// State directory.
     #[arg(long, env = "MESHFIT_STATE_DIR")]
     pub state_dir: Option<PathBuf>,

@@ -6,6 +6,7 @@
 
 use crate::cache::{Cache, Discovery};
 use crate::metrics;
+use crate::negotiation;
 use crate::scheduler::Trigger;
 use crate::state::Calibration;
 use axum::body::Bytes;
@@ -34,7 +35,7 @@ pub struct AppState {
     pub token: Option<Arc<str>>,
     /// Longest a request may take.
     pub request_timeout: Duration,
-    /// The last `/metrics` text, shared by scrapes until the cache changes.
+    /// The last `/metrics` bodies, shared by scrapes until the cache changes.
     pub rendered: Arc<metrics::Rendered>,
     /// The last `/v1/results` and `/v1/topology` bodies, shared the same way.
     pub serialized: Arc<Serialized>,
@@ -144,9 +145,33 @@ impl IntoResponse for ApiError {
     }
 }
 
-async fn metrics_text(State(state): State<AppState>) -> impl IntoResponse {
-    let body = state.rendered.get(&state.cache);
-    ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], body)
+/// `/metrics` in the format and coding the request prefers ([`crate::negotiation`]).
+async fn metrics_text(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let value = |name| headers.get(name).and_then(|v| v.to_str().ok());
+    let format = negotiation::format(value(header::ACCEPT));
+    let encoding = negotiation::encoding(value(header::ACCEPT_ENCODING));
+    let body = state
+        .rendered
+        .get(&state.cache, format, encoding)
+        .map_err(ApiError::Internal)?;
+    let mut response = (
+        [
+            (header::CONTENT_TYPE, format.content_type()),
+            (header::VARY, "Accept, Accept-Encoding"),
+        ],
+        body,
+    )
+        .into_response();
+    if encoding == metrics::Encoding::Gzip {
+        response.headers_mut().insert(
+            header::CONTENT_ENCODING,
+            header::HeaderValue::from_static("gzip"),
+        );
+    }
+    Ok(response)
 }
 
 async fn ready(State(state): State<AppState>) -> (StatusCode, String) {
@@ -277,10 +302,12 @@ mod tests {
         )
         .await;
         assert_eq!(status, StatusCode::OK);
-        assert!(headers[header::CONTENT_TYPE]
-            .to_str()
-            .unwrap()
-            .starts_with("text/plain; version=0.0.4"));
+        assert_eq!(
+            headers[header::CONTENT_TYPE],
+            "text/plain; version=0.0.4; charset=utf-8"
+        );
+        assert_eq!(headers[header::VARY], "Accept, Accept-Encoding");
+        assert!(!headers.contains_key(header::CONTENT_ENCODING));
         assert!(
             body.contains("meshfit_up{hostname=\"n1\",backend=\"sim\"} 0"),
             "{body}"
@@ -291,6 +318,33 @@ mod tests {
             ),
             "{body}"
         );
+    }
+
+    #[tokio::test]
+    async fn openmetrics_and_gzip_when_asked_for() {
+        let request = Request::get("/metrics")
+            .header(
+                "accept",
+                "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.3",
+            )
+            .header("accept-encoding", "gzip")
+            .body(Body::empty())
+            .unwrap();
+        let response = router(state(None)).oneshot(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let headers = response.headers().clone();
+        assert_eq!(
+            headers[header::CONTENT_TYPE],
+            "application/openmetrics-text; version=1.0.0; charset=utf-8"
+        );
+        assert_eq!(headers[header::CONTENT_ENCODING], "gzip");
+        assert_eq!(headers[header::VARY], "Accept, Accept-Encoding");
+        let gzipped = response.into_body().collect().await.unwrap().to_bytes();
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&gzipped[..]), &mut text)
+            .unwrap();
+        assert!(text.contains("# TYPE meshfit_down_reason info\n"), "{text}");
+        assert!(text.ends_with("\n# EOF\n"), "{text}");
     }
 
     #[test]

@@ -13,14 +13,17 @@
 //! - [`fabric`]: the last multi-node fabric run's results, read from the state directory.
 //! - [`cache::Cache`]: what the scheduler and the sampler last learnt; all a scrape reads.
 //! - [`metrics`]: one collector per family group, rendered at scrape time.
+//! - [`negotiation`]: the exposition format and coding a `/metrics` request gets.
 //! - [`http::router`]: `/metrics`, `/healthz`, `/readyz`, `/v1/topology`, `/v1/results`,
 //!   `POST /v1/calibrate`.
+//! - [`bind`]: the listen address, dual-stack by default.
 //! - [`listener::serve`]: the accept loop, with a connection cap and header, idle and write
 //!   timeouts (issue 13).
 //!
 //! [`run`] puts them together until a shutdown future completes.
 #![deny(missing_docs)]
 
+pub mod bind;
 pub mod cache;
 pub mod calibrate;
 pub mod child;
@@ -31,6 +34,7 @@ pub mod http;
 pub mod identity;
 pub mod listener;
 pub mod metrics;
+pub mod negotiation;
 pub mod node;
 pub mod sampler;
 pub mod scheduler;
@@ -93,12 +97,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     let cache = Arc::new(Cache::new(node_name, node.source(), calibration));
     cache.update(|s| s.state_distrusted = state_distrusted);
     let trigger = Arc::new(Trigger::default());
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|source| Error::Bind {
-            addr: config.listen,
-            source,
-        })?;
+    let listener =
+        bind::bind(config.listen).map_err(|(addr, source)| Error::Bind { addr, source })?;
     let addr = listener.local_addr().map_err(Error::Serve)?;
     // Tests and operators read the bound port from this line (the listen port may be 0).
     tracing::info!("listening on http://{addr}");

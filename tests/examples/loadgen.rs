@@ -6,7 +6,8 @@
 //! measured here from each request's scheduled send time (open loop): a slow response delays
 //! the ones behind it and that delay is counted, not hidden.
 //!
-//! Usage: loadgen ADDR PATH RATE_PER_S SECONDS [CONNECTIONS]
+//! Usage: loadgen ADDR PATH RATE_PER_S SECONDS [CONNECTIONS [HEADER...]]
+//!   HEADER: a request header line such as `Accept-Encoding: gzip`, sent with every request.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant};
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 5 {
-        eprintln!("usage: loadgen ADDR PATH RATE_PER_S SECONDS [CONNECTIONS]");
+        eprintln!("usage: loadgen ADDR PATH RATE_PER_S SECONDS [CONNECTIONS [HEADER...]]");
         std::process::exit(2);
     }
     let addr: SocketAddr = args[1].parse().expect("ADDR like 127.0.0.1:9420");
@@ -24,12 +25,13 @@ fn main() {
     let rate: f64 = args[3].parse().expect("RATE_PER_S");
     let seconds: f64 = args[4].parse().expect("SECONDS");
     let connections: usize = args.get(5).map_or(4, |c| c.parse().expect("CONNECTIONS"));
+    let headers: String = args.iter().skip(6).map(|h| format!("{h}\r\n")).collect();
     let total = (rate * seconds).round() as usize;
     let period = Duration::from_secs_f64(1.0 / rate);
     let start = Instant::now() + Duration::from_millis(100);
     let workers: Vec<_> = (0..connections)
         .map(|w| {
-            let path = path.clone();
+            let (path, headers) = (path.clone(), headers.clone());
             std::thread::spawn(move || {
                 let mut conn = connect(addr);
                 let mut latencies = Vec::new();
@@ -40,7 +42,7 @@ fn main() {
                     if let Some(wait) = due.checked_duration_since(Instant::now()) {
                         std::thread::sleep(wait);
                     }
-                    match get(&mut conn, addr, &path) {
+                    match get(&mut conn, addr, &path, &headers) {
                         Ok(n) => {
                             bytes = n;
                             latencies.push(due.elapsed());
@@ -87,11 +89,16 @@ fn connect(addr: SocketAddr) -> BufReader<TcpStream> {
     BufReader::new(s)
 }
 
-/// One keep-alive GET; returns the body length.
-fn get(conn: &mut BufReader<TcpStream>, addr: SocketAddr, path: &str) -> std::io::Result<usize> {
+/// One keep-alive GET with `headers` (each line ended by CRLF); returns the body length.
+fn get(
+    conn: &mut BufReader<TcpStream>,
+    addr: SocketAddr,
+    path: &str,
+    headers: &str,
+) -> std::io::Result<usize> {
     write!(
         conn.get_mut(),
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}\r\n"
     )?;
     let mut line = String::new();
     conn.read_line(&mut line)?;

@@ -7,7 +7,7 @@
 //! whatever the sweep measured; `/v1/results` has every record.
 
 use super::topology::{borrow, gpu_labels};
-use super::{Collector, Out, Type};
+use super::{Collector, FamilyData, Out, Type};
 use crate::cache::{Discovery, Snapshot};
 use crate::fabric::Fabric;
 use crate::state::{self, RunResult};
@@ -53,20 +53,20 @@ fn nominal_size(r: &Record) -> Option<u64> {
         .find(|&s| r.bytes <= s && s - r.bytes < unit)
 }
 
-/// Calibration families. The measured ones change only when a run ends, so their text is
-/// kept and reused until the calibration, the fabric results or the topology changes (a
-/// scrape then copies 100-odd KB instead of walking thousands of records).
+/// Calibration families. The measured ones change only when a run ends, so they are kept
+/// and reused until the calibration, the fabric results or the topology changes (a
+/// rendering then shares them instead of walking thousands of records).
 pub struct Calibration {
     memo: Mutex<Option<Memo>>,
 }
 
-/// Measured families rendered for one calibration, fabric run and topology (held, so no
-/// address can be reused by a newer one while the text is kept).
+/// Measured families for one calibration, fabric run and topology (held, so no address can
+/// be reused by a newer one while the families are kept).
 struct Memo {
     calibration: Arc<state::Calibration>,
     fabric: Arc<Fabric>,
     topology: Option<Arc<Topology>>,
-    text: Arc<str>,
+    families: Vec<Arc<FamilyData>>,
 }
 
 /// The calibration collector.
@@ -105,11 +105,11 @@ impl Collector for Calibration {
                 calibration: s.calibration.clone(),
                 fabric: s.fabric.clone(),
                 topology,
-                text: Arc::from(measured.text),
+                families: measured.families,
             });
         }
         if let Some(m) = memo.as_ref() {
-            out.text.push_str(&m.text);
+            out.families.extend(m.families.iter().cloned());
         }
         Ok(())
     }
@@ -349,7 +349,7 @@ mod tests {
         let snapshot = cache.snapshot();
         let mut out = Out::new(&snapshot);
         CALIBRATION.collect(&snapshot, &mut out).unwrap();
-        out.text
+        out.text()
     }
 
     fn sweep(min_bytes: u64, max_bytes: u64) -> Sweep {

@@ -22,7 +22,7 @@ pub(super) fn write(s: &Snapshot, results: &[(&str, bool, f64)], seconds: f64, o
     if let Some(reason) = down {
         out.family(
             "meshfit_down_reason_info",
-            Type::Gauge,
+            Type::Info,
             "1 for why the agent sees no GPUs: discovering, no_driver, discovery_failed or no_gpus.",
         )
         .sample(&[("reason", reason)], 1.0);
@@ -51,7 +51,7 @@ pub(super) fn write(s: &Snapshot, results: &[(&str, bool, f64)], seconds: f64, o
     .sample(&[], seconds);
     out.family(
         "meshfit_exporter_build_info",
-        Type::Gauge,
+        Type::Info,
         "Agent version; always 1.",
     )
     .sample(&[("version", env!("CARGO_PKG_VERSION"))], 1.0);

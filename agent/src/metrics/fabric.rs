@@ -50,7 +50,7 @@ impl Collector for Fabric {
 mod tests {
     use crate::cache::Cache;
     use crate::fabric::tests::{job_wide, pair};
-    use crate::metrics::render;
+    use crate::metrics::text;
     use record::Kind;
     use std::sync::Arc;
 
@@ -72,7 +72,7 @@ mod tests {
             crate::state::Calibration::default(),
         );
         cache.update(|s| s.fabric = Arc::new(fabric));
-        let text = render(&cache.snapshot());
+        let text = text(&cache.snapshot());
         let lines: Vec<&str> = text
             .lines()
             .filter(|l| {

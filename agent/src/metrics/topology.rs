@@ -2,7 +2,8 @@
 
 use super::{Collector, Out, Type};
 use crate::cache::{Discovery, Snapshot};
-use microbench::discovery::{Gpu, Link};
+use microbench::discovery::{Gpu, Link, Topology as Found};
+use record::datasheet;
 
 /// Topology families.
 pub struct Topology;
@@ -19,6 +20,73 @@ pub(super) fn gpu_labels(g: &Gpu) -> [(&'static str, String); 3] {
 /// Owned labels as the borrowed pairs [`super::Family::sample`] takes.
 pub(super) fn borrow<'a>(labels: &'a [(&'static str, String)]) -> Vec<(&'a str, &'a str)> {
     labels.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
+
+/// The datasheet entry an NVML model name denotes (`NVIDIA H100 80GB HBM3` is the H100 SXM).
+///
+/// The same reading as the tuner's `catalog::gpu_for_model_name`, which the agent cannot call
+/// without depending on the tuner; it belongs in `record::datasheet` beside the table.
+fn datasheet_for(model_name: &str) -> Option<&'static datasheet::Gpu> {
+    let n = model_name.to_ascii_lowercase();
+    let id = if n.contains("gb200") {
+        "gb200"
+    } else if n.contains("b200") {
+        "b200"
+    } else if n.contains("h200") {
+        "h200-sxm"
+    } else if n.contains("h800") {
+        "h800-sxm"
+    } else if n.contains("h100") && n.contains("pcie") {
+        "h100-pcie"
+    } else if n.contains("h100") {
+        "h100-sxm"
+    } else if n.contains("a100") && n.contains("40gb") {
+        "a100-sxm-40gb"
+    } else if n.contains("a100") {
+        "a100-sxm-80gb"
+    } else if n.contains("l40s") {
+        "l40s"
+    } else {
+        return None;
+    };
+    datasheet::gpu(id)
+}
+
+/// Each datasheet GPU model on the node with its nominal intra-node bus bandwidth per
+/// direction: the datasheet's NVLink figure when every placed pair of the model's GPUs is
+/// NVLink-connected (NVSwitch or full mesh), else PCIe x16 of the part's generation, the
+/// path an intra-node collective then crosses. Models outside the datasheet have none.
+fn nominal_busbw(t: &Found) -> Vec<(&str, f64)> {
+    let mut models: Vec<&str> = t.gpus.iter().map(|g| g.name.as_str()).collect();
+    models.sort_unstable();
+    models.dedup();
+    models
+        .into_iter()
+        .filter_map(|model| {
+            let sheet = datasheet_for(model)?;
+            let of_model: Vec<usize> = (0..t.gpus.len())
+                .filter(|&i| t.gpus[i].name == model)
+                .collect();
+            let mut placed = of_model
+                .iter()
+                .flat_map(|&a| {
+                    of_model
+                        .iter()
+                        .filter(move |&&b| b != a)
+                        .map(move |&b| (a, b))
+                })
+                .filter_map(|(a, b)| t.links.get(a)?.get(b).copied().flatten())
+                .peekable();
+            let nvlink =
+                placed.peek().is_some() && placed.all(|l| matches!(l, Link::NvLink(k) if k > 0));
+            let bytes_per_s = if nvlink && sheet.nvlink_bytes_per_s > 0.0 {
+                sheet.nvlink_bytes_per_s
+            } else {
+                datasheet::pcie_x16_bytes_per_s(sheet.pcie_gen)
+            };
+            Some((model, bytes_per_s))
+        })
+        .collect()
 }
 
 impl Collector for Topology {
@@ -43,7 +111,7 @@ impl Collector for Topology {
         let unknown = || "unknown".to_string();
         out.family(
             "meshfit_software_info",
-            Type::Gauge,
+            Type::Info,
             "Driver, CUDA and NCCL versions behind the measurements (always 1); unknown until read.",
         )
         .sample(
@@ -56,7 +124,7 @@ impl Collector for Topology {
         );
         let mut info = out.family(
             "meshfit_gpu_info",
-            Type::Gauge,
+            Type::Info,
             "GPU identity (always 1), from discovery at start.",
         );
         for g in &t.gpus {
@@ -77,7 +145,7 @@ impl Collector for Topology {
         let pairs = || (0..n).flat_map(|a| (0..n).filter(move |&b| b != a).map(move |b| (a, b)));
         let mut links = out.family(
             "meshfit_gpu_link_info",
-            Type::Gauge,
+            Type::Info,
             "How gpu reaches peer_gpu as nvidia-smi topo -m prints it (NV<n>, PIX, PXB, PHB, NODE, SYS); always 1.",
         );
         // A pair discovery could not place has no series (issue 10).
@@ -100,6 +168,17 @@ impl Collector for Topology {
             };
             let (ga, gb) = (a.to_string(), b.to_string());
             nvlinks.sample(&[("gpu", &ga), ("peer_gpu", &gb)], f64::from(count));
+        }
+        let mut nominal = out.family(
+            "meshfit_nominal_busbw_bytes_per_second",
+            Type::Gauge,
+            "Datasheet intra-node bus bandwidth of a model_name GPU in bytes per second and direction: NVLink per GPU where every pair of the node's GPUs is NVLink-connected, else PCIe x16 of the part's generation. The datasheet's figure, not a measurement (meshfit_collective_busbw_bytes_per_second is).",
+        );
+        for (model, bytes_per_s) in nominal_busbw(t) {
+            nominal.sample(
+                &[("scope", "intra_node"), ("model_name", model)],
+                bytes_per_s,
+            );
         }
         for (name, help, pick) in [
             (
@@ -132,7 +211,7 @@ impl Collector for Topology {
         }
         let mut nic_info = out.family(
             "meshfit_node_nic_info",
-            Type::Gauge,
+            Type::Info,
             "RDMA NIC with its port state, PCI address and NUMA node; always 1.",
         );
         for nic in &t.nics {
@@ -159,5 +238,66 @@ impl Collector for Topology {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::Cache;
+    use microbench::{sim, Backend, SimBackend};
+    use std::sync::Arc;
+
+    /// The node's topology as the `profile` sim discovers it.
+    fn found(profile: &str) -> Found {
+        SimBackend::new(sim::profile(profile).unwrap(), vec![], 7)
+            .unwrap()
+            .topology()
+            .unwrap()
+    }
+
+    /// A DGX H100 (NVSwitch: NV18 between every pair) gets the datasheet's 450 GB/s per GPU
+    /// and direction (900 GB/s both directions added); an L40S node (PCIe only) the PCIe
+    /// gen4 x16 rate, 15.75 GB/s x 2 = 31.5 GB/s per direction; a V100 is not in the
+    /// datasheet and has no series.
+    #[test]
+    fn nominal_busbw_is_nvlink_where_every_pair_has_it_else_pcie() {
+        assert_eq!(
+            nominal_busbw(&found("dgx-h100")),
+            [("NVIDIA H100 80GB HBM3", 450e9)]
+        );
+        assert_eq!(
+            nominal_busbw(&found("l40s-pcie")),
+            [("NVIDIA L40S", 31.5e9)]
+        );
+        assert_eq!(nominal_busbw(&found("dgx1-v100")), []);
+        // One pair of an H100 node over PCIe only: no longer NVLink-connected.
+        let mut t = found("dgx-h100");
+        t.links[0][1] = Some(Link::Sys);
+        assert_eq!(nominal_busbw(&t), [("NVIDIA H100 80GB HBM3", 63e9)]);
+
+        let cache = Cache::new(
+            "n1".into(),
+            record::Backend::Sim,
+            crate::state::Calibration::default(),
+        );
+        cache.update(|s| s.discovery = Discovery::Found(Arc::new(found("dgx-h100"))));
+        let mut out = Out::new(&cache.snapshot());
+        Topology.collect(&cache.snapshot(), &mut out).unwrap();
+        let text = out.text();
+        assert!(
+            text.contains("meshfit_nominal_busbw_bytes_per_second{scope=\"intra_node\",model_name=\"NVIDIA H100 80GB HBM3\",hostname=\"n1\",backend=\"sim\"} 450000000000\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn nvml_names_map_to_datasheet_gpus() {
+        let id = |n: &str| datasheet_for(n).map(|g| g.id);
+        assert_eq!(id("NVIDIA H100 80GB HBM3"), Some("h100-sxm"));
+        assert_eq!(id("NVIDIA H100 PCIe"), Some("h100-pcie"));
+        assert_eq!(id("NVIDIA A100-SXM4-40GB"), Some("a100-sxm-40gb"));
+        assert_eq!(id("NVIDIA B200"), Some("b200"));
+        assert_eq!(id("Tesla V100-SXM2-32GB"), None);
     }
 }
