@@ -62,8 +62,14 @@ sleep "$IDLE_S"
 t1=$(ticks)
 idle_pct=$(awk -v a="$t0" -v b="$t1" -v hz="$hz" -v s="$IDLE_S" 'BEGIN {printf "%.3f", (b - a) / hz / s * 100}')
 
+# The agent's CPU per request: unlike the latency tail, not set by other processes' load.
+cpu_per_request_us() {
+  awk -v a="$1" -v b="$2" -v hz="$hz" -v n="$((RATE * LOAD_S))" 'BEGIN {printf "%.0f", (b - a) / hz / n * 1e6}'
+}
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+t0=$(ticks)
 load=$("$bin/examples/loadgen" "$addr" /metrics "$RATE" "$LOAD_S" 4)
+cpu_us=$(cpu_per_request_us "$t0" "$(ticks)")
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 rss_loaded=$(rss_kib)
 # What Prometheus asks for by default: OpenMetrics, gzip-compressed (issue 11).
@@ -74,7 +80,9 @@ openmetrics=(
 curl -s -H "${openmetrics[0]}" -H "${openmetrics[1]}" "http://$addr/metrics" >"$work/metrics.om.gz"
 payload_om=$(gzip -dc "$work/metrics.om.gz" | wc -c)
 payload_om_gz=$(wc -c <"$work/metrics.om.gz")
+t0=$(ticks)
 load_om=$("$bin/examples/loadgen" "$addr" /metrics "$RATE" "$LOAD_S" 4 "${openmetrics[@]}")
+cpu_om_us=$(cpu_per_request_us "$t0" "$(ticks)")
 load_om_after=$(cut -d' ' -f1-3 /proc/loadavg)
 rss_loaded_om=$(rss_kib)
 hwm=$(hwm_kib)
@@ -87,7 +95,7 @@ echo "  rss_peak_mib              $(awk -v k="$hwm" 'BEGIN {printf "%.1f", k / 1
 echo "  idle_cpu_percent_of_core  $idle_pct (over ${IDLE_S} s)"
 echo "  payload_bytes_per_scrape  $payload ($payload_gz gzipped, $series series)"
 echo "  openmetrics_payload_bytes $payload_om ($payload_om_gz as served gzipped)"
-echo "  load ${RATE}/s for ${LOAD_S} s: $load"
-echo "  openmetrics+gzip load ${RATE}/s for ${LOAD_S} s: $load_om"
+echo "  load ${RATE}/s for ${LOAD_S} s: $load agent_cpu_us_per_request $cpu_us"
+echo "  openmetrics+gzip load ${RATE}/s for ${LOAD_S} s: $load_om agent_cpu_us_per_request $cpu_om_us"
 # Tail latency on a shared machine follows its run queue: say how busy it was.
 echo "  host: $(nproc) CPUs, load average $load_before before, $load_after after the load, $load_om_after after the openmetrics load"

@@ -132,8 +132,8 @@ impl Rendered {
     }
 }
 
-/// gzip at the default level: a 100-odd KB text in about a millisecond, to about a tenth,
-/// once per cache generation.
+/// gzip at the default level, once per cache change and format: a tenth of the text (13 KB
+/// of 140 KB for a calibrated sim DGX H100), for clients that fetch it over a network.
 fn gzip(text: &[u8]) -> std::io::Result<Vec<u8>> {
     let mut encoder = flate2::write::GzEncoder::new(
         Vec::with_capacity(text.len() / 8),
