@@ -50,8 +50,6 @@ RULES = DEPLOY / "helm" / "meshfit" / "rules" / "meshfit.rules.yaml"
 DASHBOARDS = sorted((DEPLOY / "helm" / "meshfit" / "dashboards").glob("*.json"))
 BELOW_FLEET_PANEL = "Nodes below the fleet"
 BELOW_FLEET = 0.85
-# Written against the gauge another change adds to the agent; until then its panel is empty.
-PENDING_METRICS = ("meshfit_nominal_busbw_bytes_per_second",)
 # Per kind of node: agent flags, and the alerts it must fire (every other node fires none).
 KINDS = {
     "healthy": ([], set()),
@@ -336,21 +334,10 @@ def resolve_variables(prom: Prometheus, board: dict, chosen_by_user: dict[str, s
     return variables
 
 
-def pending_metric_absent(prom: Prometheus, expr: str) -> str | None:
-    """The not-yet-exported metric `expr` reads, if Prometheus has no series of it."""
-    for metric in PENDING_METRICS:
-        if metric in expr and not prom.instant(f"count({metric})"):
-            return metric
-    return None
-
-
 def run_query(prom: Prometheus, what: str, expr: str, instant: bool, end: float, range_s: int) -> list[dict]:
     data = prom.instant(expr) if instant else prom.range(expr, end - range_s, end)
     if not data:
-        missing = pending_metric_absent(prom, expr)
-        if not missing:
-            raise SystemExit(f"e2e: {what} returned no data:\n  {expr}")
-        say(f"note: {what} is empty: no agent exports {missing} yet (another change adds it); allowed for now")
+        raise SystemExit(f"e2e: {what} returned no data:\n  {expr}")
     return data
 
 

@@ -187,6 +187,34 @@ pub fn gpu(id: &str) -> Option<&'static Gpu> {
     GPUS.iter().find(|g| g.id == id)
 }
 
+/// The datasheet entry an NVML model name denotes (`NVIDIA H100 80GB HBM3` is the H100 SXM),
+/// as the agent exports it in `model_name` and the tuner reads it back.
+pub fn gpu_for_model_name(name: &str) -> Option<&'static Gpu> {
+    let n = name.to_ascii_lowercase();
+    let id = if n.contains("gb200") {
+        "gb200"
+    } else if n.contains("b200") {
+        "b200"
+    } else if n.contains("h200") {
+        "h200-sxm"
+    } else if n.contains("h800") {
+        "h800-sxm"
+    } else if n.contains("h100") && n.contains("pcie") {
+        "h100-pcie"
+    } else if n.contains("h100") {
+        "h100-sxm"
+    } else if n.contains("a100") && n.contains("40gb") {
+        "a100-sxm-40gb"
+    } else if n.contains("a100") {
+        "a100-sxm-80gb"
+    } else if n.contains("l40s") {
+        "l40s"
+    } else {
+        return None;
+    };
+    gpu(id)
+}
+
 /// PCIe x16 bandwidth per direction for a generation, bytes/s (PCI-SIG base specifications,
 /// 128b/130b encoding: gen3 15.75 GB/s, doubling per generation).
 pub fn pcie_x16_bytes_per_s(gen: u32) -> f64 {

@@ -22,36 +22,6 @@ pub(super) fn borrow<'a>(labels: &'a [(&'static str, String)]) -> Vec<(&'a str, 
     labels.iter().map(|(k, v)| (*k, v.as_str())).collect()
 }
 
-/// The datasheet entry an NVML model name denotes (`NVIDIA H100 80GB HBM3` is the H100 SXM).
-///
-/// The same reading as the tuner's `catalog::gpu_for_model_name`, which the agent cannot call
-/// without depending on the tuner; it belongs in `record::datasheet` beside the table.
-fn datasheet_for(model_name: &str) -> Option<&'static datasheet::Gpu> {
-    let n = model_name.to_ascii_lowercase();
-    let id = if n.contains("gb200") {
-        "gb200"
-    } else if n.contains("b200") {
-        "b200"
-    } else if n.contains("h200") {
-        "h200-sxm"
-    } else if n.contains("h800") {
-        "h800-sxm"
-    } else if n.contains("h100") && n.contains("pcie") {
-        "h100-pcie"
-    } else if n.contains("h100") {
-        "h100-sxm"
-    } else if n.contains("a100") && n.contains("40gb") {
-        "a100-sxm-40gb"
-    } else if n.contains("a100") {
-        "a100-sxm-80gb"
-    } else if n.contains("l40s") {
-        "l40s"
-    } else {
-        return None;
-    };
-    datasheet::gpu(id)
-}
-
 /// Each datasheet GPU model on the node with its nominal intra-node bus bandwidth per
 /// direction: the datasheet's NVLink figure when every placed pair of the model's GPUs is
 /// NVLink-connected (NVSwitch or full mesh), else PCIe x16 of the part's generation, the
@@ -63,7 +33,7 @@ fn nominal_busbw(t: &Found) -> Vec<(&str, f64)> {
     models
         .into_iter()
         .filter_map(|model| {
-            let sheet = datasheet_for(model)?;
+            let sheet = datasheet::gpu_for_model_name(model)?;
             let of_model: Vec<usize> = (0..t.gpus.len())
                 .filter(|&i| t.gpus[i].name == model)
                 .collect();
@@ -293,7 +263,7 @@ mod tests {
 
     #[test]
     fn nvml_names_map_to_datasheet_gpus() {
-        let id = |n: &str| datasheet_for(n).map(|g| g.id);
+        let id = |n: &str| datasheet::gpu_for_model_name(n).map(|g| g.id);
         assert_eq!(id("NVIDIA H100 80GB HBM3"), Some("h100-sxm"));
         assert_eq!(id("NVIDIA H100 PCIe"), Some("h100-pcie"));
         assert_eq!(id("NVIDIA A100-SXM4-40GB"), Some("a100-sxm-40gb"));

@@ -75,31 +75,7 @@ pub fn gpu(id: &str) -> Result<&'static Gpu, TunerError> {
 }
 
 /// The catalog GPU an NVML model name (`meshfit_gpu_info{model_name}`) denotes, if any.
-pub fn gpu_for_model_name(name: &str) -> Option<&'static Gpu> {
-    let n = name.to_ascii_lowercase();
-    let id = if n.contains("gb200") {
-        "gb200"
-    } else if n.contains("b200") {
-        "b200"
-    } else if n.contains("h200") {
-        "h200-sxm"
-    } else if n.contains("h800") {
-        "h800-sxm"
-    } else if n.contains("h100") && n.contains("pcie") {
-        "h100-pcie"
-    } else if n.contains("h100") {
-        "h100-sxm"
-    } else if n.contains("a100") && n.contains("40gb") {
-        "a100-sxm-40gb"
-    } else if n.contains("a100") {
-        "a100-sxm-80gb"
-    } else if n.contains("l40s") {
-        "l40s"
-    } else {
-        return None;
-    };
-    gpu(id).ok()
-}
+pub use record::datasheet::gpu_for_model_name;
 
 /// Resolves a preset into a cluster.
 pub fn cluster(id: &str) -> Result<Cluster, TunerError> {
