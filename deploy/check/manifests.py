@@ -6,7 +6,7 @@ Usage:
   manifests.py write   regenerate deploy/kubernetes from the chart (after changing the chart)
 
 deploy/kubernetes is the chart rendered with `namespace.create=true`, release and namespace
-`meshfit`, less Helm's own bookkeeping labels: the plain manifests are never edited by hand, so
+`meshfit`, less Helm's own bookkeeping labels and its hooks (the `helm test` Pod): the plain manifests are never edited by hand, so
 that the two cannot drift apart, and `check` fails when someone forgets to regenerate them.
 
 Helm here is the real engine (Helm's Go SDK through PyPI helm-python-sdk); it needs no cluster.
@@ -17,7 +17,9 @@ crd_validate.mjs and typed_literals.py + tsc instead (see deploy/check.sh).
 """
 import difflib
 import json
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import helm_python as helm
@@ -44,6 +46,22 @@ FILE_OF_KIND = {
     "PrometheusRule": "05-prometheusrule.yaml",
     "ConfigMap": "06-grafana-dashboards.yaml",
 }
+# Every scrape option of the ServiceMonitor set at once: the render must pass the operator's CRD
+# schema (crd_validate.mjs, tsc) and carry each value (chart_options.py).
+SERVICE_MONITOR_OPTIONS = {"serviceMonitor": {
+    "honorLabels": True,
+    "scheme": "https",
+    "tlsConfig": {"ca": {"secret": {"name": "meshfit-tls", "key": "ca.crt"}},
+                  "serverName": "meshfit", "insecureSkipVerify": False},
+    "basicAuth": {"username": {"name": "meshfit-scrape", "key": "user"},
+                  "password": {"name": "meshfit-scrape", "key": "password"}},
+    "bearerTokenSecret": {"name": "meshfit-scrape", "key": "token"},
+    "relabelings": [{"sourceLabels": ["__meta_kubernetes_pod_node_name"], "regex": "(gpu-[a-z]+)-.*",
+                     "targetLabel": "pool", "replacement": "$1", "action": "replace"}],
+    "metricRelabelings": [{"sourceLabels": ["__name__"], "regex": "meshfit_link_.*", "action": "drop"}],
+    "interval": "1m",
+    "scrapeTimeout": "15s",
+}}
 HEADER = ("# Generated from deploy/helm/meshfit by `deploy/check/manifests.py write` "
           "(namespace.create=true,\n# release and namespace meshfit); edit the chart, not this file.\n")
 
@@ -71,6 +89,22 @@ def render(values: dict) -> list[dict]:
             continue
         docs.extend(d for d in yaml.safe_load_all(manifests[template]) if d)
     return docs
+
+
+def notes(values: dict) -> str:
+    """NOTES.txt rendered: Helm leaves it out of a render, so render a copy under another name."""
+    with tempfile.TemporaryDirectory() as tmp:
+        chart = Path(tmp) / "meshfit"
+        shutil.copytree(CHART, chart)
+        (chart / "templates" / "NOTES.txt").rename(chart / "templates" / "notes-check.txt")
+        with helm.Chart.load(chart) as loaded:
+            return loaded.render(values, name=RELEASE, namespace=NAMESPACE, is_install=True)[
+                "meshfit/templates/notes-check.txt"]
+
+
+def is_hook(doc: dict) -> bool:
+    """A Helm hook (the `helm test` Pod): Helm runs it on demand; `kubectl apply` would run it once."""
+    return "helm.sh/hook" in doc["metadata"].get("annotations", {})
 
 
 def schema_rejects_unknown_values() -> None:
@@ -137,7 +171,7 @@ def plain_docs() -> list[dict]:
 
 
 def write() -> None:
-    docs = [strip_helm_labels(d) for d in render(PLAIN_VALUES)]
+    docs = [strip_helm_labels(d) for d in render(PLAIN_VALUES) if not is_hook(d)]
     for path in PLAIN.glob("*.yaml"):
         path.unlink()
     PLAIN.mkdir(exist_ok=True)
@@ -154,8 +188,9 @@ def check(out: Path) -> None:
     schema_rejects_unknown_values()
     default = render({})
     validate(default, "chart (default values)")
-    chart = [strip_helm_labels(d) for d in render(PLAIN_VALUES)]
-    validate(chart, "chart (namespace.create=true)")
+    rendered = [strip_helm_labels(d) for d in render(PLAIN_VALUES)]
+    validate(rendered, "chart (namespace.create=true)")
+    chart = [d for d in rendered if not is_hook(d)]
     plain = plain_docs()
     validate(plain, "deploy/kubernetes")
     want = {key(d): dump(d) for d in chart}
@@ -170,7 +205,7 @@ def check(out: Path) -> None:
     say(f"deploy/kubernetes equals the chart render, object by object ({len(chart)} objects)")
     # The rendered CRD objects, for the operator schema checks that follow in check.sh.
     out.mkdir(parents=True, exist_ok=True)
-    crds = [d for d in default + chart if d["kind"] in CRD_KINDS]
+    crds = [d for d in default + chart + render(SERVICE_MONITOR_OPTIONS) if d["kind"] in CRD_KINDS]
     (out / "crd-objects.json").write_text(json.dumps(crds, indent=2))
 
 

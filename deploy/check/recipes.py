@@ -21,16 +21,14 @@ They accept only the option spellings the recipes use; a recipe that changes the
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import helm_python as helm
 import yaml
 
-from manifests import CHART, NAMESPACE, RELEASE, key, render, say, validate
+from manifests import CHART, NAMESPACE, RELEASE, key, notes, render, say, validate
 
 DEPLOY = Path(__file__).resolve().parent.parent
 SBATCH = DEPLOY / "slurm" / "meshfit-fabric.sbatch"
@@ -159,17 +157,6 @@ def check_wiring(docs: list[dict], values: dict, origin: str) -> None:
     need(volumes["shm"]["emptyDir"].get("medium") == "Memory", "/dev/shm is not memory-backed")
     for item in fabric.get("env", []):
         need(env.get(item["name"]) == item, f"{item['name']} from calibration.fabric.env is not in the container")
-
-
-def notes(values: dict) -> str:
-    """NOTES.txt rendered: Helm leaves it out of a render, so render a copy under another name."""
-    with tempfile.TemporaryDirectory() as tmp:
-        chart = Path(tmp) / "meshfit"
-        shutil.copytree(CHART, chart)
-        (chart / "templates" / "NOTES.txt").rename(chart / "templates" / "notes-check.txt")
-        with helm.Chart.load(chart) as loaded:
-            return loaded.render(values, name=RELEASE, namespace=NAMESPACE, is_install=True)[
-                "meshfit/templates/notes-check.txt"]
 
 
 def chart() -> None:

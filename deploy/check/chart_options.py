@@ -1,0 +1,210 @@
+"""The chart's operator-facing options (issue 11), each rendered and checked for its effect.
+
+Usage: chart_options.py
+
+- subchart: `global` (any content) passes the values schema, and a parent chart that depends
+  on meshfit renders it from its `meshfit:` values with a `global:` block;
+- NOTES.txt renders and tells how to reach /metrics and /readyz, and how to run `helm test`;
+- the `helm test` Pod: a test hook whose script asks /readyz and /metrics of the Service on the
+  agent's port, with labels neither the DaemonSet nor the Service selects, and no Pod when off;
+- priorityClassName: system-node-critical by default, overridable, none when empty;
+- both IP families: PreferDualStack on the Service, configurable; the agent never bound to the
+  IPv4 wildcard; probes on the pod IP by port name;
+- the ServiceMonitor's scrape options (manifests.SERVICE_MONITOR_OPTIONS) carried into the
+  endpoint, after the chart's own relabeling; the schema refuses a bad scheme and IP family;
+- the Dockerfile: a CUDA runtime final stage whose glibc is at least the build stage's, and a
+  build stage that cross-compiles for the target platform.
+"""
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import helm_python as helm
+import yaml
+
+from manifests import (CHART, DEPLOY, NAMESPACE, RELEASE, SERVICE_MONITOR_OPTIONS, is_hook, key,
+                       notes, render, say, validate)
+
+DOCKERFILE = DEPLOY / "Dockerfile"
+# glibc of the build stage's Debian release and of the CUDA images' Ubuntu releases: a binary
+# linked against a glibc runs on that glibc or a newer one only.
+GLIBC = {"bookworm": (2, 36), "trixie": (2, 41), "ubuntu22.04": (2, 35), "ubuntu24.04": (2, 39)}
+
+
+def fail(message: str) -> None:
+    raise SystemExit(f"chart_options: {message}")
+
+
+def one(docs: list[dict], kind: str) -> dict:
+    found = [d for d in docs if d["kind"] == kind and not is_hook(d)]
+    if len(found) != 1:
+        fail(f"expected one {kind}, the render has {[key(d) for d in found]}")
+    return found[0]
+
+
+def rejects(values: dict) -> bool:
+    with helm.Chart.load(CHART) as chart:
+        try:
+            chart.validate_schema(values)
+        except helm.HelmValuesError:
+            return True
+    return False
+
+
+def subchart() -> None:
+    globals_ = {"imageRegistry": "registry.example", "labels": {"team": "ml-platform"}, "any": [1, "x"]}
+    with helm.Chart.load(CHART) as chart:
+        chart.validate_schema({"global": globals_})
+    with tempfile.TemporaryDirectory() as tmp:
+        parent = Path(tmp) / "platform"
+        (parent / "templates").mkdir(parents=True)
+        (parent / "Chart.yaml").write_text(
+            "apiVersion: v2\nname: platform\nversion: 1.0.0\n"
+            "dependencies:\n  - name: meshfit\n    version: 0.1.0\n")
+        shutil.copytree(CHART, parent / "charts" / "meshfit")
+        values = {"global": globals_, "meshfit": {"agent": {"port": 9555}, "priorityClassName": ""}}
+        with helm.Chart.load(parent) as loaded:
+            out = loaded.render(values, name="platform", namespace=NAMESPACE, is_install=True)
+    docs = [d for name, text in sorted(out.items()) if not name.endswith("NOTES.txt")
+            for d in yaml.safe_load_all(text) if d]
+    validate(docs, "meshfit as a subchart of `platform`")
+    daemonset, service = one(docs, "DaemonSet"), one(docs, "Service")
+    pod = daemonset["spec"]["template"]["spec"]
+    if daemonset["metadata"]["name"] != "platform-meshfit":
+        fail(f"subchart DaemonSet is named {daemonset['metadata']['name']}, not platform-meshfit")
+    if pod["containers"][0]["ports"][0]["containerPort"] != 9555 or service["spec"]["ports"][0]["port"] != 9555:
+        fail("the parent's meshfit.agent.port=9555 did not reach the DaemonSet and the Service")
+    if "priorityClassName" in pod:
+        fail("the parent's meshfit.priorityClassName=\"\" still renders a priorityClassName")
+    say("subchart: `global` with any content passes the schema; a parent's `meshfit:` values "
+        "(agent.port 9555, priorityClassName \"\") reach the DaemonSet and the Service")
+
+
+def notes_text() -> None:
+    text = notes({})
+    port = yaml.safe_load((CHART / "values.yaml").read_text())["agent"]["port"]
+    for want in (f"port-forward ds/meshfit {port}", f"localhost:{port}/readyz", f"localhost:{port}/metrics",
+                 f"http://meshfit.{NAMESPACE}.svc:{port}/metrics", f"helm test {RELEASE} -n {NAMESPACE}"):
+        if want not in text:
+            fail(f"NOTES.txt does not say `{want}`:\n{text}")
+    if "helm test" in notes({"test": {"enabled": False}}):
+        fail("NOTES.txt offers `helm test` with test.enabled=false")
+    say("NOTES.txt renders: port-forward, /readyz, /metrics, the in-cluster URL, `helm test` (only when on)")
+
+
+def test_hook() -> None:
+    docs = render({})
+    hooks = [d for d in docs if is_hook(d)]
+    if [(d["kind"], d["metadata"]["annotations"]["helm.sh/hook"]) for d in hooks] != [("Pod", "test")]:
+        fail(f"expected one Pod with helm.sh/hook: test, got {[key(d) for d in hooks]}")
+    (pod,) = hooks
+    labels = pod["metadata"]["labels"]
+    for owner in (one(docs, "DaemonSet")["spec"]["selector"]["matchLabels"], one(docs, "Service")["spec"]["selector"]):
+        if all(labels.get(k) == v for k, v in owner.items()):
+            fail(f"the test Pod's labels {labels} match the agent's selector {owner}")
+    (container,) = pod["spec"]["containers"]
+    script = "\n".join(container["command"] + container["args"])
+    url = f"http://meshfit.{NAMESPACE}.svc:9420"
+    for want in (f"{url}/readyz", f"{url}/metrics", "meshfit_up"):
+        if want not in script:
+            fail(f"the test Pod's script does not use {want}:\n{script}")
+    if container["image"] != "busybox:1.37.0" or pod["spec"]["restartPolicy"] != "Never":
+        fail(f"test Pod: image {container['image']}, restartPolicy {pod['spec']['restartPolicy']}")
+    moved = render({"agent": {"port": 9555}, "test": {"image": {"repository": "mirror/busybox", "tag": "1.36.1"}}})
+    (pod,) = [d for d in moved if is_hook(d)]
+    (container,) = pod["spec"]["containers"]
+    if container["image"] != "mirror/busybox:1.36.1" or f"meshfit.{NAMESPACE}.svc:9555/readyz" not in container["args"][0]:
+        fail("the test Pod does not follow test.image and agent.port")
+    if any(is_hook(d) for d in render({"test": {"enabled": False}})):
+        fail("test.enabled=false still renders the test Pod")
+    say("helm test Pod: hook `test`, busybox wget of /readyz and /metrics (meshfit_up) through the "
+        "Service on agent.port, labels outside the agent's selectors, none with test.enabled=false")
+
+
+def priority_class() -> None:
+    def of(values: dict):
+        return one(render(values), "DaemonSet")["spec"]["template"]["spec"].get("priorityClassName")
+    got = (of({}), of({"priorityClassName": "gpu-agents"}), of({"priorityClassName": ""}))
+    if got != ("system-node-critical", "gpu-agents", None):
+        fail(f"priorityClassName default/override/empty renders {got}")
+    say("priorityClassName: system-node-critical by default, overridable, absent when empty")
+
+
+def ip_families() -> None:
+    docs = render({})
+    service = one(docs, "Service")["spec"]
+    if service.get("ipFamilyPolicy") != "PreferDualStack" or "ipFamilies" in service:
+        fail(f"the default Service is not PreferDualStack without pinned families: {service}")
+    service = one(render({"service": {"ipFamilyPolicy": "SingleStack", "ipFamilies": ["IPv6"]}}), "Service")["spec"]
+    if (service["ipFamilyPolicy"], service["ipFamilies"]) != ("SingleStack", ["IPv6"]):
+        fail(f"service.ipFamilyPolicy/ipFamilies not rendered: {service}")
+    agent = one(docs, "DaemonSet")["spec"]["template"]["spec"]["containers"][0]
+    listen = [a for a in agent["args"] if a.startswith("--listen")]
+    if any("0.0.0.0" in a for a in listen):
+        fail(f"the agent is told {listen}: IPv4 only; leave it both families (`:PORT`)")
+    for probe in ("livenessProbe", "readinessProbe"):
+        get = agent[probe]["httpGet"]
+        if "host" in get or get["port"] != "metrics":
+            fail(f"{probe} {get}: must go to the pod IP (no host) by port name")
+    for bad in ({"service": {"ipFamilyPolicy": "DualStack"}}, {"service": {"ipFamilies": ["IPv5"]}}):
+        if not rejects(bad):
+            fail(f"values.schema.json accepted {bad}")
+    say(f"IP families: Service PreferDualStack (or as set), agent {listen or ['its default listen']}, "
+        "probes to the pod IP; the schema refuses DualStack and IPv5")
+
+
+def service_monitor() -> None:
+    options = SERVICE_MONITOR_OPTIONS["serviceMonitor"]
+    (endpoint,) = one(render(SERVICE_MONITOR_OPTIONS), "ServiceMonitor")["spec"]["endpoints"]
+    for name, want in options.items():
+        have = endpoint.get(name)
+        if name == "relabelings":
+            have = have[1:]  # after the chart's own `node` relabeling
+        if have != want:
+            fail(f"serviceMonitor.{name}={want} renders {have}")
+    (endpoint,) = one(render({}), "ServiceMonitor")["spec"]["endpoints"]
+    absent = [k for k in ("tlsConfig", "basicAuth", "bearerTokenSecret", "metricRelabelings") if k in endpoint]
+    if absent or endpoint["scheme"] != "http" or endpoint["honorLabels"] is not False:
+        fail(f"default ServiceMonitor endpoint: {endpoint}")
+    for bad in ({"serviceMonitor": {"scheme": "tcp"}}, {"serviceMonitor": {"bearerTokenSecret": {"name": "s"}}}):
+        if not rejects(bad):
+            fail(f"values.schema.json accepted {bad}")
+    say(f"ServiceMonitor: {', '.join(options)} reach the endpoint (the operator's CRD schema checks "
+        "them next); the schema refuses scheme tcp and a token secret without a key")
+
+
+def dockerfile() -> None:
+    text = DOCKERFILE.read_text()
+    args = dict(re.findall(r"^ARG (\w+)=(\S+)$", text, re.M))
+    froms = re.findall(r"^FROM (.+)$", text, re.M)
+    build, final = froms[0], froms[-1]
+
+    def expand(s: str) -> str:
+        return re.sub(r"\$\{(\w+)\}", lambda m: args.get(m.group(1), m.group(0)), s)
+    build, final = expand(build), expand(final)
+    if "--platform=$BUILDPLATFORM" not in build:
+        fail(f"the build stage `FROM {build}` does not run on the build platform (cross-compiling)")
+    base = re.fullmatch(r"nvcr\.io/nvidia/cuda:(\d+)\.\d+\.\d+-runtime-(ubuntu\d+\.\d+)", final)
+    if not base:
+        fail(f"the final stage `FROM {final}` is not nvcr.io/nvidia/cuda:<version>-runtime-ubuntu<version>")
+    debian = re.search(r"-(\w+)(?: AS|\s|$)", build).group(1)
+    if GLIBC[debian] > GLIBC[base.group(2)]:
+        fail(f"build stage {debian} links glibc {GLIBC[debian]}, newer than {base.group(2)}'s {GLIBC[base.group(2)]}")
+    for want in ("docker buildx build --platform linux/amd64,linux/arm64", "TARGETARCH",
+                 "CARGO_PROFILE_RELEASE_STRIP"):
+        if want not in text:
+            fail(f"the Dockerfile has no {want}")
+    say(f"Dockerfile: build on $BUILDPLATFORM ({debian}, glibc {'.'.join(map(str, GLIBC[debian]))}) for "
+        f"TARGETARCH, stripped; final CUDA {base.group(1)} runtime on {base.group(2)} "
+        f"(glibc {'.'.join(map(str, GLIBC[base.group(2)]))})")
+
+
+if __name__ == "__main__":
+    subchart()
+    notes_text()
+    test_hook()
+    priority_class()
+    ip_families()
+    service_monitor()
+    dockerfile()
