@@ -76,6 +76,9 @@ echo "   Dockerfile: no findings"
 say "Helm chart and plain manifests"
 "$py" check/manifests.py check "$work/rendered"
 
+say "chart options (issue 11): subchart and global, NOTES, helm test Pod, priority class, IP families, ServiceMonitor, image stages"
+(cd check && "$py" chart_options.py)
+
 say "multi-node calibration in the chart: calibration.fabric on, every object validated and wired together"
 "$py" check/recipes.py chart
 
