@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # deploy/ checks (issue 6), run by scripts/test.sh after the workspace builds. Installs what it
-# needs when missing (Debian prometheus; Python tools into deploy/.check/venv; npm packages into
+# needs when missing (Debian prometheus and wget; Python tools into deploy/.check/venv; npm packages into
 # deploy/.check/node), then checks the Dockerfile, the chart and plain manifests, the Prometheus
 # rules, the Grafana dashboards, the multi-node calibration recipes (issue 12: the chart's fabric
 # CronJob, deploy/slurm, deploy/mpirun), and the whole chain with sim agents and a real Prometheus.
@@ -46,6 +46,12 @@ if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
   say "installing Debian prometheus (prometheus, promtool)"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
+# The chart's `helm test` script is run here with wget (busybox's in the Pod, GNU's here).
+if ! command -v wget >/dev/null; then
+  say "installing Debian wget"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends wget >/dev/null
 fi
 # A stamp holds the hash of what was installed, so a changed pin reinstalls and nothing else does.
 stamp_ok() { [ -f "$1" ] && [ "$(cat "$1")" = "$2" ]; }
@@ -125,6 +131,8 @@ else
   e2e=""
   say "dashboard PNGs"
   "$py" check/render_dashboards.py "$work/panels.json" "$shots"
+  say "the chart's helm test script against a sim agent, IPv4 and IPv6 loopback"
+  (cd check && "$py" chart_options.py helm-test "${bins[0]}")
 fi
 # Last, so that a microbench without `fabric` yet (issue 12) still lets every check above run.
 say "launch recipes (issue 12): shellcheck, stand-in srun/mpirun/Job controller, flags against \`microbench fabric --help\`, sim runs on loopback"

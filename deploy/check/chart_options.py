@@ -1,6 +1,11 @@
 """The chart's operator-facing options (issue 11), each rendered and checked for its effect.
 
-Usage: chart_options.py
+Usage:
+  chart_options.py              the checks below, on renders of the chart
+  chart_options.py helm-test AGENT
+                                the `helm test` Pod's script run here against a sim agent
+                                (`AGENT --backend sim`) on 127.0.0.1 and on [::1], where it
+                                must pass, and against a stopped agent, where it must fail
 
 - subchart: `global` (any content) passes the values schema, and a parent chart that depends
   on meshfit renders it from its `meshfit:` values with a `global:` block;
@@ -17,7 +22,12 @@ Usage: chart_options.py
 """
 import re
 import shutil
+import socket
+import subprocess
+import sys
 import tempfile
+import time
+import urllib.request
 from pathlib import Path
 
 import helm_python as helm
@@ -200,7 +210,69 @@ def dockerfile() -> None:
         f"(glibc {'.'.join(map(str, GLIBC[base.group(2)]))})")
 
 
+def free_port(family: socket.AddressFamily, host: str) -> int:
+    with socket.socket(family) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def wait_ready(url: str, agent: subprocess.Popen) -> None:
+    for _ in range(100):  # 10 s
+        if agent.poll() is not None:
+            fail(f"the sim agent for {url} exited with {agent.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=1):
+                return
+        except OSError:
+            time.sleep(0.1)
+    fail(f"{url} not ready within 10 s")
+
+
+def run_hook(script: str, base: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["sh", "-c", script.replace(f"http://meshfit.{NAMESPACE}.svc:9420", base)],
+                          capture_output=True, text=True, timeout=60)
+
+
+def helm_test(agent: str) -> None:
+    """The hook's own script, with the Service URL swapped for a loopback one. busybox is not
+    here: GNU wget takes the same -q -T -O flags."""
+    (pod,) = [d for d in render({}) if is_hook(d)]
+    script = pod["spec"]["containers"][0]["args"][0]
+    if not shutil.which("wget"):
+        fail("no wget here to run the helm test Pod's script")
+    families = [(socket.AF_INET, "127.0.0.1", "127.0.0.1")]
+    if socket.has_ipv6:
+        try:
+            free_port(socket.AF_INET6, "::1")
+            families.append((socket.AF_INET6, "::1", "[::1]"))
+        except OSError:
+            say("helm test script: no IPv6 loopback here, IPv4 only")
+    for family, host, literal in families:
+        base = f"http://{literal}:{free_port(family, host)}"
+        with tempfile.TemporaryDirectory() as state:
+            argv = [agent, "--backend", "sim", "--profile", "dgx-h100", "--node-name", "hook",
+                    f"--listen={base.removeprefix('http://')}", f"--state-dir={state}"]
+            proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                wait_ready(f"{base}/readyz", proc)
+                ok = run_hook(script, base)
+            finally:
+                proc.terminate()
+                proc.wait(timeout=10)
+        if ok.returncode != 0 or "meshfit_up" not in ok.stdout:
+            fail(f"the helm test script fails against a ready agent on {base}: {ok.stdout}{ok.stderr}")
+        down = run_hook(script, base)
+        if down.returncode == 0:
+            fail(f"the helm test script passes with no agent on {base}")
+        say(f"helm test script: passes against a ready sim agent on {base}, fails once it is stopped")
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["helm-test"] and len(sys.argv) == 3:
+        helm_test(sys.argv[2])
+        raise SystemExit(0)
+    if sys.argv[1:]:
+        raise SystemExit(__doc__)
     subchart()
     notes_text()
     test_hook()
