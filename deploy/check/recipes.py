@@ -28,7 +28,7 @@ from pathlib import Path
 import helm_python as helm
 import yaml
 
-from manifests import CHART, NAMESPACE, RELEASE, key, notes, render, say, validate
+from manifests import CHART, NAMESPACE, key, notes, render, say, validate
 
 DEPLOY = Path(__file__).resolve().parent.parent
 SBATCH = DEPLOY / "slurm" / "meshfit-fabric.sbatch"
