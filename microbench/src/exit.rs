@@ -16,16 +16,7 @@ Exit status:
 /// Some points or files failed; the others were measured and printed.
 pub const PARTIAL: u8 = 3;
 
-/// A command line microbench cannot act on: flags that do not go together, a value out of
-/// range. It exits 2, as clap's own parse errors do; every other error exits 1.
-#[derive(Debug, thiserror::Error)]
-#[error(transparent)]
-pub struct Usage(Box<dyn std::error::Error + Send + Sync + 'static>);
-
-/// `err` as a usage error.
-pub fn usage(err: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>) -> anyhow::Error {
-    Usage(err.into()).into()
-}
+pub use record::manual::{exit_code as code, usage};
 
 /// A library error about values that came from flags: a bad value is the command line's
 /// fault; a driver, GPU or I/O failure is not.
@@ -42,15 +33,6 @@ pub fn partial(failed: bool) -> ExitCode {
         ExitCode::from(PARTIAL)
     } else {
         ExitCode::SUCCESS
-    }
-}
-
-/// The exit code of an error: 2 when a [`Usage`] error is anywhere in its chain, else 1.
-pub fn code(err: &anyhow::Error) -> u8 {
-    if err.chain().any(|e| e.is::<Usage>()) {
-        2
-    } else {
-        1
     }
 }
 

@@ -1,10 +1,32 @@
-//! Shell completions and man pages for the workspace's binaries (`tuner`, `microbench`),
-//! generated from the same clap definitions as their parsers, so they cannot drift from the
-//! flags. Behind the `manual` feature, so the libraries that read records pull in no clap.
+//! What the workspace's binaries (`tuner`, `microbench`) share on the command line: shell
+//! completions and man pages, generated from the same clap definitions as their parsers so
+//! they cannot drift from the flags, and the usage error that exits 2. Behind the `manual`
+//! feature, so the libraries that read records pull in no clap.
 
 use std::path::Path;
 
 use anyhow::Context;
+
+/// A command line the binary cannot act on: flags that do not go together, a value out of
+/// range, a name it does not know. It exits 2, as clap's own parse errors do; every other
+/// error exits 1 ([`exit_code`]).
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct Usage(pub Box<dyn std::error::Error + Send + Sync + 'static>);
+
+/// `err` as a usage error.
+pub fn usage(err: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>) -> anyhow::Error {
+    Usage(err.into()).into()
+}
+
+/// The exit code of an error: 2 when a [`Usage`] error is anywhere in its chain, else 1.
+pub fn exit_code(err: &anyhow::Error) -> u8 {
+    if err.chain().any(|e| e.is::<Usage>()) {
+        2
+    } else {
+        1
+    }
+}
 
 /// The shells `completions` writes for, as the binaries' `completions` subcommand takes them.
 pub use clap_complete::Shell;

@@ -12,33 +12,21 @@ Exit status:
   2  usage error: an unknown flag or subcommand, a flag value out of range, an unknown model
      or cluster name, pinned knobs that cannot hold at the GPU count";
 
-/// A command line the tuner cannot act on: a flag value out of range, a name the catalog
-/// lacks, pinned knobs that cannot hold. It exits 2, as clap's own parse errors do; every
-/// other error exits 1.
-#[derive(Debug, thiserror::Error)]
-#[error(transparent)]
-pub struct Usage(#[from] pub TunerError);
+pub use record::manual::exit_code as code;
+use record::manual::Usage;
 
-/// A flag value out of range, named by flag, value and what is allowed.
+/// A flag value out of range, named by flag, value and what is allowed: a usage error (a name
+/// the catalog lacks and pinned knobs that cannot hold are too, through [`from_flags`]).
 pub fn bad_flag(flag: &str, value: impl ToString, allowed: &str) -> Usage {
-    Usage(bad_input(flag, value, allowed))
+    Usage(Box::new(bad_input(flag, value, allowed)))
 }
 
 /// A library error about values that came from flags: unknown names and out-of-range values
 /// are the command line's fault; a file that does not read or parse is not.
 pub fn from_flags(err: TunerError) -> anyhow::Error {
     match err {
-        TunerError::Unknown { .. } | TunerError::BadInput { .. } => Usage(err).into(),
+        TunerError::Unknown { .. } | TunerError::BadInput { .. } => Usage(Box::new(err)).into(),
         other => other.into(),
-    }
-}
-
-/// The exit code of an error: 2 when a [`Usage`] error is anywhere in its chain, else 1.
-pub fn code(err: &anyhow::Error) -> u8 {
-    if err.chain().any(|e| e.is::<Usage>()) {
-        2
-    } else {
-        1
     }
 }
 

@@ -744,21 +744,24 @@ fn issue_11_a_pin_that_cannot_divide_the_gpus_names_the_nearest_counts() {
     assert_eq!(doc["meshes"][0]["tp"], 3);
 }
 
+/// Every subcommand of the tuner, as completions and man pages must list them.
+const SUBCOMMANDS: [&str; 10] = [
+    "recommend",
+    "explain",
+    "compare",
+    "validate",
+    "fit",
+    "snapshot",
+    "models",
+    "clusters",
+    "completions",
+    "man",
+];
+
 #[test]
 fn issue_11_completions_and_man_page_list_the_subcommands() {
     let bash = stdout_of(&["completions", "bash"]);
-    for sub in [
-        "recommend",
-        "explain",
-        "compare",
-        "validate",
-        "fit",
-        "snapshot",
-        "models",
-        "clusters",
-        "completions",
-        "man",
-    ] {
+    for sub in SUBCOMMANDS {
         assert!(bash.contains(sub), "bash completion lacks {sub}");
     }
     assert!(bash.contains("complete -F _tuner"), "{bash}");
@@ -796,18 +799,7 @@ fn issue_11_completions_and_man_page_list_the_subcommands() {
         std::fs::read_to_string(dir.path().join("tuner.1")).unwrap(),
         man
     );
-    for sub in [
-        "recommend",
-        "explain",
-        "compare",
-        "validate",
-        "fit",
-        "snapshot",
-        "models",
-        "clusters",
-        "completions",
-        "man",
-    ] {
+    for sub in SUBCOMMANDS {
         let page = std::fs::read_to_string(dir.path().join(format!("tuner-{sub}.1"))).unwrap();
         assert!(page.contains(&format!(".TH tuner-{sub} 1")), "{page}");
         assert_valid_roff(&page);

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::catalog::{self, models, CLUSTERS};
+use crate::catalog::{self, models, ClusterPreset, CLUSTERS};
 use crate::model::ModelShape;
 use crate::TunerError;
 
@@ -45,29 +45,18 @@ pub struct ClusterList {
     pub clusters: Vec<ClusterEntry>,
 }
 
-/// One cluster preset.
+/// One cluster preset, its fields and its GPU's datasheet figures side by side.
 #[derive(Debug, Clone, Serialize)]
 pub struct ClusterEntry {
-    /// Preset id for `--cluster`.
-    pub id: &'static str,
-    /// GPU catalog id.
-    pub gpu: &'static str,
-    /// GPUs in one node.
-    pub gpus_per_node: u32,
-    /// GPUs that reach each other over NVLink.
-    pub nvlink_domain: u32,
-    /// Scale-out NICs per node.
-    pub nics_per_node: u32,
-    /// Line rate of one NIC, bits/s.
-    pub nic_bits_per_s: f64,
+    /// The preset.
+    #[serde(flatten)]
+    pub preset: &'static ClusterPreset,
     /// Dense bf16 tensor-core peak of one GPU, FLOP/s.
     pub bf16_flops: f64,
     /// HBM of one GPU, bytes.
     pub hbm_bytes: f64,
     /// NVLink bandwidth of one GPU, bytes/s per direction.
     pub nvlink_bytes_per_s: f64,
-    /// Where the figures come from.
-    pub source: &'static str,
 }
 
 impl ModelList {
@@ -108,16 +97,10 @@ impl ClusterList {
             .map(|c| {
                 let g = catalog::gpu(c.gpu)?;
                 Ok(ClusterEntry {
-                    id: c.id,
-                    gpu: c.gpu,
-                    gpus_per_node: c.gpus_per_node,
-                    nvlink_domain: c.nvlink_domain,
-                    nics_per_node: c.nics_per_node,
-                    nic_bits_per_s: c.nic_bits_per_s,
+                    preset: c,
                     bf16_flops: g.bf16_flops,
                     hbm_bytes: g.hbm_bytes,
                     nvlink_bytes_per_s: g.nvlink_bytes_per_s,
-                    source: c.source,
                 })
             })
             .collect::<Result<_, TunerError>>()?;

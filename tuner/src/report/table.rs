@@ -391,19 +391,19 @@ pub fn clusters(list: &ClusterList) -> String {
     ]);
     for c in &list.clusters {
         t.add_row(vec![
-            Cell::new(c.id),
-            Cell::new(c.gpu),
-            Cell::new(c.gpus_per_node),
-            Cell::new(c.nvlink_domain),
+            Cell::new(c.preset.id),
+            Cell::new(c.preset.gpu),
+            Cell::new(c.preset.gpus_per_node),
+            Cell::new(c.preset.nvlink_domain),
             Cell::new(format!(
                 "{} x {:.0}",
-                c.nics_per_node,
-                c.nic_bits_per_s / 1e9
+                c.preset.nics_per_node,
+                c.preset.nic_bits_per_s / 1e9
             )),
             Cell::new(format!("{:.0}", c.bf16_flops / 1e12)),
             Cell::new(format!("{:.1}", c.hbm_bytes / GIB)),
             Cell::new(format!("{:.0}", c.nvlink_bytes_per_s / 1e9)),
-            Cell::new(c.source),
+            Cell::new(c.preset.source),
         ]);
     }
     t.to_string() + "\n"
