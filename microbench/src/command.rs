@@ -21,7 +21,7 @@ use microbench::sweep::{self, Calibration, Sweep};
 use microbench::{report, sim, Backend, GpuBackend, SimBackend};
 use record::manual;
 use record::nccl_tests::{self, ImportOptions};
-use record::{Kind, Record};
+use record::{Kind, Record, Scope};
 
 use std::io::{IsTerminal, Write};
 use std::path::Path;
@@ -409,8 +409,15 @@ fn lead(
     work: Work,
     job: &Job,
     joined: rendezvous::Rendezvous,
-    outcome: microbench::Outcome,
+    mut outcome: microbench::Outcome,
 ) -> Result<ExitCode> {
+    // Every collective over all ranks or one per node spans every node that runs.
+    let names: Vec<String> = job.nodes.iter().map(|n| n.name.clone()).collect();
+    for r in &mut outcome.records {
+        if r.group.scope == Scope::InterNode && !is_pair(r) {
+            r.detail.nodes = Some(names.clone());
+        }
+    }
     for (node, ranks) in &job.skipped {
         eprintln!("microbench: skipped node {node}: GPU busy on rank {ranks:?}");
     }

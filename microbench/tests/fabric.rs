@@ -172,9 +172,11 @@ fn ranks_rendezvous_under_each_launcher_and_match_the_single_process_sim() {
     assert!(alone.status.success());
     let mut expected = records(&String::from_utf8_lossy(&alone.stdout));
     assert_eq!(expected.len(), 2 * 7);
-    // The job names rank 0's node where one process names its sim node.
+    // The job names rank 0's node where one process names its sim node, and every node that
+    // took part.
     for r in &mut expected {
         r.group.node = Some("n0".into());
+        r.detail.nodes = Some(vec!["n0".into(), "n1".into()]);
     }
     for launcher in ["torchrun", "slurm", "mpi", "k8s"] {
         let done = job(launcher, 4, |_| args.clone());
@@ -232,9 +234,12 @@ fn fabric_names_the_node_and_nic_that_is_down() {
         all.iter().partition(|r| r.detail.peer_node.is_some());
     // 4 collectives x 2 shapes (all 8 ranks, one GPU per node) x 3 sizes x 2 (in place or not).
     assert_eq!(wide.len(), 4 * 2 * 3 * 2);
+    let job_nodes: Vec<String> = (0..4).map(|n| format!("n{n}")).collect();
     assert!(wide.iter().all(|r| r.group.node.as_deref() == Some("n0")
         && r.group.scope == Scope::InterNode
-        && r.detail.ranks_per_node == Some(r.group.ranks / 4)));
+        && r.detail.ranks_per_node == Some(r.group.ranks / 4)
+        && r.detail.nodes.as_ref() == Some(&job_nodes)));
+    assert!(pairs.iter().all(|p| p.detail.nodes.is_none()));
     // 6 node pairs x 2 rails at the largest size.
     assert_eq!(pairs.len(), 6 * 2);
     for p in &pairs {

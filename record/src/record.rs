@@ -69,6 +69,10 @@ pub struct Detail {
     /// `-npernode`); with `ranks` it keys the measured inter-node curve.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ranks_per_node: Option<u32>,
+    /// For a job-wide inter-node collective, every node that took part (`group.node` is rank
+    /// 0's), so that a reader leaving a node out can leave out what it took part in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<Vec<String>>,
 }
 
 /// Which devices took part.
@@ -460,7 +464,7 @@ mod tests {
         );
         let line = serde_json::to_string(&plain).unwrap();
         assert!(
-            !line.contains("peer_node") && !line.contains("layout"),
+            !line.contains("peer_node") && !line.contains("layout") && !line.contains("nodes"),
             "{line}"
         );
         let mut r = plain;
@@ -470,11 +474,13 @@ mod tests {
             throttle_reasons: Some(vec!["sw_power_cap".into()]),
             peer_node: Some("n2".into()),
             ranks_per_node: Some(8),
+            nodes: Some(vec!["n0".into(), "n2".into()]),
         };
         let line = serde_json::to_string(&r).unwrap();
         let value: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(value["layout"], "nt");
         assert_eq!(value["peer_node"], "n2");
+        assert_eq!(value["nodes"], serde_json::json!(["n0", "n2"]));
         assert_eq!(read_json_lines(&line).unwrap(), vec![r]);
     }
 

@@ -7,7 +7,7 @@ pub mod fleet;
 pub mod gemm;
 pub mod pairs;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use record::{busbw_factor, Dtype, Kind, Record, Scope};
 
@@ -52,6 +52,9 @@ impl Default for FitOptions {
 pub struct NodeCurve {
     /// Node name.
     pub node: String,
+    /// Every node the sweep ran on: this one, and for a job-wide inter-node sweep the others
+    /// its records name (`detail.nodes`); leaving any of them out leaves the curve out.
+    pub members: BTreeSet<String>,
     /// Collective.
     pub kind: Kind,
     /// Intra- or inter-node.
@@ -174,6 +177,8 @@ const FLEET_POINTS: u32 = 40;
 
 /// A sweep's key: node, collective, scope, ranks, members per node.
 type SweepKey = (String, Kind, Scope, u32, u32);
+/// A sweep's points (bytes, seconds) and the nodes it ran on.
+type SweepPoints = (Vec<(f64, f64)>, BTreeSet<String>);
 /// A fleet curve's key: collective, scope, ranks, members per node.
 type FleetKey = (Kind, Scope, u32, u32);
 /// A GEMM point: m, n, k and efficiency against the datasheet peak.
@@ -220,7 +225,7 @@ fn node_of(r: &Record) -> String {
 /// `opts.gemm_dtype`, against which GEMM efficiency is expressed.
 pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
     // Out-of-place points only: in-place rows repeat the same sweep.
-    let mut sweeps: BTreeMap<SweepKey, Vec<(f64, f64)>> = BTreeMap::new();
+    let mut sweeps: BTreeMap<SweepKey, SweepPoints> = BTreeMap::new();
     let mut gemm_pts: BTreeMap<(String, u32), Vec<GemmPoint>> = BTreeMap::new();
     let mut hbm: BTreeMap<String, f64> = BTreeMap::new();
     for r in records {
@@ -229,10 +234,18 @@ pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
             // Pairs are one rail between two nodes each, not a sweep of one group: they go to
             // the NIC figures below.
             k if k.is_collective() && !r.in_place && !pairs::is_pair(r) => {
-                sweeps
-                    .entry((node, k, r.group.scope, r.group.ranks, members_per_node(r)))
-                    .or_default()
-                    .push((r.bytes as f64, r.timing.time_s));
+                let (pts, members) = sweeps
+                    .entry((
+                        node.clone(),
+                        k,
+                        r.group.scope,
+                        r.group.ranks,
+                        members_per_node(r),
+                    ))
+                    .or_default();
+                pts.push((r.bytes as f64, r.timing.time_s));
+                members.insert(node);
+                members.extend(r.detail.nodes.iter().flatten().cloned());
             }
             Kind::Gemm if r.dtype == opts.gemm_dtype => {
                 // GEMMs shorter than 50 us at peak are dominated by launch latency (priced apart
@@ -264,24 +277,27 @@ pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
     }
     let curves: Vec<NodeCurve> = sweeps
         .into_iter()
-        .filter_map(|((node, kind, scope, ranks, members_per_node), pts)| {
-            let curve = alpha_beta::fit(&pts)?;
-            let factor = busbw_factor(kind, ranks).unwrap_or(1.0);
-            let busbw_bytes_per_s = curve.beta_bytes_per_s() * factor;
-            let bytes_range = pts
-                .iter()
-                .fold((f64::MAX, 0.0f64), |(lo, hi), p| (lo.min(p.0), hi.max(p.0)));
-            Some(NodeCurve {
-                node,
-                kind,
-                scope,
-                ranks,
-                members_per_node,
-                curve,
-                busbw_bytes_per_s,
-                bytes_range,
-            })
-        })
+        .filter_map(
+            |((node, kind, scope, ranks, members_per_node), (pts, members))| {
+                let curve = alpha_beta::fit(&pts)?;
+                let factor = busbw_factor(kind, ranks).unwrap_or(1.0);
+                let busbw_bytes_per_s = curve.beta_bytes_per_s() * factor;
+                let bytes_range = pts
+                    .iter()
+                    .fold((f64::MAX, 0.0f64), |(lo, hi), p| (lo.min(p.0), hi.max(p.0)));
+                Some(NodeCurve {
+                    node,
+                    members,
+                    kind,
+                    scope,
+                    ranks,
+                    members_per_node,
+                    curve,
+                    busbw_bytes_per_s,
+                    bytes_range,
+                })
+            },
+        )
         .collect();
     let mut per_gpu: BTreeMap<String, NodeGemm> = BTreeMap::new();
     for ((node, gpu), pts) in gemm_pts {
@@ -353,7 +369,10 @@ pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
     let fleet: Vec<FleetCurve> = groups
         .iter()
         .filter_map(|((kind, scope, ranks, members_per_node), cs)| {
-            let cs: Vec<&&NodeCurve> = cs.iter().filter(|c| kept(&c.node)).collect();
+            let cs: Vec<&&NodeCurve> = cs
+                .iter()
+                .filter(|c| c.members.iter().all(|n| kept(n)))
+                .collect();
             if cs.is_empty() {
                 return None;
             }
@@ -523,7 +542,9 @@ mod tests {
     /// A fabric run (issue 12): a job-wide all-reduce over 3 nodes x 2 GPUs at 100 GB/s busbw
     /// and the pairs of `pairs::tests`, in which n2's NIC 1 runs at half speed. The all-reduce
     /// is a measured curve keyed by 6 ranks and 2 per node; the pairs make no curve of their
-    /// own, name n2 and its NIC, and set the per-NIC figure until n2 is left out.
+    /// own, name n2 and its NIC, and set the per-NIC figure until n2 is left out. The
+    /// all-reduce ran through n2 too (its records name the three nodes), so leaving n2 out
+    /// leaves it out; records without the node list (written before it) keep it.
     #[test]
     fn fabric_records_key_inter_node_curves_and_name_the_slow_nic() {
         let mut records = pairs::tests::three_nodes_n2_nic1_slow();
@@ -535,6 +556,7 @@ mod tests {
             r.group.gpus = vec![0, 1, 0, 1, 0, 1];
             r.detail = record::Detail {
                 ranks_per_node: Some(2),
+                nodes: Some(["n0", "n1", "n2"].map(String::from).to_vec()),
                 ..record::Detail::default()
             };
             r.bytes = bytes;
@@ -581,5 +603,11 @@ mod tests {
             fits.excluded
         );
         assert_eq!(fits.fleet_nic.unwrap().busbw_bytes_per_s, 45e9);
+        assert!(fits.fleet.is_empty(), "{:?}", fits.fleet);
+        for r in &mut records {
+            r.detail.nodes = None;
+        }
+        let fits = fit_all(&records, 1.0, &opts);
+        assert_eq!(fits.fleet.len(), 1, "{:?}", fits.fleet);
     }
 }
