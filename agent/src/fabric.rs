@@ -279,13 +279,7 @@ pub(crate) mod tests {
 
     /// A pairwise send/recv point between `a` and `b` on `rail`, at `busbw` bytes/s.
     pub(crate) fn pair(a: &str, b: &str, rail: u32, bytes: u64, busbw: f64) -> Record {
-        let timing = Timing {
-            time_s: bytes as f64 / busbw,
-            time_min_s: None,
-            time_max_s: None,
-            iters: Some(20),
-            clock: Clock::Model,
-        };
+        let timing = Timing::without_spread(bytes as f64 / busbw, Some(20), Clock::Model);
         let mut r = Record::pair(Backend::Sim, (a, b), rail, bytes, Dtype::Fp32, timing);
         r.timestamp = Some(1000.0 + f64::from(rail));
         r
@@ -304,13 +298,7 @@ pub(crate) mod tests {
             },
             bytes,
             Dtype::Fp32,
-            Timing {
-                time_s: t,
-                time_min_s: None,
-                time_max_s: None,
-                iters: Some(20),
-                clock: Clock::Model,
-            },
+            Timing::without_spread(t, Some(20), Clock::Model),
         );
         r.timestamp = Some(900.0);
         r.detail.ranks_per_node = Some(per_node);

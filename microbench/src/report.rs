@@ -236,13 +236,7 @@ mod tests {
             scope: Scope::IntraNode,
             ranks,
         };
-        let timing = Timing {
-            time_s,
-            time_min_s: None,
-            time_max_s: None,
-            iters: Some(1),
-            clock: Clock::Model,
-        };
+        let timing = Timing::without_spread(time_s, Some(1), Clock::Model);
         let dtype = if kind == Kind::P2pCopy {
             Dtype::Uint8
         } else {

@@ -131,6 +131,20 @@ pub struct Timing {
     pub clock: Clock,
 }
 
+impl Timing {
+    /// A time known as one figure, without its fastest or slowest iteration: an nccl-tests
+    /// loop mean, a sim model, a Prometheus sample.
+    pub fn without_spread(time_s: f64, iters: Option<u32>, clock: Clock) -> Timing {
+        Timing {
+            time_s,
+            time_min_s: None,
+            time_max_s: None,
+            iters,
+            clock,
+        }
+    }
+}
+
 /// Versions of the software that produced a record; `None` where not known.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Versions {
@@ -374,13 +388,7 @@ mod tests {
     }
 
     fn timing(time_s: f64) -> Timing {
-        Timing {
-            time_s,
-            time_min_s: None,
-            time_max_s: None,
-            iters: Some(20),
-            clock: Clock::Host,
-        }
+        Timing::without_spread(time_s, Some(20), Clock::Host)
     }
 
     #[test]

@@ -16,13 +16,7 @@ use tuner::search::{search, Constraints};
 const NODES: u32 = 1000;
 
 fn timing(t: f64) -> Timing {
-    Timing {
-        time_s: t,
-        time_min_s: None,
-        time_max_s: None,
-        iters: Some(20),
-        clock: Clock::CudaEvent,
-    }
+    Timing::without_spread(t, Some(20), Clock::CudaEvent)
 }
 
 fn node(i: u32) -> Node {

@@ -236,13 +236,7 @@ mod tests {
 
     fn pair(a: &str, b: &str, rail: u32, gb_per_s: f64) -> Record {
         let bytes = 1u64 << 30;
-        let timing = Timing {
-            time_s: bytes as f64 / (gb_per_s * 1e9),
-            time_min_s: None,
-            time_max_s: None,
-            iters: None,
-            clock: Clock::Model,
-        };
+        let timing = Timing::without_spread(bytes as f64 / (gb_per_s * 1e9), None, Clock::Model);
         Record::pair(Backend::Sim, (a, b), rail, bytes, Dtype::Bf16, timing)
     }
 

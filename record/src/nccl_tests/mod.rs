@@ -570,13 +570,7 @@ all_gather_perf -g 4
             .flat_map(|g| points.into_iter().map(move |p| (g, p)))
         {
             for in_place in [false, true] {
-                let timing = Timing {
-                    time_s,
-                    time_min_s: None,
-                    time_max_s: None,
-                    iters: Some(20),
-                    clock: Clock::Model,
-                };
+                let timing = Timing::without_spread(time_s, Some(20), Clock::Model);
                 let mut r = Record::transfer(
                     Kind::AllToAll,
                     Backend::Sim,
@@ -627,13 +621,7 @@ all_gather_perf -g 4
             scope: Scope::IntraNode,
             ranks: 1,
         };
-        let timing = Timing {
-            time_s: 1.0,
-            time_min_s: None,
-            time_max_s: None,
-            iters: None,
-            clock: Clock::Host,
-        };
+        let timing = Timing::without_spread(1.0, None, Clock::Host);
         let r = Record::transfer(Kind::H2d, Backend::Cuda, group, 1, Dtype::Uint8, timing);
         assert_eq!(
             write(&[r]).unwrap_err().to_string().split(';').next(),

@@ -670,13 +670,11 @@ impl State {
         }
         let factor = busbw_factor(kind, ranks).unwrap_or(1.0);
         for half in &row.halves {
-            let timing = Timing {
-                time_s: half.time_us * 1e-6,
-                time_min_s: None,
-                time_max_s: None,
-                iters: self.ctx.iters,
-                clock: self.ctx.clock.unwrap_or(Clock::NcclTests),
-            };
+            let timing = Timing::without_spread(
+                half.time_us * 1e-6,
+                self.ctx.iters,
+                self.ctx.clock.unwrap_or(Clock::NcclTests),
+            );
             let backend = self.ctx.backend.unwrap_or(Backend::Nccl);
             let mut rec = Record::transfer(kind, backend, group.clone(), bytes, row.dtype, timing);
             rec.in_place = half.in_place;

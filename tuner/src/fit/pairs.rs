@@ -148,13 +148,7 @@ pub(crate) mod tests {
     /// A send/recv pair point from `a` to `b` on `rail` at `busbw` bytes/s, 64 MiB.
     pub(crate) fn pair(a: &str, b: &str, rail: u32, busbw: f64) -> Record {
         let bytes = 64u64 << 20;
-        let timing = Timing {
-            time_s: bytes as f64 / busbw,
-            time_min_s: None,
-            time_max_s: None,
-            iters: Some(20),
-            clock: Clock::Model,
-        };
+        let timing = Timing::without_spread(bytes as f64 / busbw, Some(20), Clock::Model);
         Record::pair(Backend::Sim, (a, b), rail, bytes, Dtype::Fp32, timing)
     }
 

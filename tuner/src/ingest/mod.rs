@@ -112,13 +112,7 @@ mod tests {
             },
             1 << 20,
             Dtype::Bf16,
-            Timing {
-                time_s: 1e-4,
-                time_min_s: None,
-                time_max_s: None,
-                iters: Some(20),
-                clock: Clock::CudaEvent,
-            },
+            Timing::without_spread(1e-4, Some(20), Clock::CudaEvent),
         );
         r.timestamp = ts;
         r

@@ -294,13 +294,7 @@ fn timing(time_s: f64, backend: Backend) -> Timing {
     } else {
         Clock::CudaEvent
     };
-    Timing {
-        time_s,
-        time_min_s: None,
-        time_max_s: None,
-        iters: None,
-        clock,
-    }
+    Timing::without_spread(time_s, None, clock)
 }
 
 fn collective_record(s: &Sample) -> Option<Record> {
