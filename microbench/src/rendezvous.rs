@@ -425,15 +425,16 @@ fn receive<T: DeserializeOwned>(stream: &mut TcpStream) -> std::io::Result<T> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn hello(rank: u32, world: u32) -> Hello {
+    /// Rank `rank` of `world`, `per_node` ranks on each sim node `n<i>`.
+    pub(crate) fn hello_on(rank: u32, world: u32, per_node: u32) -> Hello {
         Hello {
             rank,
             world,
-            local_rank: rank % 2,
-            node: format!("n{}", rank / 2),
+            local_rank: rank % per_node,
+            node: format!("n{}", rank / per_node),
             host: "localhost".into(),
             busy: false,
             backend: "sim".into(),
@@ -441,6 +442,10 @@ mod tests {
             faults: vec![],
             error: None,
         }
+    }
+
+    fn hello(rank: u32, world: u32) -> Hello {
+        hello_on(rank, world, 2)
     }
 
     fn meeting(timeout_ms: u64) -> Meeting {

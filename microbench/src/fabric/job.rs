@@ -162,23 +162,13 @@ impl Job {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rendezvous::tests::hello_on;
     use crate::rendezvous::Hello;
 
     fn roster(nodes: usize, per_node: u32, tweak: impl Fn(&mut Hello)) -> Roster {
         let members = (0..nodes as u32 * per_node)
             .map(|rank| {
-                let mut h = Hello {
-                    rank,
-                    world: nodes as u32 * per_node,
-                    local_rank: rank % per_node,
-                    node: format!("n{}", rank / per_node),
-                    host: "localhost".into(),
-                    busy: false,
-                    backend: "sim".into(),
-                    profile: Some("dgx-h100".into()),
-                    faults: vec![],
-                    error: None,
-                };
+                let mut h = hello_on(rank, nodes as u32 * per_node, per_node);
                 tweak(&mut h);
                 h
             })
