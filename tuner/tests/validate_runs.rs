@@ -129,6 +129,25 @@ fn summaries_cover_gpu_scale_framework_and_precision() {
 }
 
 #[test]
+fn unpublished_interleaving_takes_the_framework_default() {
+    // torchtitan's 405B interleaved 1F1B run names no split points, so torchtitan built 2
+    // stages per rank; the search's fastest split (8) priced its bubble at a quarter of that.
+    let run = |id: &str| {
+        validation()
+            .runs
+            .iter()
+            .find(|r| r.id == id)
+            .unwrap_or_else(|| panic!("{id}"))
+    };
+    let interleaved = run("torchtitan2024-h100-405b-512gpu-interleaved-1f1b-fp8");
+    assert_eq!(interleaved.choices["virtual_stages"], "2");
+    let plain = run("torchtitan2024-h100-405b-512gpu-1f1b-fp8");
+    let bubble = |r: &tuner::validate::RunPrediction| r.breakdown.pipeline_bubble.exposed_s;
+    let ratio = bubble(plain) / bubble(interleaved);
+    assert!((ratio - 2.0).abs() < 0.05, "{ratio}");
+}
+
+#[test]
 fn a_run_the_model_cannot_price_is_reported_and_the_rest_scored() {
     let text = std::fs::read_to_string(format!(
         "{}/../data/published-runs.yaml",

@@ -256,10 +256,20 @@ impl Run {
             .to_string()
     }
 
-    /// The constraints the published layout fixes.
-    fn constraints(&self) -> Constraints {
+    /// The constraints the published layout fixes, and the framework defaults it leaves in
+    /// force.
+    fn constraints(&self, framework: Framework) -> Constraints {
         let l = &self.layout;
         let interleaved = l.schedule.as_deref() == Some("interleaved") && l.pp > 1;
+        // An interleaved schedule without a published split: torchtitan's
+        // `generate_split_points` then builds 2 stages per rank ("the default if no pipeline
+        // split is specified"); Megatron has no default (its interleaving needs
+        // --num-layers-per-virtual-pipeline-stage), so the search picks.
+        let default_virtual = match (interleaved, framework) {
+            (true, Framework::Fsdp) => Some(TORCHTITAN_STAGES_PER_RANK),
+            (true, _) => None,
+            (false, _) => Some(1),
+        };
         Constraints {
             tp: Some(l.tp),
             pp: Some(l.pp),
@@ -268,9 +278,7 @@ impl Run {
             ep: Some(l.ep.unwrap_or(1)),
             microbatch_size: l.microbatch_size,
             microbatches: None,
-            virtual_stages: l
-                .virtual_stages
-                .or(if interleaved { None } else { Some(1) }),
+            virtual_stages: l.virtual_stages.or(default_virtual),
             zero_stage: l.zero_stage,
             recompute: l.recompute,
             sequence_parallel: l.sequence_parallel,
@@ -284,7 +292,7 @@ pub fn predict(run: &Run, efficiency: &Efficiency) -> Result<RunPrediction, Tune
     let cluster = run.cluster()?;
     let (training, mut choices) = choices::training(run);
     let gpus = run.cluster.gpus;
-    let c = run.constraints();
+    let c = run.constraints(training.framework);
     let l = &run.layout;
     let product = l.tp * l.pp * l.dp * c.cp.unwrap_or(1);
     if product != gpus {
@@ -382,6 +390,10 @@ pub fn predict(run: &Run, efficiency: &Efficiency) -> Result<RunPrediction, Tune
 }
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// Stages per rank of torchtitan's looped pipeline schedules when the job names no split
+/// points (torchtitan `parallelisms/pipeline_llama.py`, `generate_split_points`, 2024-12).
+const TORCHTITAN_STAGES_PER_RANK: u32 = 2;
 
 /// Predicts every run of every file and scores the result; a run that cannot be priced is
 /// listed in `skipped` with the reason.
