@@ -27,11 +27,6 @@ pub const FITTED: &[Knob] = &[
         range: (2e-6, 80e-6),
     },
     Knob {
-        name: "overlap_hbm_factor",
-        field: |e| &mut e.overlap_hbm_factor,
-        range: (0.0, 6.0),
-    },
-    Knob {
         name: "recompute_pass",
         field: |e| &mut e.recompute_pass,
         range: (0.6, 1.0),
@@ -288,7 +283,7 @@ mod tests {
     /// it from the priors, in the knobs' own units.
     #[test]
     fn simplex_finds_the_bottom_of_a_bowl_across_coupled_knobs() {
-        let target = [30e-6, 0.5, 0.85, 0.6, 0.2, 0.02];
+        let target = [30e-6, 0.85, 0.6, 0.2, 0.02];
         let bowl = |e: &Efficiency| {
             let x = to_unit(e);
             let mut t = PRIOR.clone();
