@@ -193,8 +193,12 @@ struct Layer {
     attention_bwd: f64,
     /// Memory-bound kernels.
     elementwise: f64,
+    /// GEMMs that torchtitan's per-op selective checkpointing replays.
+    op_sac_gemm: f64,
     /// Tensor-parallel collectives of one pass.
     tp: f64,
+    /// The part of them that is not a reduce-scatter, which per-op checkpointing replays.
+    tp_replayed: f64,
     /// All-to-all of one pass.
     a2a: f64,
     /// Context-parallel exchange of one forward pass.
@@ -221,6 +225,71 @@ fn launch_excess(gpu_s: f64, kernels: f64, host_s_per_kernel: f64) -> f64 {
     (kernels * host_s_per_kernel - gpu_s).max(0.0)
 }
 
+/// What recomputation replays of one layer in backward, per microbatch.
+struct Replay {
+    /// GPU time of the replayed kernels.
+    gpu: f64,
+    /// Host-bound time beyond it.
+    launch: f64,
+    /// Passes of the tensor-parallel collectives replayed.
+    tp_passes: f64,
+    /// Passes of the other collectives (all-to-all, ring exchange) replayed.
+    comm_passes: f64,
+    /// Attention core replayed, which the ring exchange can hide behind.
+    attention: f64,
+}
+
+/// Kernels that torchtitan's per-op selective checkpointing does not replay: the four
+/// saved matmuls and the attention core.
+const OP_SAC_SAVED_KERNELS: f64 = 5.0;
+
+/// The recomputation of `x.mesh.recompute` as the framework runs it. Megatron's selective
+/// recomputation replays the attention core (Korthikanti et al. 2022 §5); torchtitan's
+/// ("selective", `selective_ac_option = "op"`) replays every op but the attention and every
+/// other matmul, and the all-gathers of sequence parallelism; full recomputation replays the
+/// whole forward with its collectives.
+fn replay(x: &Inputs, avg: &Layer, comm: f64, host: f64) -> Replay {
+    let none = Replay {
+        gpu: 0.0,
+        launch: 0.0,
+        tp_passes: 0.0,
+        comm_passes: 0.0,
+        attention: 0.0,
+    };
+    match (x.mesh.recompute, x.training.framework) {
+        (Recompute::None, _) => none,
+        (Recompute::Selective, Framework::Fsdp) => {
+            let gpu = avg.op_sac_gemm + avg.elementwise;
+            let kernels = (avg.kernels - OP_SAC_SAVED_KERNELS).max(0.0);
+            Replay {
+                gpu,
+                launch: launch_excess(gpu + avg.tp_replayed, kernels, host),
+                tp_passes: if avg.tp > 0.0 {
+                    avg.tp_replayed / avg.tp
+                } else {
+                    0.0
+                },
+                ..none
+            }
+        }
+        (Recompute::Selective, _) => Replay {
+            gpu: avg.attention,
+            attention: avg.attention,
+            ..none
+        },
+        (Recompute::Full, _) => {
+            let gpu = avg.fwd() * x.efficiency.recompute_pass;
+            Replay {
+                gpu,
+                launch: launch_excess(gpu + comm, avg.kernels, host),
+                tp_passes: 1.0,
+                comm_passes: 1.0,
+                attention: avg.attention,
+            }
+        }
+    }
+}
+
 /// Computes the step time of one mesh.
 pub fn step_time(x: &Inputs) -> Breakdown {
     let (model, mesh) = (x.model, x.mesh);
@@ -237,10 +306,12 @@ pub fn step_time(x: &Inputs) -> Breakdown {
     let mix = |f: fn(&Layer) -> f64| (1.0 - moe_share) * f(&dense) + moe_share * f(&moe);
     let avg = Layer {
         gemm: mix(|l| l.gemm),
+        op_sac_gemm: mix(|l| l.op_sac_gemm),
         attention: mix(|l| l.attention),
         attention_bwd: mix(|l| l.attention_bwd),
         elementwise: mix(|l| l.elementwise),
         tp: mix(|l| l.tp),
+        tp_replayed: mix(|l| l.tp_replayed),
         a2a: mix(|l| l.a2a),
         cp: mix(|l| l.cp),
         kernels: mix(|l| l.kernels),
@@ -259,15 +330,10 @@ pub fn step_time(x: &Inputs) -> Breakdown {
     let (fwd, bwd) = (avg.fwd() + comm, avg.bwd() + comm);
     let fwd_launch = launch_excess(fwd, avg.kernels, host);
     let bwd_launch = launch_excess(bwd, 2.0 * avg.kernels, host);
-    let (recompute, recompute_launch, recompute_comm_passes) = match mesh.recompute {
-        Recompute::None => (0.0, 0.0, 0.0),
-        Recompute::Selective => (avg.attention, 0.0, 0.0),
-        Recompute::Full => {
-            let gpu = avg.fwd() * x.efficiency.recompute_pass;
-            (gpu, launch_excess(gpu + comm, avg.kernels, host), 1.0)
-        }
-    };
-    let comm_passes = 2.0 + recompute_comm_passes;
+    let replay = replay(x, &avg, comm, host);
+    let (recompute, recompute_launch) = (replay.gpu, replay.launch);
+    let comm_passes = 2.0 + replay.comm_passes;
+    let tp_passes = 2.0 + replay.tp_passes;
     let layer_compute = avg.fwd() + avg.bwd() + recompute;
     let t = tokens_per_microbatch(x);
     let tp_f = f64::from(mesh.tp);
@@ -277,19 +343,15 @@ pub fn step_time(x: &Inputs) -> Breakdown {
         + x.compute.memory_s(24.0 * t * vocab / tp_f);
     let compute_mb = stage_layers * layer_compute + logits;
     let launch_mb = stage_layers * (fwd_launch + bwd_launch + recompute_launch);
-    let tp_mb = stage_layers * avg.tp * comm_passes;
-    let tp_exposed_mb = stage_layers * tp_exposed * comm_passes;
+    let tp_mb = stage_layers * avg.tp * tp_passes;
+    let tp_exposed_mb = stage_layers * tp_exposed * tp_passes;
     let a2a_mb = stage_layers * avg.a2a * comm_passes;
     // Ring attention overlaps the K/V exchange with the attention of the block in hand
     // (Liu et al. 2023, Ring Attention §3); backward moves twice the bytes and hides behind
     // the attention backward.
-    let recompute_attention = match mesh.recompute {
-        Recompute::None => 0.0,
-        _ => avg.attention,
-    };
-    let cp_time_mb = stage_layers * avg.cp * (3.0 + recompute_comm_passes);
+    let cp_time_mb = stage_layers * avg.cp * (3.0 + replay.comm_passes);
     let cp_exposed_mb = (cp_time_mb
-        - stage_layers * (avg.attention + avg.attention_bwd + recompute_attention))
+        - stage_layers * (avg.attention + avg.attention_bwd + replay.attention))
         .max(0.0);
     let stage_mb = compute_mb + launch_mb + tp_exposed_mb + a2a_mb + cp_exposed_mb;
 
@@ -399,6 +461,17 @@ fn layer(x: &Inputs, moe_layer: bool) -> Layer {
     let mut kernels = LAYER_KERNELS;
 
     let attn_gemms = c.gemm_s(t, (h + 2.0 * kv) / tp, h) + c.gemm_s(t, h, h / tp);
+    // torchtitan's per-op checkpointing saves the output of every odd matmul of the layer
+    // (wq, wv, w1, then w2 under SwiGLU) and replays the even ones: wk, wo, and w3 (SwiGLU)
+    // or w2 (GeLU). Grouped expert GEMMs are not counted as matmuls there.
+    let f = f64::from(model.ffn_hidden);
+    let op_sac_gemm = c.gemm_s(t, kv / tp, h)
+        + c.gemm_s(t, h, h / tp)
+        + match (&model.moe, moe_layer, model.ffn_act) {
+            (Some(_), true, _) => 0.0,
+            (_, _, FfnAct::Swiglu) => c.gemm_s(t, f / tp, h),
+            (_, _, FfnAct::Gelu) => c.gemm_s(t, h, f / tp),
+        };
     let mlp_gemms = match (&model.moe, moe_layer) {
         (Some(moe), true) => {
             let e = f64::from(moe.experts);
@@ -419,10 +492,7 @@ fn layer(x: &Inputs, moe_layer: bool) -> Layer {
             };
             routed + shared + c.gemm_s(t, e, h)
         }
-        _ => {
-            let f = f64::from(model.ffn_hidden);
-            c.gemm_s(t, up * f / tp, h) + c.gemm_s(t, h, f / tp)
-        }
+        _ => c.gemm_s(t, up * f / tp, h) + c.gemm_s(t, h, f / tp),
     };
     // Causal attention: 4·t·s·h/tp FLOPs over the full square, half of it executed by fused
     // kernels; the unfused path computes the full square and moves the score matrix through
@@ -459,20 +529,22 @@ fn layer(x: &Inputs, moe_layer: bool) -> Layer {
 
     let act_bytes = t * h * 2.0;
     // Two all-reduces (or two reduce-scatter + all-gather pairs) per pass.
-    let tp_comm = if mesh.tp > 1 {
+    let (tp_comm, tp_replayed) = if mesh.tp > 1 {
         let g = &x.placement.tp;
-        let one = if mesh.sequence_parallel {
+        if mesh.sequence_parallel {
             kernels += 4.0;
-            x.collectives
-                .time_s(Collective::ReduceScatter, g, act_bytes)
-                + x.collectives.time_s(Collective::AllGather, g, act_bytes)
+            let gather = x.collectives.time_s(Collective::AllGather, g, act_bytes);
+            let scatter = x
+                .collectives
+                .time_s(Collective::ReduceScatter, g, act_bytes);
+            (2.0 * (scatter + gather), 2.0 * gather)
         } else {
             kernels += 2.0;
-            x.collectives.time_s(Collective::AllReduce, g, act_bytes)
-        };
-        2.0 * one
+            let all = 2.0 * x.collectives.time_s(Collective::AllReduce, g, act_bytes);
+            (all, all)
+        }
     } else {
-        0.0
+        (0.0, 0.0)
     };
     let a2a = match (&model.moe, moe_layer) {
         (Some(moe), true) if mesh.ep > 1 => {
@@ -495,10 +567,12 @@ fn layer(x: &Inputs, moe_layer: bool) -> Layer {
     };
     Layer {
         gemm: attn_gemms + mlp_gemms,
+        op_sac_gemm,
         attention,
         attention_bwd,
         elementwise,
         tp: tp_comm,
+        tp_replayed,
         a2a,
         cp,
         kernels,
@@ -708,7 +782,6 @@ mod tests {
     }
 
     fn breakdown(mesh: &Mesh, training: &Training, collectives: &dyn CollectiveModel) -> Breakdown {
-        let model = catalog::model("llama3-8b").unwrap().shape;
         let cluster = catalog::cluster("dgx-h100").unwrap();
         let compute = NominalCompute::new(
             &cluster.gpu,
@@ -716,15 +789,90 @@ mod tests {
             training.flash_kernel,
             &NOMINAL,
         );
+        breakdown_on(mesh, training, collectives, &compute)
+    }
+
+    /// Llama 3 8B on DGX H100 nodes, priced with `compute`.
+    fn breakdown_on(
+        mesh: &Mesh,
+        training: &Training,
+        collectives: &dyn CollectiveModel,
+        compute: &dyn ComputeModel,
+    ) -> Breakdown {
+        let model = catalog::model("llama3-8b").unwrap().shape;
+        let cluster = catalog::cluster("dgx-h100").unwrap();
         step_time(&Inputs {
             model: &model,
             training,
             mesh,
             placement: &Placement::of(mesh, &cluster),
-            compute: &compute,
+            compute,
             collectives,
             efficiency: &NOMINAL,
         })
+    }
+
+    /// A GPU that runs 1 PFLOP/s on every GEMM and attention and moves 1 TB/s, with no host
+    /// bound, so that compute times are FLOP and byte counts.
+    struct PerFlop;
+
+    impl ComputeModel for PerFlop {
+        fn gemm_s(&self, m: f64, n: f64, k: f64) -> f64 {
+            2.0 * m * n * k * 1e-15
+        }
+        fn attention_s(&self, flops: f64) -> f64 {
+            flops * 1e-15
+        }
+        fn memory_s(&self, bytes: f64) -> f64 {
+            bytes * 1e-12
+        }
+        fn host_s_per_kernel(&self) -> f64 {
+            0.0
+        }
+    }
+
+    #[test]
+    fn selective_recomputation_replays_what_the_framework_replays() {
+        // Llama 3 8B (h 4096, kv 1024, SwiGLU f 14336), 8192 tokens per microbatch, 64
+        // microbatches, 32 layers. torchtitan's per-op policy replays wk, wo and w3:
+        // 2 x 8192 x 4096 x (1024 + 4096 + 14336) = 1.3057 TFLOP per layer, 36.5% of the
+        // forward matmuls, and every elementwise kernel: 8192 x (43 x 4096 + 16 x 1.5 x
+        // 14336) = 4.2614 GB. Megatron's replays the attention core: 2 x 8192^2 x 4096 FLOPs.
+        let per_layer_op = 2.0 * 8192.0 * 4096.0 * (1024.0 + 4096.0 + 14336.0) * 1e-15
+            + 8192.0 * (43.0 * 4096.0 + 16.0 * 1.5 * 14336.0) * 1e-12;
+        let per_layer_megatron = 2.0 * 8192.0 * 8192.0 * 4096.0 * 1e-15;
+        let compute = |framework, recompute| {
+            let m = Mesh {
+                recompute,
+                ..mesh(1, 8, 1, 3, false)
+            };
+            breakdown_on(&m, &training(framework), &PerCall(0.0), &PerFlop)
+                .compute
+                .time_s
+        };
+        let none = compute(Framework::Fsdp, Recompute::None);
+        let op = compute(Framework::Fsdp, Recompute::Selective) - none;
+        assert!((op - 64.0 * 32.0 * per_layer_op).abs() < 1e-9, "{op}");
+        assert!((op / (64.0 * 32.0) - 5.5675e-3).abs() < 1e-6, "{op}");
+        let none = compute(Framework::Megatron, Recompute::None);
+        let megatron = compute(Framework::Megatron, Recompute::Selective) - none;
+        assert!(
+            (megatron - 64.0 * 32.0 * per_layer_megatron).abs() < 1e-9,
+            "{megatron}"
+        );
+    }
+
+    #[test]
+    fn per_op_recomputation_replays_the_all_gathers_of_sequence_parallelism() {
+        // TP 8 with SP: 4 calls per layer per pass, 2 passes; the per-op policy saves the
+        // reduce-scatter outputs and replays the 2 all-gathers: 10 calls per layer, against
+        // 8 under Megatron's selective recomputation. 8 microbatches x 32 layers x 1 ms.
+        let mut m = mesh(8, 64, 1, 0, true);
+        m.recompute = Recompute::Selective;
+        let op = breakdown(&m, &training(Framework::Fsdp), &PerCall(1e-3));
+        assert!((op.tp_comm.time_s - 8.0 * 32.0 * 10.0 * 1e-3).abs() < 1e-9);
+        let megatron = breakdown(&m, &training(Framework::Megatron), &PerCall(1e-3));
+        assert!((megatron.tp_comm.time_s - 8.0 * 32.0 * 8.0 * 1e-3).abs() < 1e-9);
     }
 
     #[test]

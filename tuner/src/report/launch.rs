@@ -180,6 +180,12 @@ pub fn torchtitan(model: &ModelShape, t: &Training, m: &Mesh) -> String {
         Recompute::Selective => "selective",
         Recompute::Full => "full",
     };
+    // Selective is priced as torchtitan's per-op policy, not its every-n-layers one.
+    let ac_option = if m.recompute == Recompute::Selective {
+        "selective_ac_option = \"op\"\n"
+    } else {
+        ""
+    };
     let mut split = String::new();
     if m.pp > 1 {
         // Layers per (virtual) stage, so torchtitan splits the model as it was priced; an
@@ -205,7 +211,7 @@ pub fn torchtitan(model: &ModelShape, t: &Training, m: &Mesh) -> String {
          pipeline_parallel_microbatch_size = {}\nexpert_parallel_degree = {}\n{split}\n\
          [training]\nglobal_batch_size = {}\nlocal_batch_size = {}\nseq_len = {}\nmixed_precision_param = \"bfloat16\"\n\
          mixed_precision_reduce = \"{}\"\n\n\
-         [activation_checkpoint]\nmode = \"{ac}\"\n",
+         [activation_checkpoint]\nmode = \"{ac}\"\n{ac_option}",
         if m.zero_stage == 3 { "default" } else { "never" },
         m.tp,
         m.cp,
@@ -373,6 +379,21 @@ mod tests {
         assert_eq!(kv["mixed_precision_reduce"], "float32");
         assert_eq!(kv["fsdp_reshard_after_forward"], "default");
         assert_eq!(kv["mode"], "full");
+        assert!(!kv.contains_key("selective_ac_option"));
+    }
+
+    #[test]
+    fn torchtitan_selective_is_the_per_op_policy_that_was_priced() {
+        let model = catalog::model("llama3-8b").unwrap().shape;
+        let text = torchtitan(
+            &model,
+            &training(ReduceDtype::Fp32),
+            &mesh(1, 1, 3, Recompute::Selective),
+        );
+        assert!(
+            text.contains("mode = \"selective\"\nselective_ac_option = \"op\"\n"),
+            "{text}"
+        );
     }
 
     #[test]
