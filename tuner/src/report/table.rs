@@ -507,7 +507,11 @@ fn buckets_table(title: &str, buckets: &[Bucket]) -> Table {
             Cell::new(format!("{:.1}%", b.median_abs_error * 100.0)),
             Cell::new(format!("{:+.1}%", b.mean_signed_error * 100.0)),
             Cell::new(format!("{:.1}%", b.baseline_median_abs_error * 100.0)),
-            Cell::new(b.spearman.map_or("-".to_string(), |r| format!("{r:.2}"))),
+            Cell::new(match (b.spearman, b.runs) {
+                (Some(r), _) => format!("{r:.2}"),
+                (None, n) if n >= 3 => "tied".to_string(),
+                (None, _) => "-".to_string(),
+            }),
         ]);
     }
     right(&mut g, 1);

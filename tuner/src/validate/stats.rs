@@ -14,8 +14,9 @@ pub fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-/// Spearman rank correlation, with tied values given their average rank.
-pub fn spearman(a: &[f64], b: &[f64]) -> f64 {
+/// Spearman rank correlation, with tied values given their average rank; `None` when one
+/// side does not vary, so that no ranking is there to compare.
+pub fn spearman(a: &[f64], b: &[f64]) -> Option<f64> {
     let (ra, rb) = (ranks(a), ranks(b));
     let n = ra.len() as f64;
     let mean = (n + 1.0) / 2.0;
@@ -26,11 +27,7 @@ pub fn spearman(a: &[f64], b: &[f64]) -> f64 {
         .sum();
     let va: f64 = ra.iter().map(|x| (x - mean).powi(2)).sum();
     let vb: f64 = rb.iter().map(|y| (y - mean).powi(2)).sum();
-    if va == 0.0 || vb == 0.0 {
-        0.0
-    } else {
-        cov / (va * vb).sqrt()
-    }
+    (va > 0.0 && vb > 0.0).then(|| cov / (va * vb).sqrt())
 }
 
 fn ranks(v: &[f64]) -> Vec<f64> {
@@ -60,12 +57,14 @@ mod tests {
     fn spearman_of_known_ranks() {
         assert_eq!(
             spearman(&[1.0, 2.0, 3.0, 4.0], &[10.0, 20.0, 30.0, 40.0]),
-            1.0
+            Some(1.0)
         );
-        assert_eq!(spearman(&[1.0, 2.0, 3.0], &[3.0, 2.0, 1.0]), -1.0);
+        assert_eq!(spearman(&[1.0, 2.0, 3.0], &[3.0, 2.0, 1.0]), Some(-1.0));
         // Classic example: d² = 0+1+1+0+... -> 1 - 6·Σd²/(n(n²-1)).
-        let rho = spearman(&[1.0, 2.0, 3.0, 4.0, 5.0], &[2.0, 1.0, 4.0, 3.0, 5.0]);
+        let rho = spearman(&[1.0, 2.0, 3.0, 4.0, 5.0], &[2.0, 1.0, 4.0, 3.0, 5.0]).unwrap();
         assert!((rho - (1.0 - 6.0 * 4.0 / 120.0)).abs() < 1e-12);
+        // Predictions that tie throughout rank nothing: no correlation, not zero.
+        assert_eq!(spearman(&[2.0, 2.0, 2.0, 2.0], &[1.0, 3.0, 2.0, 4.0]), None);
     }
 
     #[test]

@@ -22,7 +22,8 @@ pub struct Bucket {
     /// Median |error| of the constant-MFU baseline on the same runs.
     pub baseline_median_abs_error: f64,
     /// Spearman rank correlation between predicted and observed throughput; `None` with
-    /// fewer than 3 runs.
+    /// fewer than 3 runs, or when every prediction ties (runs that differ only in what the
+    /// runs file does not carry).
     pub spearman: Option<f64>,
 }
 
@@ -88,16 +89,18 @@ pub fn summarize(runs: &[RunPrediction]) -> Summary {
         median_abs_error: median(rs.iter().map(|r| r.error.abs()).collect()),
         mean_signed_error: rs.iter().map(|r| r.error).sum::<f64>() / rs.len().max(1) as f64,
         baseline_median_abs_error: median(rs.iter().map(|r| baseline(r)).collect()),
-        spearman: (rs.len() >= 3).then(|| {
-            spearman(
-                &rs.iter()
-                    .map(|r| r.predicted_tokens_per_s)
-                    .collect::<Vec<_>>(),
-                &rs.iter()
-                    .map(|r| r.observed_tokens_per_s)
-                    .collect::<Vec<_>>(),
-            )
-        }),
+        spearman: (rs.len() >= 3)
+            .then(|| {
+                spearman(
+                    &rs.iter()
+                        .map(|r| r.predicted_tokens_per_s)
+                        .collect::<Vec<_>>(),
+                    &rs.iter()
+                        .map(|r| r.observed_tokens_per_s)
+                        .collect::<Vec<_>>(),
+                )
+            })
+            .flatten(),
     };
     let by = |key: &dyn Fn(&RunPrediction) -> String| {
         let mut m: BTreeMap<String, Vec<&RunPrediction>> = BTreeMap::new();
