@@ -174,7 +174,9 @@ pub fn memory_per_gpu(model: &ModelShape, training: &Training, mesh: &Mesh) -> M
     // PyTorch's pipeline schedules turn FSDP's gradient sync off until a step's last
     // microbatch (`backward_maybe_with_nosync` in torch.distributed.pipelining), so every
     // stage accumulates its gradients unsharded, in the reduce dtype, through the step.
-    let gradients = if training.framework == Framework::Fsdp && mesh.pp > 1 {
+    // (ZeRO-0 is DDP there, whose gradients are unsharded anyway.)
+    let fsdp_under_pp = training.framework == Framework::Fsdp && mesh.pp > 1;
+    let gradients = if fsdp_under_pp && mesh.zero_stage >= 1 {
         training.grad_reduce.bytes() * (dense + experts)
     } else {
         shard(2, GRAD_BYTES)
@@ -448,6 +450,30 @@ mod tests {
         };
         close(state(1, 8), state(8, 1));
         close(state(8, 1), model.params().total() * 16.0 / 8.0);
+    }
+
+    #[test]
+    fn fsdp_under_a_pipeline_holds_its_gradients_unsharded_in_the_reduce_dtype() {
+        // torchtitan's 405B: FSDP 8 x TP 8 x PP 8. Its pipeline schedule syncs FSDP's
+        // gradients only after the last microbatch, so each stage holds them whole in fp32:
+        // 2x the bytes of bf16 and 8x the count of a ZeRO-2 shard, 16x in all.
+        let model = crate::catalog::model("llama3-405b").unwrap().shape;
+        let mesh = Mesh {
+            tp: 8,
+            pp: 8,
+            dp: 8,
+            cp: 1,
+            ep: 1,
+            microbatch_size: 4,
+            virtual_stages: 1,
+            zero_stage: 2,
+            recompute: Recompute::Full,
+            sequence_parallel: true,
+        };
+        let fsdp = memory_per_gpu(&model, &torchtitan(8192, 256), &mesh);
+        let sharded = memory_per_gpu(&model, &training(8192, 256), &mesh);
+        close(fsdp.gradients, 16.0 * sharded.gradients);
+        close(fsdp.optimizer, sharded.optimizer);
     }
 
     #[test]
