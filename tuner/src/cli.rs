@@ -155,6 +155,26 @@ enum Emit {
     Torchtitan,
 }
 
+impl Emit {
+    /// The flag value.
+    fn name(self) -> &'static str {
+        match self {
+            Emit::Megatron => "megatron",
+            Emit::Deepspeed => "deepspeed",
+            Emit::Torchtitan => "torchtitan",
+        }
+    }
+
+    /// The framework whose launch config this is, and so whose runtime is priced.
+    fn framework(self) -> Framework {
+        match self {
+            Emit::Megatron => Framework::Megatron,
+            Emit::Deepspeed => Framework::Deepspeed,
+            Emit::Torchtitan => Framework::Fsdp,
+        }
+    }
+}
+
 /// What the job is: model, scale, cluster, training inputs.
 #[derive(Debug, Args)]
 struct JobArgs {
@@ -198,9 +218,10 @@ struct JobArgs {
     /// `--tp-comm-overlap`); by default Megatron overlaps them on Hopper and newer, over NVLink.
     #[arg(long)]
     no_tp_comm_overlap: bool,
-    /// Framework whose gradient bucketing and kernels are priced.
-    #[arg(long, value_enum, default_value_t = Framework::Megatron)]
-    framework: Framework,
+    /// Framework whose gradient bucketing, kernels and recomputation are priced (default: the
+    /// one `--emit` writes a config for, else megatron).
+    #[arg(long, value_enum)]
+    framework: Option<Framework>,
     /// Gradient reduction type (default: fp32, what Megatron-LM and torchtitan do under bf16;
     /// bf16 for DeepSpeed, which reduces in the training type).
     #[arg(long, value_enum)]
@@ -304,11 +325,37 @@ fn parse_tokens(s: &str) -> anyhow::Result<u64> {
 }
 
 impl JobArgs {
+    /// The framework priced: `--framework`, else the one `emit` writes for, else Megatron. A
+    /// config for one framework priced as another would launch a job nobody priced.
+    fn framework(&self, emit: Option<Emit>) -> anyhow::Result<Framework> {
+        match (self.framework, emit) {
+            (Some(f), Some(e)) if f != e.framework() => Err(bad_flag(
+                "--framework",
+                f,
+                &format!(
+                    "{}, the framework `--emit {}` writes for (or leave --framework out)",
+                    e.framework(),
+                    e.name()
+                ),
+            )
+            .into()),
+            (Some(f), _) => Ok(f),
+            (None, e) => Ok(e.map_or(Framework::Megatron, Emit::framework)),
+        }
+    }
+
     /// Resolves the job into a scenario, with notes on every default and alias used.
-    fn scenario(&self) -> anyhow::Result<(Scenario, Vec<String>)> {
+    fn scenario(&self, emit: Option<Emit>) -> anyhow::Result<(Scenario, Vec<String>)> {
         let mut notes = Vec::new();
         if self.gpus <= 0 {
             bail!(bad_flag("--gpus", self.gpus, "a positive GPU count"));
+        }
+        let framework = self.framework(emit)?;
+        if let (None, Some(e)) = (self.framework, emit) {
+            notes.push(format!(
+                "framework: {framework}, whose runtime the --emit {} config launches",
+                e.name()
+            ));
         }
         if self.gpus > i64::from(MAX_GPUS) {
             bail!(bad_flag(
@@ -393,16 +440,16 @@ impl JobArgs {
             precision: self.precision,
             flash_attention: !self.no_flash_attention,
             overlap_grad_reduce: !self.no_overlap_grad_reduce,
-            flash_kernel: match self.framework {
+            flash_kernel: match framework {
                 Framework::Megatron => FlashKernel::Newest,
                 Framework::Deepspeed | Framework::Fsdp => FlashKernel::Flash2,
             },
             // Transformer Engine's userbuffers overlap needs Hopper or newer.
-            tp_comm_overlap: self.framework == Framework::Megatron
+            tp_comm_overlap: framework == Framework::Megatron
                 && matches!(cluster.gpu.arch, Arch::Hopper | Arch::Blackwell)
                 && !self.no_tp_comm_overlap,
-            framework: self.framework,
-            grad_reduce: self.grad_reduce.unwrap_or(match self.framework {
+            framework,
+            grad_reduce: self.grad_reduce.unwrap_or(match framework {
                 Framework::Deepspeed => ReduceDtype::Bf16,
                 Framework::Megatron | Framework::Fsdp => ReduceDtype::Fp32,
             }),
@@ -561,8 +608,12 @@ fn emit(kind: Emit, scenario: &Scenario, e: &Evaluation) -> String {
 }
 
 /// The job's scenario, priced from measurements where given, with its notes.
-fn priced(job: &JobArgs, measure_args: &MeasureArgs) -> anyhow::Result<(Priced, Vec<String>)> {
-    let (nominal, mut notes) = job.scenario()?;
+fn priced(
+    job: &JobArgs,
+    measure_args: &MeasureArgs,
+    emit: Option<Emit>,
+) -> anyhow::Result<(Priced, Vec<String>)> {
+    let (nominal, mut notes) = job.scenario(emit)?;
     let priced = measure_args::price(nominal, measure_args)?;
     notes.extend(priced.notes.iter().cloned());
     notes.push(match priced.fits {
@@ -599,7 +650,7 @@ fn recommend(
     top: usize,
     emit_as: Option<Emit>,
 ) -> anyhow::Result<Output> {
-    let (mut priced, notes) = priced(job, measure_args)?;
+    let (mut priced, notes) = priced(job, measure_args, emit_as)?;
     let c = mesh.constraints();
     let result = search::search(&priced.scenario, &c, top.max(1));
     if result.ranked.is_empty() {
@@ -767,7 +818,7 @@ fn explain_one(
     measure_args: &MeasureArgs,
     emit_as: Option<Emit>,
 ) -> anyhow::Result<Output> {
-    let (mut priced, mut notes) = priced(job, measure_args)?;
+    let (mut priced, mut notes) = priced(job, measure_args, emit_as)?;
     let c = mesh.constraints();
     let (best, count) = search::best_mesh(&priced.scenario, &c);
     let Some(e) = best else {
@@ -844,7 +895,7 @@ fn parse_mesh(spec: &str, flag: &str) -> anyhow::Result<Constraints> {
 }
 
 fn compare(job: &JobArgs, measure_args: &MeasureArgs, a: &str, b: &str) -> anyhow::Result<Output> {
-    let (mut priced, notes) = priced(job, measure_args)?;
+    let (mut priced, notes) = priced(job, measure_args, None)?;
     let mut picked = Vec::new();
     for (flag, spec) in [("--a", a), ("--b", b)] {
         let c = parse_mesh(spec, flag)?;

@@ -10,10 +10,20 @@ use serde::{Deserialize, Serialize};
 pub enum Recompute {
     /// Keep every activation.
     None,
-    /// Recompute the attention core only (Korthikanti et al. 2022 §5).
+    /// The framework's selective recomputation: the attention core in Megatron and DeepSpeed
+    /// (Korthikanti et al. 2022 §5), torchtitan's per-op policy under FSDP (see
+    /// [`Recompute::per_op`]).
     Selective,
     /// Keep each layer's input only and rerun its forward pass in backward.
     Full,
+}
+
+impl Recompute {
+    /// Whether this is torchtitan's per-op selective checkpointing (`selective_ac_option =
+    /// "op"`), which keeps every other matmul output and replays the rest of the layer.
+    pub fn per_op(self, framework: Framework) -> bool {
+        self == Recompute::Selective && framework == Framework::Fsdp
+    }
 }
 
 impl fmt::Display for Recompute {

@@ -275,6 +275,16 @@ fn launch_configs() {
             && titan.contains("pipeline_parallel_degree = 8"),
         "{titan}"
     );
+    // Each config is priced as the framework it launches runs, and the output says so.
+    let out = tuner()
+        .args([&args[..], &["torchtitan"]].concat())
+        .output()
+        .expect("runs");
+    let notes = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        notes.contains("framework: fsdp, whose runtime the --emit torchtitan config launches"),
+        "{notes}"
+    );
 }
 
 #[test]
@@ -673,6 +683,20 @@ fn issue_11_usage_errors_exit_2_and_runtime_failures_1() {
             "--timeout",
         ),
         (&["models", "--format", "xml"], "xml"),
+        (
+            &[
+                "recommend",
+                "--model",
+                "8b",
+                "--gpus",
+                "8",
+                "--emit",
+                "torchtitan",
+                "--framework",
+                "megatron",
+            ],
+            "--framework = megatron: expected fsdp, the framework `--emit torchtitan` writes for",
+        ),
     ] {
         let (code, err) = failure(args);
         assert_eq!(code, 2, "{args:?}: {err}");

@@ -218,8 +218,7 @@ fn activation_bytes(model: &ModelShape, training: &Training, mesh: &Mesh) -> f64
     let tp = f64::from(mesh.tp);
     let layers_per_stage = mesh.stage_layers(model.layers);
     let moe_share = f64::from(model.moe_layers()) / f64::from(model.layers);
-    let op_checkpoint =
-        mesh.recompute == Recompute::Selective && training.framework == Framework::Fsdp;
+    let op_checkpoint = mesh.recompute.per_op(training.framework);
     let per_layer = |mlp_width: f64, recompute: Recompute| {
         if op_checkpoint && recompute == Recompute::Selective {
             return op_checkpoint_layer_bytes(

@@ -465,18 +465,17 @@ fn layer(x: &Inputs, moe_layer: bool) -> Layer {
     // (wq, wv, w1, then w2 under SwiGLU) and replays the even ones: wk, wo, and w3 (SwiGLU)
     // or w2 (GeLU). Grouped expert GEMMs are not counted as matmuls there.
     let f = f64::from(model.ffn_hidden);
-    let op_sac_gemm =
-        if mesh.recompute == Recompute::Selective && x.training.framework == Framework::Fsdp {
-            c.gemm_s(t, kv / tp, h)
-                + c.gemm_s(t, h, h / tp)
-                + match (&model.moe, moe_layer, model.ffn_act) {
-                    (Some(_), true, _) => 0.0,
-                    (_, _, FfnAct::Swiglu) => c.gemm_s(t, f / tp, h),
-                    (_, _, FfnAct::Gelu) => c.gemm_s(t, h, f / tp),
-                }
-        } else {
-            0.0
-        };
+    let op_sac_gemm = if mesh.recompute.per_op(x.training.framework) {
+        c.gemm_s(t, kv / tp, h)
+            + c.gemm_s(t, h, h / tp)
+            + match (&model.moe, moe_layer, model.ffn_act) {
+                (Some(_), true, _) => 0.0,
+                (_, _, FfnAct::Swiglu) => c.gemm_s(t, f / tp, h),
+                (_, _, FfnAct::Gelu) => c.gemm_s(t, h, f / tp),
+            }
+    } else {
+        0.0
+    };
     let mlp_gemms = match (&model.moe, moe_layer) {
         (Some(moe), true) => {
             let e = f64::from(moe.experts);
