@@ -76,6 +76,20 @@ pub fn tuner_json(args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&output_of("tuner", "tuner", args)).unwrap_or(serde_json::Value::Null)
 }
 
+/// A ranked mesh of `tuner recommend --format json` as "tp8 pp1 dp8 cp1 mb1 v1 z1".
+pub fn layout_label(m: &serde_json::Value) -> String {
+    format!(
+        "tp{} pp{} dp{} cp{} mb{} v{} z{}",
+        m["tp"],
+        m["pp"],
+        m["dp"],
+        m["cp"],
+        m["microbatch_size"],
+        m["virtual_stages"],
+        m["zero_stage"]
+    )
+}
+
 /// Flags for a sim agent of `profile` named `node`, keeping state in `state`, with no start
 /// jitter and a 1 s sampler, followed by `extra`.
 pub fn sim_args<'a>(

@@ -10,8 +10,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use meshfit_e2e::{
-    free_port, have, promtool_findings, sim_args, tuner_json, value, wait_for, workspace_bin,
-    Agent, Prometheus,
+    free_port, have, layout_label, promtool_findings, sim_args, tuner_json, value, wait_for,
+    workspace_bin, Agent, Prometheus,
 };
 use serde_json::Value;
 
@@ -136,18 +136,7 @@ fn ranking(doc: &Value) -> Vec<String> {
         .as_array()
         .into_iter()
         .flatten()
-        .map(|m| {
-            format!(
-                "tp{} pp{} dp{} cp{} mb{} v{} z{}",
-                m["tp"],
-                m["pp"],
-                m["dp"],
-                m["cp"],
-                m["microbatch_size"],
-                m["virtual_stages"],
-                m["zero_stage"]
-            )
-        })
+        .map(layout_label)
         .collect()
 }
 

@@ -7,8 +7,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use meshfit_e2e::{
-    have, output_of, sim_args, tuner_json, wait_calibrated, wait_for, workspace_bin, Agent,
-    Prometheus,
+    have, layout_label, output_of, sim_args, tuner_json, wait_calibrated, wait_for, workspace_bin,
+    Agent, Prometheus,
 };
 use serde_json::Value;
 
@@ -28,14 +28,8 @@ fn layouts(doc: &Value) -> Vec<(String, f64)> {
         .map(|m| {
             (
                 format!(
-                    "tp{} pp{} dp{} cp{} mb{} v{} z{} {} {}",
-                    m["tp"],
-                    m["pp"],
-                    m["dp"],
-                    m["cp"],
-                    m["microbatch_size"],
-                    m["virtual_stages"],
-                    m["zero_stage"],
+                    "{} {} {}",
+                    layout_label(m),
                     m["recompute"],
                     m["sequence_parallel"]
                 ),

@@ -46,89 +46,102 @@ pub struct MemoryBreakdown {
     pub other: f64,
 }
 
-/// Activation bytes of one transformer layer for one microbatch, following Korthikanti et al.
-/// 2022 §4.1 term by term, generalised to GQA (K and V of width `kv_dim`), SwiGLU and fused
-/// attention:
-///
-/// | kept for backward                      | bytes            | split by TP | split by SP |
-/// |----------------------------------------|------------------|-------------|-------------|
-/// | 2 LayerNorm inputs                     | 4sbh             | no          | yes         |
-/// | QKV and MLP GEMM inputs                | 4sbh             | no          | yes         |
-/// | 2 dropout masks                        | 2sbh             | no          | yes         |
-/// | Q, K, V                                | 2sb(h + 2 kv)    | yes         | yes         |
-/// | attention output (proj input)          | 2sbh             | yes         | yes         |
-/// | softmax out, dropout mask, dropout out | 5as²b            | yes         | yes         |
-/// | MLP intermediates (GeLU / SwiGLU)      | 4sbf / 8sbf      | yes         | yes         |
-///
-/// For MHA with f = 4h this is the paper's sbh(10 + 24/t + 5as/(ht)) without SP and
-/// sbh(34 + 5as/h)/t with it (Table 2). Selective recomputation and fused attention both drop
-/// the 5as²b term; fused attention keeps its fp32 log-sum-exp (4asb) instead. Full
-/// recomputation keeps the layer input only, 2sbh (divided by t with SP).
-#[allow(clippy::too_many_arguments)]
-pub fn layer_activation_bytes(
-    s: f64,
-    b: f64,
-    h: f64,
-    a: f64,
-    kv_dim: f64,
-    mlp_width: f64,
-    act: FfnAct,
-    t: f64,
-    sp: bool,
-    recompute: Recompute,
-    flash: bool,
-) -> f64 {
-    let replicated_div = if sp { t } else { 1.0 };
-    if recompute == Recompute::Full {
-        return 2.0 * s * b * h / replicated_div;
-    }
-    let replicated = 10.0 * s * b * h;
-    let mlp_per_f = match act {
-        FfnAct::Gelu => 4.0,
-        FfnAct::Swiglu => 8.0,
-    };
-    let split = s * b * (2.0 * (h + 2.0 * kv_dim) + 2.0 * h + mlp_per_f * mlp_width);
-    let scores = if flash || recompute == Recompute::Selective {
-        if flash {
-            4.0 * a * s * b
-        } else {
-            0.0
-        }
-    } else {
-        5.0 * a * s * s * b
-    };
-    replicated / replicated_div + (split + scores) / t
+/// One layer's shape for one microbatch on one GPU: `s` tokens of `b` sequences, hidden `h`,
+/// `heads` attention heads, K and V of width `kv_dim` each, `mlp_width` MLP units per token,
+/// tensor parallelism `tp`, with or without sequence parallelism.
+#[derive(Debug, Clone, Copy)]
+pub struct LayerDims {
+    /// Sequence length on this GPU.
+    pub s: f64,
+    /// Microbatch size.
+    pub b: f64,
+    /// Hidden width.
+    pub h: f64,
+    /// Attention heads.
+    pub heads: f64,
+    /// Width of K and of V.
+    pub kv_dim: f64,
+    /// MLP width per token.
+    pub mlp_width: f64,
+    /// MLP activation.
+    pub act: FfnAct,
+    /// Tensor-parallel degree.
+    pub tp: f64,
+    /// Sequence parallelism.
+    pub sp: bool,
 }
 
-/// Activation bytes of one layer for one microbatch under torchtitan's per-op selective
-/// checkpointing (`selective_ac_option = "op"`): autograd keeps the outputs of the ops on its
-/// save list (matmuls, attention, reduce-scatters) except every second matmul, and replays
-/// every norm, rotary and activation. Kept: the layer input; the outputs of wq, wv and w1
-/// (split by TP); the attention output with its fp32 log-sum-exp; under SwiGLU the output of
-/// w2, the seventh matmul, whole because it precedes its reduce-scatter; and with sequence
-/// parallelism the outputs of the layer's two reduce-scatters.
-#[allow(clippy::too_many_arguments)]
-pub fn op_checkpoint_layer_bytes(
-    s: f64,
-    b: f64,
-    h: f64,
-    a: f64,
-    kv_dim: f64,
-    mlp_width: f64,
-    act: FfnAct,
-    t: f64,
-    sp: bool,
-) -> f64 {
-    let sbh = s * b * h;
-    let replicated_div = if sp { t } else { 1.0 };
-    let input = 2.0 * sbh / replicated_div;
-    let w2 = match act {
-        FfnAct::Swiglu => 2.0 * sbh,
-        FfnAct::Gelu => 0.0,
-    };
-    let scatters = if sp && t > 1.0 { 4.0 * sbh / t } else { 0.0 };
-    let split = s * b * (2.0 * (2.0 * h + kv_dim + mlp_width) + 4.0 * a) / t;
-    input + w2 + scatters + split
+impl LayerDims {
+    /// Divisor of the activations that only sequence parallelism splits.
+    fn replicated_div(&self) -> f64 {
+        if self.sp {
+            self.tp
+        } else {
+            1.0
+        }
+    }
+
+    /// Activation bytes kept for backward, following Korthikanti et al. 2022 §4.1 term by
+    /// term, generalised to GQA (K and V of width `kv_dim`), SwiGLU and fused attention:
+    ///
+    /// | kept for backward                      | bytes            | split by TP | split by SP |
+    /// |----------------------------------------|------------------|-------------|-------------|
+    /// | 2 LayerNorm inputs                     | 4sbh             | no          | yes         |
+    /// | QKV and MLP GEMM inputs                | 4sbh             | no          | yes         |
+    /// | 2 dropout masks                        | 2sbh             | no          | yes         |
+    /// | Q, K, V                                | 2sb(h + 2 kv)    | yes         | yes         |
+    /// | attention output (proj input)          | 2sbh             | yes         | yes         |
+    /// | softmax out, dropout mask, dropout out | 5as²b            | yes         | yes         |
+    /// | MLP intermediates (GeLU / SwiGLU)      | 4sbf / 8sbf      | yes         | yes         |
+    ///
+    /// For MHA with f = 4h this is the paper's sbh(10 + 24/t + 5as/(ht)) without SP and
+    /// sbh(34 + 5as/h)/t with it (Table 2). Selective recomputation and fused attention both
+    /// drop the 5as²b term; fused attention keeps its fp32 log-sum-exp (4asb) instead. Full
+    /// recomputation keeps the layer input only, 2sbh (divided by t with SP).
+    pub fn activation_bytes(&self, recompute: Recompute, flash: bool) -> f64 {
+        let (s, b, h, a, t) = (self.s, self.b, self.h, self.heads, self.tp);
+        if recompute == Recompute::Full {
+            return 2.0 * s * b * h / self.replicated_div();
+        }
+        let replicated = 10.0 * s * b * h;
+        let mlp_per_f = match self.act {
+            FfnAct::Gelu => 4.0,
+            FfnAct::Swiglu => 8.0,
+        };
+        let split = s * b * (2.0 * (h + 2.0 * self.kv_dim) + 2.0 * h + mlp_per_f * self.mlp_width);
+        let scores = if flash {
+            4.0 * a * s * b
+        } else if recompute == Recompute::Selective {
+            0.0
+        } else {
+            5.0 * a * s * s * b
+        };
+        replicated / self.replicated_div() + (split + scores) / t
+    }
+
+    /// Activation bytes kept under torchtitan's per-op selective checkpointing
+    /// (`selective_ac_option = "op"`): autograd keeps the outputs of the ops on its save list
+    /// (matmuls, attention, reduce-scatters) except every second matmul, and replays every
+    /// norm, rotary and activation. Kept: the layer input; the outputs of wq, wv and w1 (split
+    /// by TP); the attention output with its fp32 log-sum-exp; under SwiGLU the output of w2,
+    /// the seventh matmul, whole because it precedes its reduce-scatter; and with sequence
+    /// parallelism the outputs of the layer's two reduce-scatters.
+    pub fn op_checkpoint_bytes(&self) -> f64 {
+        let (s, b, h, t) = (self.s, self.b, self.h, self.tp);
+        let sbh = s * b * h;
+        let input = 2.0 * sbh / self.replicated_div();
+        let w2 = match self.act {
+            FfnAct::Swiglu => 2.0 * sbh,
+            FfnAct::Gelu => 0.0,
+        };
+        let scatters = if self.sp && t > 1.0 {
+            4.0 * sbh / t
+        } else {
+            0.0
+        };
+        let split = s * b * (2.0 * (2.0 * h + self.kv_dim + self.mlp_width) + 4.0 * self.heads) / t;
+        input + w2 + scatters + split
+    }
 }
 
 /// Microbatches whose activations the first stage holds at once: p for 1F1B, times
@@ -220,32 +233,22 @@ fn activation_bytes(model: &ModelShape, training: &Training, mesh: &Mesh) -> f64
     let moe_share = f64::from(model.moe_layers()) / f64::from(model.layers);
     let op_checkpoint = mesh.recompute.per_op(training.framework);
     let per_layer = |mlp_width: f64, recompute: Recompute| {
-        if op_checkpoint && recompute == Recompute::Selective {
-            return op_checkpoint_layer_bytes(
-                s,
-                b,
-                h,
-                a,
-                model.kv_dim(),
-                mlp_width,
-                model.ffn_act,
-                tp,
-                mesh.sequence_parallel,
-            );
-        }
-        layer_activation_bytes(
+        let dims = LayerDims {
             s,
             b,
             h,
-            a,
-            model.kv_dim(),
+            heads: a,
+            kv_dim: model.kv_dim(),
             mlp_width,
-            model.ffn_act,
+            act: model.ffn_act,
             tp,
-            mesh.sequence_parallel,
-            recompute,
-            training.flash_attention,
-        )
+            sp: mesh.sequence_parallel,
+        };
+        if op_checkpoint && recompute == Recompute::Selective {
+            dims.op_checkpoint_bytes()
+        } else {
+            dims.activation_bytes(recompute, training.flash_attention)
+        }
     };
     let dense_w = model.mlp_width_per_token(false);
     let moe_w = model.mlp_width_per_token(true);
@@ -312,12 +315,19 @@ mod tests {
         let t = 8.0;
         for (name, a, h, s, b) in CONFIGS {
             let sbh = s * b * h;
-            let act = |sp, rc| {
-                layer_activation_bytes(s, b, h, a, h, 4.0 * h, FfnAct::Gelu, t, sp, rc, false)
+            let dims = |tp, sp| LayerDims {
+                s,
+                b,
+                h,
+                heads: a,
+                kv_dim: h,
+                mlp_width: 4.0 * h,
+                act: FfnAct::Gelu,
+                tp,
+                sp,
             };
-            let one = |sp, rc| {
-                layer_activation_bytes(s, b, h, a, h, 4.0 * h, FfnAct::Gelu, 1.0, sp, rc, false)
-            };
+            let act = |sp, rc| dims(t, sp).activation_bytes(rc, false);
+            let one = |sp, rc| dims(1.0, sp).activation_bytes(rc, false);
             // no parallelism: sbh(34 + 5as/h)
             close(one(false, Recompute::None), sbh * (34.0 + 5.0 * a * s / h));
             // tensor parallel: sbh(10 + 24/t + 5as/(ht))
@@ -345,32 +355,20 @@ mod tests {
         // Llama 3 8B, 2 x 8192 tokens, no TP: the layer input and w2's output (2 x 4096 x 2
         // bytes), wq, wv, w1 and the attention output (2 x (2 x 4096 + 1024 + 14336)) and
         // the log-sum-exp of 32 heads (4 x 32): 63,616 bytes per token.
-        let b = op_checkpoint_layer_bytes(
-            8192.0,
-            2.0,
-            4096.0,
-            32.0,
-            1024.0,
-            14336.0,
-            FfnAct::Swiglu,
-            1.0,
-            false,
-        );
-        close(b, 16384.0 * 63616.0);
+        let llama = LayerDims {
+            s: 8192.0,
+            b: 2.0,
+            h: 4096.0,
+            heads: 32.0,
+            kv_dim: 1024.0,
+            mlp_width: 14336.0,
+            act: FfnAct::Swiglu,
+            tp: 1.0,
+            sp: false,
+        };
+        close(llama.op_checkpoint_bytes(), 16384.0 * 63616.0);
         // Against 176,256 bytes per token that the same layer keeps without recomputation.
-        let none = layer_activation_bytes(
-            8192.0,
-            2.0,
-            4096.0,
-            32.0,
-            1024.0,
-            14336.0,
-            FfnAct::Swiglu,
-            1.0,
-            false,
-            Recompute::None,
-            true,
-        );
+        let none = llama.activation_bytes(Recompute::None, true);
         close(none, 16384.0 * 176256.0);
     }
 
@@ -457,18 +455,7 @@ mod tests {
         // gradients only after the last microbatch, so each stage holds them whole in fp32:
         // 2x the bytes of bf16 and 8x the count of a ZeRO-2 shard, 16x in all.
         let model = crate::catalog::model("llama3-405b").unwrap().shape;
-        let mesh = Mesh {
-            tp: 8,
-            pp: 8,
-            dp: 8,
-            cp: 1,
-            ep: 1,
-            microbatch_size: 4,
-            virtual_stages: 1,
-            zero_stage: 2,
-            recompute: Recompute::Full,
-            sequence_parallel: true,
-        };
+        let mesh = tp8_pp8_dp8(4, 2);
         let fsdp = memory_per_gpu(&model, &torchtitan(8192, 256), &mesh);
         let sharded = memory_per_gpu(&model, &training(8192, 256), &mesh);
         close(fsdp.gradients, 16.0 * sharded.gradients);
@@ -487,6 +474,22 @@ mod tests {
         Training::megatron(seq, batch)
     }
 
+    /// TP 8 x PP 8 x DP 8 with full recomputation and sequence parallelism.
+    fn tp8_pp8_dp8(microbatch_size: u32, zero_stage: u8) -> Mesh {
+        Mesh {
+            tp: 8,
+            pp: 8,
+            dp: 8,
+            cp: 1,
+            ep: 1,
+            microbatch_size,
+            virtual_stages: 1,
+            zero_stage,
+            recompute: Recompute::Full,
+            sequence_parallel: true,
+        }
+    }
+
     #[test]
     fn zero3_70b_on_512_gpus_holds_2_2_gb_of_model_state() {
         // 70e9 params x 16 B = 1.12 TB; over DP8 x TP8 x PP8 with ZeRO-3: 1.12e12 / 512 = 2.19 GB.
@@ -494,18 +497,7 @@ mod tests {
         // share: 68.4e9 parameters.
         let mut model = crate::catalog::model("llama3-70b").unwrap().shape;
         model.vocab = 2;
-        let mesh = Mesh {
-            tp: 8,
-            pp: 8,
-            dp: 8,
-            cp: 1,
-            ep: 1,
-            microbatch_size: 1,
-            virtual_stages: 1,
-            zero_stage: 3,
-            recompute: Recompute::Full,
-            sequence_parallel: true,
-        };
+        let mesh = tp8_pp8_dp8(1, 3);
         let m = memory_per_gpu(&model, &training(8192, 512), &mesh);
         let state = m.weights + m.gradients + m.optimizer;
         assert!((70e9_f64 * 16.0 / 1e12 - 1.12).abs() < 1e-9);
