@@ -47,6 +47,12 @@ pub enum Pitfall {
         /// GPU id.
         gpu: &'static str,
     },
+    /// Context parallelism, the least validated part of the model, which prices it
+    /// optimistically.
+    ContextParallel {
+        /// CP size.
+        cp: u32,
+    },
 }
 
 impl fmt::Display for Pitfall {
@@ -79,6 +85,10 @@ impl fmt::Display for Pitfall {
             ),
             Pitfall::MoeSpread { reason } => write!(f, "unbalanced MoE spread: {reason}"),
             Pitfall::NoFp8 { gpu } => write!(f, "{gpu} has no fp8 tensor cores: priced at its bf16 peak instead"),
+            Pitfall::ContextParallel { cp } => write!(
+                f,
+                "CP={cp} is priced from its attention FLOPs and ring exchange, which is optimistic: torchtitan's CP runs at 32k-256k tokens ran slower than priced, the more so the larger CP (`tuner validate --runs data/more-runs.yaml`); compare with the best layout at --cp 1 before launching"
+            ),
         }
     }
 }

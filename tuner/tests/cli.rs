@@ -946,3 +946,34 @@ fn issue_11_every_json_document_carries_the_schema_version() {
         assert!(yaml.starts_with("schema_version: 1\n"), "{args:?}: {yaml}");
     }
 }
+
+#[test]
+fn context_parallel_layouts_carry_the_validation_caveat() {
+    // Context parallelism is where validation finds the model most optimistic (torchtitan's
+    // CP runs), so every CP layout says so, and no other layout does.
+    let warnings = |extra: &[&str]| -> Vec<String> {
+        let args = [
+            &[
+                "explain", "--model", "70b", "--gpus", "512", "--pp", "4", "--dp", "16",
+            ][..],
+            extra,
+            &["--format", "json"],
+        ]
+        .concat();
+        let doc: Value = serde_json::from_str(&stdout_of(&args)).unwrap();
+        doc["meshes"][0]["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_str().unwrap().to_string())
+            .collect()
+    };
+    let cp = warnings(&["--tp", "2", "--cp", "4"]);
+    assert!(
+        cp.iter()
+            .any(|w| w.starts_with("CP=4 is priced") && w.contains("--cp 1")),
+        "{cp:?}"
+    );
+    let no_cp = warnings(&["--tp", "8"]);
+    assert!(!no_cp.iter().any(|w| w.contains("CP=")), "{no_cp:?}");
+}

@@ -254,6 +254,9 @@ impl Scenario {
                 });
             }
         }
+        if mesh.cp > 1 {
+            w.push(Pitfall::ContextParallel { cp: mesh.cp });
+        }
         if self.training.precision == crate::mesh::Precision::Fp8
             && self.cluster.gpu.fp8_flops.is_none()
         {
