@@ -1,7 +1,7 @@
 //! Kernel time on one GPU: the [`ComputeModel`] interface and its nominal implementation.
 
 use crate::catalog::efficiency::{arch_kernels, ArchKernels};
-use crate::catalog::{Efficiency, Gpu};
+use crate::catalog::{Arch, Efficiency, Gpu};
 use crate::mesh::{FlashKernel, Precision};
 
 /// Backward of fused attention against its forward, in FLOPs at the same rate: recomputing
@@ -9,13 +9,39 @@ use crate::mesh::{FlashKernel, Precision};
 /// pass does 2.5x the forward's matmul FLOPs).
 pub const FLASH_BACKWARD: f64 = 2.5;
 
+/// Forward throughput of fused causal attention by sequence length (head dim 128, H100 SXM5,
+/// 16k tokens per call), from the FlashAttention-3 paper's Fig. 5 (Shah et al. 2024, arXiv
+/// 2407.08608), TFLOP/s at 512, 1k, 2k, 4k, 8k and 16k tokens: FlashAttention-2 191, 260,
+/// 298, 319, 333, 335; cuDNN 315, 410, 484, 518, 529, 539. Short sequences leave fewer tiles
+/// per head to fill the SMs and spend more of them on the causal diagonal. The catalog's
+/// kernel efficiencies are the long-sequence plateau; this is the share of it a call keeps.
+const FLASH2_BY_SEQ: [f64; 6] = [191.0, 260.0, 298.0, 319.0, 333.0, 335.0];
+const NEWEST_BY_SEQ: [f64; 6] = [315.0, 410.0, 484.0, 518.0, 529.0, 539.0];
+
+/// Share of its long-sequence throughput a fused attention kernel keeps at `seq` tokens on
+/// Hopper: linear in log2(seq) between the measured points, the 512-token figure below them
+/// and the 16k one above. The curves are Hopper measurements of FlashAttention-2 and cuDNN;
+/// other architectures and FlashAttention-1 keep their plateau (share 1), for want of a
+/// measured curve.
+pub fn flash_seq_share(arch: Arch, kernel: FlashKernel, seq: f64) -> f64 {
+    let curve = match (arch, kernel) {
+        (Arch::Hopper, FlashKernel::Flash2) => &FLASH2_BY_SEQ,
+        (Arch::Hopper, FlashKernel::Newest) => &NEWEST_BY_SEQ,
+        _ => return 1.0,
+    };
+    let x = (seq.max(512.0).log2() - 9.0).min(5.0);
+    let i = (x.floor() as usize).min(4);
+    let f = x - i as f64;
+    (curve[i] * (1.0 - f) + curve[i + 1] * f) / curve[5]
+}
+
 /// Time of the kernels of one GPU.
 pub trait ComputeModel {
     /// One GEMM of an (m x k) by (k x n) product.
     fn gemm_s(&self, m: f64, n: f64, k: f64) -> f64;
-    /// Fused attention forward executing `flops`; the backward takes [`FLASH_BACKWARD`] times
-    /// as long.
-    fn attention_s(&self, flops: f64) -> f64;
+    /// Fused attention forward executing `flops` in calls over sequences (or ring blocks) of
+    /// `seq` tokens; the backward takes [`FLASH_BACKWARD`] times as long.
+    fn attention_s(&self, flops: f64, seq: f64) -> f64;
     /// Memory-bound kernels moving `bytes` through HBM.
     fn memory_s(&self, bytes: f64) -> f64;
     /// Host time to issue one kernel: a pass over a layer takes at least its kernel count
@@ -54,6 +80,8 @@ const K_OVERHEAD: f64 = 96.0;
 pub struct NominalCompute {
     peak_flops: f64,
     attention_flops: f64,
+    flash: FlashKernel,
+    arch: Arch,
     memory_bytes_per_s: f64,
     gemm_peak: f64,
     tile: (f64, f64),
@@ -81,6 +109,8 @@ impl NominalCompute {
             peak_flops: peak,
             // Attention runs in bf16 even in fp8 recipes (Transformer Engine keeps it there).
             attention_flops: gpu.bf16_flops * attention,
+            flash,
+            arch: gpu.arch,
             memory_bytes_per_s: gpu.hbm_bytes_per_s * k.memory,
             gemm_peak,
             tile: k.tile,
@@ -138,8 +168,8 @@ impl ComputeModel for NominalCompute {
         2.0 * m * n * k / (self.peak_flops * self.gemm_efficiency(m, n, k))
     }
 
-    fn attention_s(&self, flops: f64) -> f64 {
-        flops / self.attention_flops
+    fn attention_s(&self, flops: f64, seq: f64) -> f64 {
+        flops / (self.attention_flops * flash_seq_share(self.arch, self.flash, seq))
     }
 
     fn memory_s(&self, bytes: f64) -> f64 {
@@ -230,7 +260,31 @@ mod tests {
         let f2 = NominalCompute::new(h100, Precision::Bf16, FlashKernel::Flash2, &NOMINAL);
         let f3 = NominalCompute::new(h100, Precision::Bf16, FlashKernel::Newest, &NOMINAL);
         let flops = 1e12;
-        assert!((flops / f2.attention_s(flops) - 0.33 * 989.4e12).abs() < 1e6);
-        assert!(f3.attention_s(flops) < 0.75 * f2.attention_s(flops));
+        assert!((flops / f2.attention_s(flops, 16384.0) - 0.33 * 989.4e12).abs() < 1e6);
+        assert!(f3.attention_s(flops, 16384.0) < 0.75 * f2.attention_s(flops, 16384.0));
+    }
+
+    #[test]
+    fn short_sequences_keep_the_measured_share_of_attention_throughput() {
+        // FA3 paper Fig. 5, causal, head dim 128: FlashAttention-2 at 2k tokens runs 298 of
+        // its 335 TFLOP/s; halfway between 2k and 4k (log scale) it is (298 + 319) / 2.
+        let share = |k, s| flash_seq_share(Arch::Hopper, k, s);
+        assert!((share(FlashKernel::Flash2, 2048.0) - 298.0 / 335.0).abs() < 1e-12);
+        let mid = 2f64.powf(11.5);
+        assert!((share(FlashKernel::Flash2, mid) - 308.5 / 335.0).abs() < 1e-12);
+        assert!((share(FlashKernel::Newest, 1024.0) - 410.0 / 539.0).abs() < 1e-12);
+        // Past the last point the plateau holds; below the first, the 512-token figure.
+        assert_eq!(share(FlashKernel::Flash2, 131072.0), 1.0);
+        assert_eq!(share(FlashKernel::Flash2, 128.0), 191.0 / 335.0);
+        // No measured curve for Ampere or FlashAttention-1: the plateau.
+        assert_eq!(
+            flash_seq_share(Arch::Ampere, FlashKernel::Flash2, 512.0),
+            1.0
+        );
+        assert_eq!(share(FlashKernel::Flash1, 512.0), 1.0);
+        let h100 = catalog::gpu("h100-sxm").unwrap();
+        let f2 = NominalCompute::new(h100, Precision::Bf16, FlashKernel::Flash2, &NOMINAL);
+        let t = f2.attention_s(1e12, 2048.0) / f2.attention_s(1e12, 16384.0);
+        assert!((t - 335.0 / 298.0).abs() < 1e-12, "{t}");
     }
 }

@@ -503,7 +503,8 @@ fn layer(x: &Inputs, moe_layer: bool) -> Layer {
     // HBM (write, softmax read/write, dropout mask and output, read by the second bmm: 11
     // bytes per score), and its backward costs twice its forward.
     let (attention, attention_bwd) = if x.training.flash_attention {
-        let fwd = c.attention_s(2.0 * t * s * h / tp);
+        // Each kernel call covers a sequence, or with context parallelism one ring block.
+        let fwd = c.attention_s(2.0 * t * s * h / tp, s / f64::from(mesh.cp));
         (fwd, FLASH_BACKWARD * fwd)
     } else {
         kernels += UNFUSED_ATTENTION_KERNELS - 1.0;
@@ -824,7 +825,7 @@ mod tests {
         fn gemm_s(&self, m: f64, n: f64, k: f64) -> f64 {
             2.0 * m * n * k * 1e-15
         }
-        fn attention_s(&self, flops: f64) -> f64 {
+        fn attention_s(&self, flops: f64, _seq: f64) -> f64 {
             flops * 1e-15
         }
         fn memory_s(&self, bytes: f64) -> f64 {
