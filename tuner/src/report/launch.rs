@@ -210,7 +210,7 @@ pub fn torchtitan(model: &ModelShape, t: &Training, m: &Mesh) -> String {
          pipeline_parallel_degree = {}\npipeline_parallel_schedule = \"{schedule}\"\n\
          pipeline_parallel_microbatch_size = {}\nexpert_parallel_degree = {}\n{split}\n\
          [training]\nglobal_batch_size = {}\nlocal_batch_size = {}\nseq_len = {}\nmixed_precision_param = \"bfloat16\"\n\
-         mixed_precision_reduce = \"{}\"\n\n\
+         mixed_precision_reduce = \"{}\"\ncompile = {}\n\n\
          [activation_checkpoint]\nmode = \"{ac}\"\n{ac_option}",
         if m.zero_stage == 3 { "default" } else { "never" },
         m.tp,
@@ -219,15 +219,27 @@ pub fn torchtitan(model: &ModelShape, t: &Training, m: &Mesh) -> String {
         m.microbatch_size,
         m.ep,
         t.global_batch,
-        t.global_batch / m.dp,
+        // Without a pipeline torchtitan runs local_batch_size sequences per forward and
+        // accumulates global / (local x dp) of them; with one it splits the local batch into
+        // microbatches of pipeline_parallel_microbatch_size.
+        if m.pp > 1 {
+            t.global_batch / m.dp
+        } else {
+            m.microbatch_size
+        },
         t.seq_len,
         match t.grad_reduce {
             ReduceDtype::Bf16 => "bfloat16",
             ReduceDtype::Fp32 => "float32",
         },
+        // Fused norms, rotary and gating were priced: torch.compile is what fuses them.
+        t.fused_elementwise,
     );
     if t.precision == Precision::Fp8 {
-        s.push_str("\n[float8]\nenable_fsdp_float8_all_gather = true\n");
+        // The converter swaps nn.Linear for Float8Linear; without it the section does nothing.
+        s.push_str(
+            "\n[model]\nconverters = [\"float8\"]\n\n[float8]\nenable_fsdp_float8_all_gather = true\n",
+        );
     }
     s
 }
@@ -394,6 +406,32 @@ mod tests {
             text.contains("mode = \"selective\"\nselective_ac_option = \"op\"\n"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn torchtitan_without_a_pipeline_accumulates_the_priced_microbatches() {
+        // 1024 sequences over DP 8 in microbatches of 2: local_batch_size 2, and torchtitan's
+        // global / (local x dp) = 64 accumulation steps, the priced microbatch count. Fused
+        // elementwise kernels and fp8 were priced, so compile and the float8 converter are on.
+        let model = catalog::model("llama3-8b").unwrap().shape;
+        let t = Training {
+            precision: Precision::Fp8,
+            ..training(ReduceDtype::Fp32)
+        };
+        let m = Mesh {
+            microbatch_size: 2,
+            ..mesh(1, 1, 3, Recompute::Full)
+        };
+        let text = torchtitan(&model, &t, &m);
+        let kv: HashMap<&str, &str> = text.lines().filter_map(|l| l.split_once(" = ")).collect();
+        let n = |k: &str| kv[k].parse::<u32>().unwrap();
+        assert_eq!(n("local_batch_size"), 2);
+        assert_eq!(
+            n("global_batch_size") / (n("local_batch_size") * n("data_parallel_shard_degree")),
+            m.microbatches(t.global_batch)
+        );
+        assert_eq!(kv["compile"], "true");
+        assert_eq!(kv["converters"], "[\"float8\"]");
     }
 
     #[test]
