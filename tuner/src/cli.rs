@@ -156,13 +156,10 @@ enum Emit {
 }
 
 impl Emit {
-    /// The flag value.
-    fn name(self) -> &'static str {
-        match self {
-            Emit::Megatron => "megatron",
-            Emit::Deepspeed => "deepspeed",
-            Emit::Torchtitan => "torchtitan",
-        }
+    /// The flag value, as clap spells it.
+    fn name(self) -> String {
+        self.to_possible_value()
+            .map_or_else(String::new, |v| v.get_name().to_string())
     }
 
     /// The framework whose launch config this is, and so whose runtime is priced.

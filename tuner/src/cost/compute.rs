@@ -24,11 +24,20 @@ const NEWEST_BY_SEQ: [f64; 6] = [315.0, 410.0, 484.0, 518.0, 529.0, 539.0];
 /// other architectures and FlashAttention-1 keep their plateau (share 1), for want of a
 /// measured curve.
 pub fn flash_seq_share(arch: Arch, kernel: FlashKernel, seq: f64) -> f64 {
-    let curve = match (arch, kernel) {
-        (Arch::Hopper, FlashKernel::Flash2) => &FLASH2_BY_SEQ,
-        (Arch::Hopper, FlashKernel::Newest) => &NEWEST_BY_SEQ,
-        _ => return 1.0,
-    };
+    seq_curve(arch, kernel).map_or(1.0, |curve| share_on(curve, seq))
+}
+
+/// The measured curve of a kernel on an architecture, where there is one.
+fn seq_curve(arch: Arch, kernel: FlashKernel) -> Option<&'static [f64; 6]> {
+    match (arch, kernel) {
+        (Arch::Hopper, FlashKernel::Flash2) => Some(&FLASH2_BY_SEQ),
+        (Arch::Hopper, FlashKernel::Newest) => Some(&NEWEST_BY_SEQ),
+        _ => None,
+    }
+}
+
+/// Share of the 16k-token figure at `seq` tokens on a curve of six points, 512 to 16k.
+fn share_on(curve: &[f64; 6], seq: f64) -> f64 {
     let x = (seq.max(512.0).log2() - 9.0).min(5.0);
     let i = (x.floor() as usize).min(4);
     let f = x - i as f64;
@@ -80,8 +89,8 @@ const K_OVERHEAD: f64 = 96.0;
 pub struct NominalCompute {
     peak_flops: f64,
     attention_flops: f64,
-    flash: FlashKernel,
-    arch: Arch,
+    /// The attention kernel's measured throughput by sequence length, where there is one.
+    attention_curve: Option<&'static [f64; 6]>,
     memory_bytes_per_s: f64,
     gemm_peak: f64,
     tile: (f64, f64),
@@ -109,8 +118,7 @@ impl NominalCompute {
             peak_flops: peak,
             // Attention runs in bf16 even in fp8 recipes (Transformer Engine keeps it there).
             attention_flops: gpu.bf16_flops * attention,
-            flash,
-            arch: gpu.arch,
+            attention_curve: seq_curve(gpu.arch, flash),
             memory_bytes_per_s: gpu.hbm_bytes_per_s * k.memory,
             gemm_peak,
             tile: k.tile,
@@ -169,7 +177,10 @@ impl ComputeModel for NominalCompute {
     }
 
     fn attention_s(&self, flops: f64, seq: f64) -> f64 {
-        flops / (self.attention_flops * flash_seq_share(self.arch, self.flash, seq))
+        let share = self
+            .attention_curve
+            .map_or(1.0, |curve| share_on(curve, seq));
+        flops / (self.attention_flops * share)
     }
 
     fn memory_s(&self, bytes: f64) -> f64 {

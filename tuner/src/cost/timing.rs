@@ -256,9 +256,9 @@ fn replay(x: &Inputs, avg: &Layer, comm: f64, host: f64) -> Replay {
         comm_passes: 0.0,
         attention: 0.0,
     };
-    match (x.mesh.recompute, x.training.framework) {
-        (Recompute::None, _) => none,
-        (Recompute::Selective, Framework::Fsdp) => {
+    match x.mesh.recompute {
+        Recompute::None => none,
+        r if r.per_op(x.training.framework) => {
             let gpu = avg.op_sac_gemm + avg.elementwise;
             let kernels = (avg.kernels - OP_SAC_SAVED_KERNELS).max(0.0);
             Replay {
@@ -272,12 +272,12 @@ fn replay(x: &Inputs, avg: &Layer, comm: f64, host: f64) -> Replay {
                 ..none
             }
         }
-        (Recompute::Selective, _) => Replay {
+        Recompute::Selective => Replay {
             gpu: avg.attention,
             attention: avg.attention,
             ..none
         },
-        (Recompute::Full, _) => {
+        Recompute::Full => {
             let gpu = avg.fwd() * x.efficiency.recompute_pass;
             Replay {
                 gpu,

@@ -273,6 +273,14 @@ mod tests {
         }
     }
 
+    /// The `key = value` lines of an emitted TOML, string values unquoted.
+    fn toml_keys(text: &str) -> HashMap<&str, &str> {
+        text.lines()
+            .filter_map(|l| l.split_once(" = "))
+            .map(|(k, v)| (k, v.trim_matches('"')))
+            .collect()
+    }
+
     /// `--flag value` pairs and bare `--flag`s of a Megatron command line.
     fn megatron_args(text: &str) -> HashMap<String, Vec<String>> {
         let mut args: HashMap<String, Vec<String>> = HashMap::new();
@@ -372,11 +380,7 @@ mod tests {
         let m = mesh(9, 2, 3, Recompute::Full);
         let t = training(ReduceDtype::Fp32);
         let text = torchtitan(&model, &t, &m);
-        let kv: HashMap<&str, &str> = text
-            .lines()
-            .filter_map(|l| l.split_once(" = "))
-            .map(|(k, v)| (k, v.trim_matches('"')))
-            .collect();
+        let kv = toml_keys(&text);
         let n = |k: &str| kv[k].parse::<u32>().unwrap();
         assert_eq!(n("tensor_parallel_degree"), m.tp);
         assert_eq!(n("pipeline_parallel_degree"), m.pp);
@@ -423,7 +427,7 @@ mod tests {
             ..mesh(1, 1, 3, Recompute::Full)
         };
         let text = torchtitan(&model, &t, &m);
-        let kv: HashMap<&str, &str> = text.lines().filter_map(|l| l.split_once(" = ")).collect();
+        let kv = toml_keys(&text);
         let n = |k: &str| kv[k].parse::<u32>().unwrap();
         assert_eq!(n("local_batch_size"), 2);
         assert_eq!(
