@@ -196,6 +196,22 @@ pub enum FlashKernel {
     Newest,
 }
 
+/// How ZeRO-3 brings a layer's sharded parameters in before it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ParamFetch {
+    /// One all-gather per layer, prefetched behind the compute before it: FSDP's flat
+    /// parameter units and DeepSpeed's coalesced fetch (v0.6.0, March 2022, and later).
+    Coalesced,
+    /// DeepSpeed before v0.6.0 (`deepspeed/runtime/zero/partition_parameters.py` and
+    /// `stage3.py` at v0.4.0): one all-gather per parameter tensor, each issued after a
+    /// device-wide `torch.cuda.synchronize()` and waited for before the module runs, so
+    /// nothing overlaps; every gather and gradient reduce-scatter passes a list with one
+    /// tensor per rank, which DeepSpeed builds with one `narrow` per rank and c10d copies
+    /// entry by entry.
+    PerTensor,
+}
+
 /// What the job trains on, independent of the layout.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Training {
@@ -224,6 +240,8 @@ pub struct Training {
     pub framework: Framework,
     /// Number format of the gradient reduction.
     pub grad_reduce: ReduceDtype,
+    /// How ZeRO-3 gathers parameters.
+    pub param_fetch: ParamFetch,
 }
 
 impl Training {
@@ -243,6 +261,7 @@ impl Training {
             fused_elementwise: true,
             framework: Framework::Megatron,
             grad_reduce: ReduceDtype::Fp32,
+            param_fetch: ParamFetch::Coalesced,
         }
     }
 

@@ -25,6 +25,17 @@ impl FfnAct {
             FfnAct::Swiglu => 3.0,
         }
     }
+
+    /// Parameter tensors of one layer as the framework module holds them: a GPT layer
+    /// (Megatron-DeepSpeed's `ParallelTransformerLayer`) has two LayerNorms with weight and
+    /// bias and four biased linears (QKV, projection, two MLP), 12 tensors; a Llama layer
+    /// (Hugging Face `LlamaDecoderLayer`) has two RMSNorm weights and seven unbiased linears.
+    pub fn layer_tensors(self) -> u32 {
+        match self {
+            FfnAct::Gelu => 12,
+            FfnAct::Swiglu => 9,
+        }
+    }
 }
 
 /// Mixture-of-experts block replacing the dense MLP in all but the first `dense_layers` layers.

@@ -115,6 +115,9 @@ pub struct Efficiency {
     /// Host time to issue one kernel or collective (Python, framework and CUDA launch); a layer
     /// pass takes at least its kernel count times this. Fitted.
     pub host_s_per_kernel: f64,
+    /// Host time per rank of a collective handed one tensor per rank (a list), as c10d's
+    /// `ProcessGroupNCCL` copies the list entry by entry.
+    pub list_host_s_per_rank: f64,
     /// Share of its throughput that compute loses while a collective runs beside it: NCCL's
     /// kernels hold SMs (one CTA per channel) and stream through the HBM the GEMMs read.
     pub overlap_slowdown: f64,
@@ -161,6 +164,11 @@ pub const NOMINAL: Efficiency = Efficiency {
     // validate --fit` on data/*.yaml): 46.0 us per counted kernel, which covers the uncounted
     // views, copies and hooks of an eager layer; only vTrain's launch-bound runs pin it.
     host_s_per_kernel: 45.98e-6,
+    // c10d's list all-gather copies the flat NCCL output into each of the ranks' tensors, and
+    // its list reduce-scatter copies each into a flat input, one `copy_` per rank
+    // (`ProcessGroupNCCL::allgather`, `flatten_for_scatter_gather`); the copies are tiny, so
+    // each costs its host dispatch and launch: the low end of the prior above, 5 us. Not fitted.
+    list_host_s_per_rank: 5e-6,
     // Lee et al. 2025 ("Characterizing compute-communication overlap in GPU-accelerated
     // distributed deep learning", arXiv 2507.03114) time GPT and Llama layers on A100, H100,
     // MI250 and MI210 with and without a collective beside them: overlapped compute runs 18.9%

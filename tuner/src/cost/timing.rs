@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::collective::{Collective, CollectiveModel};
 use super::compute::{ComputeModel, FLASH_BACKWARD};
 use crate::catalog::Efficiency;
-use crate::mesh::{Framework, Mesh, Recompute, Training};
+use crate::mesh::{Framework, Mesh, ParamFetch, Recompute, Training};
 use crate::model::{FfnAct, ModelShape};
 use crate::placement::{LinkClass, Placement};
 
@@ -643,6 +643,9 @@ fn buckets(x: &Inputs, params: f64, ranks: u32) -> f64 {
 /// last bucket. ZeRO-3 (FSDP) gathers each layer's parameters before its forward and again
 /// before its backward, and reduce-scatters its gradients, for every microbatch, prefetching
 /// one layer ahead: what exceeds each layer's compute is exposed, plus the first gather.
+/// DeepSpeed's ZeRO-3 before v0.6.0 ([`ParamFetch::PerTensor`]) did the same per parameter
+/// tensor, with every call blocking and handing c10d one tensor per rank: all of it is
+/// exposed, and each call pays host time per rank.
 fn data_parallel(x: &Inputs, w: &Windows) -> (Term, Term) {
     let mesh = x.mesh;
     let g = &x.placement.grad;
@@ -653,22 +656,26 @@ fn data_parallel(x: &Inputs, w: &Windows) -> (Term, Term) {
     let grad_bytes = x.training.grad_reduce.bytes();
     // Both weight kinds, each over its own group, in its own buckets.
     let groups = [(dense, *g), (experts, x.placement.expert_dp)];
-    // Time and calls of one pass of collective c over both weight kinds.
-    let coll = |c: Collective, bytes_per_param: f64, per_layer: bool| -> (f64, f64) {
+    // Time and calls of one pass of collective c over both weight kinds, `per_layer` calls
+    // per layer, or one per bucket; host time where each call takes a list of ranks' tensors.
+    let per_tensor = x.training.param_fetch == ParamFetch::PerTensor;
+    let coll = |c: Collective, bytes_per_param: f64, per_layer: Option<f64>| -> (f64, f64) {
         let mut total = 0.0;
         let mut calls = 0.0;
         for (params, group) in groups {
             if params <= 0.0 || group.ranks <= 1 {
                 continue;
             }
-            let n = if per_layer {
-                w.stage_layers.ceil()
-            } else {
-                buckets(x, params, group.ranks)
+            let n = match per_layer {
+                Some(k) => k * w.stage_layers.ceil(),
+                None => buckets(x, params, group.ranks),
             };
             total += x
                 .collectives
                 .calls_s(c, &group, params * bytes_per_param, n);
+            if per_tensor {
+                total += n * f64::from(group.ranks) * x.efficiency.list_host_s_per_rank;
+            }
             calls += n;
         }
         (total, calls)
@@ -686,12 +693,12 @@ fn data_parallel(x: &Inputs, w: &Windows) -> (Term, Term) {
     };
     match mesh.zero_stage {
         0 => (
-            exposure(coll(Collective::AllReduce, grad_bytes, false), backward),
+            exposure(coll(Collective::AllReduce, grad_bytes, None), backward),
             Term::default(),
         ),
         1 | 2 => {
-            let rs = coll(Collective::ReduceScatter, grad_bytes, false);
-            let ag = coll(Collective::AllGather, 2.0, false);
+            let rs = coll(Collective::ReduceScatter, grad_bytes, None);
+            let ag = coll(Collective::AllGather, 2.0, None);
             let reduce = if mesh.zero_stage == 2 {
                 let all = exposure(rs, backward);
                 Term {
@@ -704,9 +711,15 @@ fn data_parallel(x: &Inputs, w: &Windows) -> (Term, Term) {
             // Megatron-Core overlaps the parameter gather with the next step's forward.
             (reduce, exposure(ag, forward))
         }
+        _ if per_tensor => {
+            let tensors = Some(f64::from(x.model.ffn_act.layer_tensors()));
+            let (ag, _) = coll(Collective::AllGather, 2.0, tensors);
+            let (rs, _) = coll(Collective::ReduceScatter, grad_bytes, tensors);
+            (Term::exposed(w.m * rs), Term::exposed(w.m * 2.0 * ag))
+        }
         _ => {
-            let (ag, layers) = coll(Collective::AllGather, 2.0, true);
-            let (rs, _) = coll(Collective::ReduceScatter, grad_bytes, true);
+            let (ag, layers) = coll(Collective::AllGather, 2.0, Some(1.0));
+            let (rs, _) = coll(Collective::ReduceScatter, grad_bytes, Some(1.0));
             let (ag_l, rs_l) = (ag / layers, rs / layers);
             let fwd = Term::overlapped(ag_l, w.fwd_layer, 0.0, slowdown);
             let bwd = Term::overlapped(ag_l + rs_l, w.bwd_layer, 0.0, slowdown);
@@ -927,6 +940,33 @@ mod tests {
         let z3_32 = breakdown(&mesh(1, 512, 1, 3, false), &t32, &PerWireByte);
         let ratio = (z3_32.dp_grad_sync.time_s + z3_32.zero_gather.time_s) / dp.dp_grad_sync.time_s;
         assert!((ratio - 2.0).abs() < 1e-9, "{ratio}");
+    }
+
+    #[test]
+    fn deepspeed_before_0_6_fetches_tensor_by_tensor_and_hides_nothing() {
+        // Llama 3 8B (9 tensors per layer, 32 layers) on DP=64, 8 microbatches of 1. Per
+        // microbatch: 2 gather passes and 1 reduce-scatter pass of 9 x 32 = 288 calls, 864
+        // calls at 1 ms plus 64 ranks x 5 us of list handling each: 8 x 864 x 1.32 ms =
+        // 9.1238 s, all of it exposed. The coalesced fetch makes 96 calls per microbatch and
+        // hides what fits behind each layer's compute.
+        let per_tensor = Training {
+            param_fetch: ParamFetch::PerTensor,
+            ..training(Framework::Deepspeed)
+        };
+        let b = breakdown(&mesh(1, 64, 1, 3, false), &per_tensor, &PerCall(1e-3));
+        let total = b.dp_grad_sync.time_s + b.zero_gather.time_s;
+        assert!((total - 9.1238).abs() < 1e-4, "{total}");
+        assert!((b.zero_gather.time_s - 2.0 * b.dp_grad_sync.time_s).abs() < 1e-9);
+        let exposed = b.dp_grad_sync.exposed_s + b.zero_gather.exposed_s;
+        assert!((exposed - total).abs() < 1e-12, "{exposed}");
+        let coalesced = breakdown(
+            &mesh(1, 64, 1, 3, false),
+            &training(Framework::Deepspeed),
+            &PerCall(1e-3),
+        );
+        let calls = (coalesced.dp_grad_sync.time_s + coalesced.zero_gather.time_s) / 1e-3;
+        assert!((calls - 8.0 * 96.0).abs() < 1e-6, "{calls}");
+        assert!(coalesced.zero_gather.exposed_s < coalesced.zero_gather.time_s);
     }
 
     #[test]

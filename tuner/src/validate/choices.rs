@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::{Attention, Run};
-use crate::mesh::{FlashKernel, Framework, Precision, ReduceDtype, Training};
+use crate::mesh::{FlashKernel, Framework, ParamFetch, Precision, ReduceDtype, Training};
 
 /// FlashAttention's first publication (Dao et al. 2022, arXiv 2205.14135). Runs published
 /// before it computed the s x s attention scores through HBM.
@@ -14,6 +14,11 @@ const FLASH_ATTENTION_ARXIV: (u32, u32) = (2205, 14135);
 /// (`accumulate_allreduce_grads_in_fp32`, forced under `--bf16`) came in 2023; the Megatron
 /// papers before it trained in fp16 with the gradient all-reduce after backward.
 const MEGATRON_CORE_ARXIV: (u32, u32) = (2301, 0);
+
+/// DeepSpeed v0.6.0 (2022-03-07) coalesced ZeRO-3's parameter gathers and dropped the
+/// device-wide synchronize before each; PyTorch's FSDP shipped the same month (PyTorch 1.11).
+/// ZeRO-3 runs published before then ran DeepSpeed's per-tensor fetch.
+const COALESCED_ZERO3_ARXIV: (u32, u32) = (2203, 0);
 
 /// The arXiv id a source names, as (yymm, number); `None` for sources without one (READMEs,
 /// benchmark files, all newer than the papers above).
@@ -34,15 +39,22 @@ fn before(source: &str, paper: (u32, u32)) -> bool {
 
 /// The framework a run names in its source or group: DeepSpeed (vTrain ran
 /// Megatron-DeepSpeed), the FSDP stacks (torchtitan, llm-foundry, NeMo AutoModel), else
-/// Megatron-LM; a run naming none is FSDP under ZeRO-3 and Megatron otherwise.
+/// Megatron-LM. Under ZeRO-3, which Megatron-LM did not implement before Megatron-Core, a run
+/// naming no FSDP stack ran DeepSpeed if it was published before FSDP (Narayanan et al.
+/// 2021 §5.2 compare against DeepSpeed's ZeRO-3) and FSDP after.
 pub fn framework(run: &Run) -> Framework {
     let text = format!("{} {}", run.source, run.group).to_lowercase();
     let has = |words: &[&str]| words.iter().any(|w| text.contains(w));
+    let zero3 = run.layout.zero_stage == Some(3);
     if has(&["deepspeed", "vtrain"]) {
         Framework::Deepspeed
     } else if has(&["torchtitan", "llm-foundry", "mosaicml", "automodel", "fsdp"]) {
         Framework::Fsdp
-    } else if has(&["megatron", "nemotron", "nemo"]) || run.layout.zero_stage != Some(3) {
+    } else if zero3 && before(&run.source, COALESCED_ZERO3_ARXIV) {
+        Framework::Deepspeed
+    } else if zero3 && !before(&run.source, MEGATRON_CORE_ARXIV) {
+        Framework::Fsdp
+    } else if has(&["megatron", "nemotron", "nemo"]) || !zero3 {
         Framework::Megatron
     } else {
         Framework::Fsdp
@@ -117,6 +129,20 @@ pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
     // Megatron, Megatron-DeepSpeed and llm-foundry fuse them.
     let fused_elementwise = !(text.contains("torchtitan") || text.contains("automodel"));
     choices.insert("fused_elementwise".into(), fused_elementwise.to_string());
+    // DeepSpeed's ZeRO-3 fetched tensor by tensor, blocking, until v0.6.0.
+    let param_fetch =
+        if framework == Framework::Deepspeed && before(&run.source, COALESCED_ZERO3_ARXIV) {
+            ParamFetch::PerTensor
+        } else {
+            ParamFetch::Coalesced
+        };
+    if l.zero_stage == Some(3) {
+        let fetch = match param_fetch {
+            ParamFetch::PerTensor => "per tensor, blocking (DeepSpeed before v0.6.0)",
+            ParamFetch::Coalesced => "per layer, prefetched",
+        };
+        choices.insert("param_fetch".into(), fetch.into());
+    }
     // Megatron-Core recipes on Hopper turn on --tp-comm-overlap with sequence parallelism
     // (Transformer Engine userbuffers need sm_90).
     let tp_comm_overlap = framework == Framework::Megatron
@@ -136,6 +162,7 @@ pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
             fused_elementwise,
             framework,
             grad_reduce,
+            param_fetch,
         },
         choices,
     )
@@ -152,5 +179,29 @@ mod tests {
         assert!(b("Korthikanti et al. 2022, arXiv:2205.05198 (MLSys 2023)"));
         assert!(!b("Dao 2023, arXiv:2307.08691"));
         assert!(!b("MosaicML llm-foundry benchmarking README (2024)"));
+    }
+
+    #[test]
+    fn zero3_before_coalesced_fetch_ran_deepspeed_tensor_by_tensor() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/narayanan2021-table2.yaml"
+        ))
+        .unwrap();
+        let mut runs = crate::validate::parse_runs(&text, "table2").unwrap().runs;
+        let (t, choices) = training(&runs[0]);
+        assert_eq!(
+            (t.framework, t.param_fetch),
+            (Framework::Deepspeed, ParamFetch::PerTensor)
+        );
+        assert!(choices["param_fetch"].contains("before v0.6.0"));
+        assert_eq!(training(&runs[6]).0.framework, Framework::Megatron);
+        // The same ZeRO-3 run published after FSDP and DeepSpeed's coalesced fetch: FSDP.
+        runs[0].source = "a 2024 benchmark README".into();
+        let (t, _) = training(&runs[0]);
+        assert_eq!(
+            (t.framework, t.param_fetch),
+            (Framework::Fsdp, ParamFetch::Coalesced)
+        );
     }
 }
