@@ -388,8 +388,10 @@ impl SimBackend {
             return (inside, scale);
         }
         let members = match kind {
-            // Each boundary pair of a send/recv ring uses one NIC.
-            Kind::SendRecv => 1.0,
+            // Each boundary pair of a send/recv ring uses one NIC, and each GPU of an
+            // all-to-all sends through its own: NCCL cannot aggregate NICs for it
+            // (NVIDIA/nccl-tests#267).
+            Kind::SendRecv | Kind::AllToAll => 1.0,
             _ => gpus.len() as f64,
         };
         let speed = self.group_speed(gpus);
@@ -1188,6 +1190,8 @@ mod tests {
         assert!((slow / one_gpu - 0.5).abs() < 0.02, "{slow} vs {one_gpu}");
         let pair = busbw(&[], 2, Kind::SendRecv, &[0, 1]);
         assert!((0.97 * rail..rail).contains(&pair), "{pair}");
+        let a2a = busbw(&[], 2, Kind::AllToAll, &[0, 1, 2, 3, 4, 5, 6, 7]);
+        assert!((0.97 * rail..rail).contains(&a2a), "{a2a}");
         // Inside one node nothing changes.
         let mut local = node("dgx-a100", &["fabric-slow:factor=0.5"]);
         local.set_nodes(1).unwrap();

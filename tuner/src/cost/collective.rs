@@ -257,11 +257,15 @@ impl NominalCollectives {
 
     /// Bus bandwidth of a collective on a group, bytes/s. Across nodes, a group with g members
     /// per node drives g GPUs' share of the node's NICs, never more than its members reach
-    /// inside the node; a send/recv pair crosses one NIC whatever the count.
+    /// inside the node: NCCL's rings stripe their channels over the NICs. A send/recv pair
+    /// crosses one NIC whatever the count, and so does each GPU's share of an all-to-all,
+    /// which sends straight to its peers: "Alltoall cannot aggregate the bandwidth of
+    /// multiple NICs, so the performance you should see is the performance of a single NIC"
+    /// (S. Jeaugey, NCCL, NVIDIA/nccl-tests#267, 2024).
     pub fn busbw(&self, collective: Collective, group: &GroupSpan) -> f64 {
         let intra = self.intra_busbw();
         let members = match collective {
-            Collective::SendRecv => 1,
+            Collective::SendRecv | Collective::AllToAll => 1,
             _ => group.members_per_node,
         };
         match group.link {
@@ -436,9 +440,13 @@ mod tests {
         assert!((m.sweep_busbw(ar, &dp) - 50e9 * idle * spine).abs() < 1.0);
         let inside = span(8, 1, &c);
         assert_eq!(m.sweep_busbw(ar, &inside), m.busbw(ar, &inside));
-        // Send/recv between two nodes of eight: each pair has one rail.
+        // Send/recv between two nodes of eight: each pair has one rail. An all-to-all over
+        // the same 16 GPUs gets one NIC per GPU too, an eighth of the ring's figure.
         let sr = m.busbw(Collective::SendRecv, &span(16, 1, &c));
         assert!((sr - 50e9 * net).abs() < 1.0);
+        let a2a = m.busbw(Collective::AllToAll, &span(16, 1, &c));
+        assert!((a2a - 50e9 * net).abs() < 1.0);
+        assert!((m.busbw(ar, &span(16, 1, &c)) / a2a - 8.0).abs() < 1e-9);
         let bytes = 256e6;
         let inside = m.time_s(Collective::AllReduce, &span(8, 1, &c), bytes);
         let across = m.time_s(Collective::AllReduce, &span(16, 1, &c), bytes);
