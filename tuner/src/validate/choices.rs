@@ -32,9 +32,28 @@ fn arxiv(source: &str) -> Option<(u32, u32)> {
     Some((a.parse().ok()?, b.parse().ok()?))
 }
 
-/// Whether the source was published before `paper`.
+/// The first year (20xx) a source names as a word of its own, as the last arXiv id it could
+/// carry, (yy12, max): "Narayanan et al. 2021" is before March 2022 and not before 2021's
+/// own papers. Digits inside commit hashes and longer numbers do not count.
+fn year(source: &str) -> Option<(u32, u32)> {
+    let bytes = source.as_bytes();
+    let word = |i: usize| bytes.get(i).is_some_and(|b| b.is_ascii_alphanumeric());
+    (0..bytes.len().saturating_sub(3)).find_map(|i| {
+        let digits = &source.get(i..i + 4)?;
+        let bounded = (i == 0 || !word(i - 1)) && !word(i + 4);
+        let y: u32 = digits
+            .parse()
+            .ok()
+            .filter(|_| bounded && digits.starts_with("20"))?;
+        Some(((y - 2000) * 100 + 12, u32::MAX))
+    })
+}
+
+/// Whether the source was published before `paper`, by its arXiv id or else by its year.
 fn before(source: &str, paper: (u32, u32)) -> bool {
-    arxiv(source).is_some_and(|id| id < paper)
+    arxiv(source)
+        .or_else(|| year(source))
+        .is_some_and(|id| id < paper)
 }
 
 /// The framework a run names in its source or group: DeepSpeed (vTrain ran
@@ -179,6 +198,13 @@ mod tests {
         assert!(b("Korthikanti et al. 2022, arXiv:2205.05198 (MLSys 2023)"));
         assert!(!b("Dao 2023, arXiv:2307.08691"));
         assert!(!b("MosaicML llm-foundry benchmarking README (2024)"));
+        // Without an arXiv id the year decides, where it can.
+        let zero3 = |s| before(s, COALESCED_ZERO3_ARXIV);
+        assert!(zero3("Narayanan et al., SC'21 (2021), Table 2"));
+        assert!(!zero3("a 2022 report"));
+        assert!(!zero3("commit f2e5db4020c44, 2024-07-15"));
+        assert!(!zero3("commit 2013a4dd6, 2026-04-10"));
+        assert!(!zero3("no date at all"));
     }
 
     #[test]
