@@ -58,9 +58,10 @@ fn before(source: &str, paper: (u32, u32)) -> bool {
 
 /// The framework a run names in its source or group: DeepSpeed (vTrain ran
 /// Megatron-DeepSpeed), the FSDP stacks (torchtitan, llm-foundry, NeMo AutoModel), else
-/// Megatron-LM. Under ZeRO-3, which Megatron-LM did not implement before Megatron-Core, a run
-/// naming no FSDP stack ran DeepSpeed if it was published before FSDP (Narayanan et al.
-/// 2021 §5.2 compare against DeepSpeed's ZeRO-3) and FSDP after.
+/// Megatron-LM. A ZeRO-3 run naming neither, or naming Megatron-LM, which had no ZeRO-3 of its
+/// own then, ran DeepSpeed if it was published before FSDP (Narayanan et al. 2021 §5.2
+/// compare against DeepSpeed's ZeRO-3); after, an unnamed one ran FSDP and a Megatron one
+/// Megatron-Core's own sharding.
 pub fn framework(run: &Run) -> Framework {
     let text = format!("{} {}", run.source, run.group).to_lowercase();
     let has = |words: &[&str]| words.iter().any(|w| text.contains(w));
@@ -71,8 +72,6 @@ pub fn framework(run: &Run) -> Framework {
         Framework::Fsdp
     } else if zero3 && before(&run.source, COALESCED_ZERO3_ARXIV) {
         Framework::Deepspeed
-    } else if zero3 && !before(&run.source, MEGATRON_CORE_ARXIV) {
-        Framework::Fsdp
     } else if has(&["megatron", "nemotron", "nemo"]) || !zero3 {
         Framework::Megatron
     } else {
@@ -222,12 +221,15 @@ mod tests {
         );
         assert!(choices["param_fetch"].contains("before v0.6.0"));
         assert_eq!(training(&runs[6]).0.framework, Framework::Megatron);
-        // The same ZeRO-3 run published after FSDP and DeepSpeed's coalesced fetch: FSDP.
+        // The same ZeRO-3 run published after FSDP and DeepSpeed's coalesced fetch: FSDP, or
+        // Megatron-Core's own sharding where the source names Megatron.
         runs[0].source = "a 2024 benchmark README".into();
         let (t, _) = training(&runs[0]);
         assert_eq!(
             (t.framework, t.param_fetch),
             (Framework::Fsdp, ParamFetch::Coalesced)
         );
+        runs[0].source = "NVIDIA-NeMo/Megatron-Bridge performance summary, 2025".into();
+        assert_eq!(training(&runs[0]).0.framework, Framework::Megatron);
     }
 }
