@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use crate::mesh::{Framework, Mesh, Recompute, Training};
+use crate::mesh::{Framework, Mesh, Precision, Recompute, Training};
 use crate::model::{FfnAct, ModelShape};
 
 /// Bytes per parameter of mixed-precision Adam (Rajbhandari et al. 2020, ZeRO §3.1):
@@ -69,6 +69,14 @@ pub struct LayerDims {
     pub tp: f64,
     /// Sequence parallelism.
     pub sp: bool,
+    /// GEMM inputs kept for backward in fp8: Transformer Engine's `Linear` under fp8 saves
+    /// the fp8 cast of its input for the weight-gradient GEMM (`saved_inputmat = inputmat`
+    /// in `transformer_engine/pytorch/module/linear.py`), 1 byte an element instead of 2.
+    pub fp8_inputs: bool,
+    /// The gated MLP's activation runs as one fused kernel that keeps only its input
+    /// (Megatron's `bias_swiglu_impl`, torch.compile); eager SwiGLU also keeps the SiLU output
+    /// and the product.
+    pub fused_glu: bool,
 }
 
 impl LayerDims {
@@ -98,17 +106,33 @@ impl LayerDims {
     /// sbh(34 + 5as/h)/t with it (Table 2). Selective recomputation and fused attention both
     /// drop the 5as²b term; fused attention keeps its fp32 log-sum-exp (4asb) instead. Full
     /// recomputation keeps the layer input only, 2sbh (divided by t with SP).
+    ///
+    /// A fused SwiGLU keeps its input (4sbf) and the down projection its own (2sbf): 6sbf.
+    /// With fp8 GEMM inputs the four GEMM inputs take 1 byte an element: 2sbh for the QKV and
+    /// MLP inputs, the down projection's sbf, and the output projection's sbh, which fused
+    /// attention keeps beside its own bf16 output.
     pub fn activation_bytes(&self, recompute: Recompute, flash: bool) -> f64 {
         let (s, b, h, a, t) = (self.s, self.b, self.h, self.heads, self.tp);
         if recompute == Recompute::Full {
             return 2.0 * s * b * h / self.replicated_div();
         }
-        let replicated = 10.0 * s * b * h;
-        let mlp_per_f = match self.act {
-            FfnAct::Gelu => 4.0,
-            FfnAct::Swiglu => 8.0,
+        // Bytes per element of a kept GEMM input.
+        let input = if self.fp8_inputs { 1.0 } else { 2.0 };
+        let replicated = (6.0 + 2.0 * input) * s * b * h;
+        let attention_out = match (self.fp8_inputs, flash) {
+            (true, true) => 3.0,
+            (true, false) => 1.0,
+            (false, _) => 2.0,
         };
-        let split = s * b * (2.0 * (h + 2.0 * self.kv_dim) + 2.0 * h + mlp_per_f * self.mlp_width);
+        // The activation's input, then the down projection's.
+        let mlp_per_f = match (self.act, self.fused_glu) {
+            (FfnAct::Gelu, _) => 2.0 + input,
+            (FfnAct::Swiglu, true) => 4.0 + input,
+            (FfnAct::Swiglu, false) => 6.0 + input,
+        };
+        let split = s
+            * b
+            * (2.0 * (h + 2.0 * self.kv_dim) + attention_out * h + mlp_per_f * self.mlp_width);
         let scores = if flash {
             4.0 * a * s * b
         } else if recompute == Recompute::Selective {
@@ -243,6 +267,9 @@ fn activation_bytes(model: &ModelShape, training: &Training, mesh: &Mesh) -> f64
             act: model.ffn_act,
             tp,
             sp: mesh.sequence_parallel,
+            fp8_inputs: training.precision == Precision::Fp8
+                && training.framework == Framework::Megatron,
+            fused_glu: training.fused_elementwise,
         };
         if op_checkpoint && recompute == Recompute::Selective {
             dims.op_checkpoint_bytes()
@@ -325,6 +352,8 @@ mod tests {
                 act: FfnAct::Gelu,
                 tp,
                 sp,
+                fp8_inputs: false,
+                fused_glu: true,
             };
             let act = |sp, rc| dims(t, sp).activation_bytes(rc, false);
             let one = |sp, rc| dims(1.0, sp).activation_bytes(rc, false);
@@ -365,11 +394,41 @@ mod tests {
             act: FfnAct::Swiglu,
             tp: 1.0,
             sp: false,
+            fp8_inputs: false,
+            fused_glu: false,
         };
         close(llama.op_checkpoint_bytes(), 16384.0 * 63616.0);
         // Against 176,256 bytes per token that the same layer keeps without recomputation.
         let none = llama.activation_bytes(Recompute::None, true);
         close(none, 16384.0 * 176256.0);
+    }
+
+    #[test]
+    fn transformer_engine_keeps_fp8_gemm_inputs_and_a_fused_swiglu_its_input() {
+        // Llama 3 70B layer (h 8192, kv 1024, f 28672, 64 heads), TP 4 with SP, 8192 tokens,
+        // fused attention. Per token, eager bf16: (10h + 2(h + 2kv) + 2h + 8f + 4a) / 4 =
+        // 87,104 bytes. A fused SwiGLU keeps 6f: 72,768. Under fp8 the GEMM inputs take a
+        // byte: (8h + 2(h + 2kv) + 3h + 5f + 4a) / 4 = 63,552.
+        let layer = |fp8_inputs, fused_glu| {
+            LayerDims {
+                s: 8192.0,
+                b: 1.0,
+                h: 8192.0,
+                heads: 64.0,
+                kv_dim: 1024.0,
+                mlp_width: 28672.0,
+                act: FfnAct::Swiglu,
+                tp: 4.0,
+                sp: true,
+                fp8_inputs,
+                fused_glu,
+            }
+            .activation_bytes(Recompute::None, true)
+                / 8192.0
+        };
+        close(layer(false, false), 87104.0);
+        close(layer(false, true), 72768.0);
+        close(layer(true, true), 63552.0);
     }
 
     /// torchtitan's training setup: FSDP2, fp32 gradient reduction.
