@@ -59,34 +59,28 @@ fn zero3_runs_within_a_third_and_ranked() {
     }
 }
 
+/// Asserts that the `runs` runs of a file each miss by at most `each` and by `median` at the
+/// median.
+fn within(name: &str, runs: usize, each: f64, median: f64) {
+    let v = load(name);
+    for r in &v.runs {
+        assert!(r.error.abs() <= each, "{}: {:+.3}", r.id, r.error);
+    }
+    let b = &v.summary.by_file[0];
+    assert_eq!(b.runs, runs);
+    assert!(b.median_abs_error <= median, "{:.3}", b.median_abs_error);
+}
+
 #[test]
 fn megatron_core_fp8_on_h100_within_an_eighth() {
     // Before Transformer Engine's fp8 activations were kept at a byte, the 70B and 405B
     // layouts did not fit without recomputation in the model, which chose full recomputation
     // and came out 17-23% too slow.
-    let v = load("megatron-bridge-h100-fp8.yaml");
-    for r in &v.runs {
-        assert!(r.error.abs() <= 0.12, "{}: {:+.3}", r.id, r.error);
-    }
-    let b = &v.summary.by_file[0];
-    assert!(
-        b.runs == 5 && b.median_abs_error <= 0.06,
-        "{:.3}",
-        b.median_abs_error
-    );
+    within("megatron-bridge-h100-fp8.yaml", 5, 0.12, 0.06);
 }
 
 #[test]
 fn nemo_fp8_on_h100_within_a_sixth() {
     // GPT-3 5B to 175B, Llama 2 and 3, Nemotron-4 340B, on 8 to 512 GPUs: -11% to +16%.
-    let v = load("nemo-24.07-h100-fp8.yaml");
-    for r in &v.runs {
-        assert!(r.error.abs() <= 0.16, "{}: {:+.3}", r.id, r.error);
-    }
-    let b = &v.summary.by_file[0];
-    assert!(
-        b.runs == 10 && b.median_abs_error <= 0.07,
-        "{:.3}",
-        b.median_abs_error
-    );
+    within("nemo-24.07-h100-fp8.yaml", 10, 0.16, 0.07);
 }
