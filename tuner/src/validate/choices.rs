@@ -39,7 +39,7 @@ fn year(source: &str) -> Option<(u32, u32)> {
     let bytes = source.as_bytes();
     let word = |i: usize| bytes.get(i).is_some_and(|b| b.is_ascii_alphanumeric());
     (0..bytes.len().saturating_sub(3)).find_map(|i| {
-        let digits = &source.get(i..i + 4)?;
+        let digits = source.get(i..i + 4)?;
         let bounded = (i == 0 || !word(i - 1)) && !word(i + 4);
         let y: u32 = digits
             .parse()
@@ -58,10 +58,10 @@ fn before(source: &str, paper: (u32, u32)) -> bool {
 
 /// The framework a run names in its source or group: DeepSpeed (vTrain ran
 /// Megatron-DeepSpeed), the FSDP stacks (torchtitan, llm-foundry, NeMo AutoModel), else
-/// Megatron-LM. A ZeRO-3 run naming neither, or naming Megatron-LM, which had no ZeRO-3 of its
-/// own then, ran DeepSpeed if it was published before FSDP (Narayanan et al. 2021 §5.2
-/// compare against DeepSpeed's ZeRO-3); after, an unnamed one ran FSDP and a Megatron one
-/// Megatron-Core's own sharding.
+/// Megatron-LM. A ZeRO-3 run that names neither DeepSpeed nor an FSDP stack ran DeepSpeed's
+/// if it was published before FSDP existed, Megatron-LM having none of its own then
+/// (Narayanan et al. 2021 §5.2 compare against DeepSpeed's); after, it ran Megatron-Core's
+/// sharding if it names Megatron, and FSDP if it names nothing.
 pub fn framework(run: &Run) -> Framework {
     let text = format!("{} {}", run.source, run.group).to_lowercase();
     let has = |words: &[&str]| words.iter().any(|w| text.contains(w));
