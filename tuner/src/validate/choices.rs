@@ -10,6 +10,12 @@ use crate::mesh::{FlashKernel, Framework, ParamFetch, Precision, ReduceDtype, Tr
 /// before it computed the s x s attention scores through HBM.
 const FLASH_ATTENTION_ARXIV: (u32, u32) = (2205, 14135);
 
+/// Megatron-LM gained `--use-flash-attn` on 2022-12-08 (commit d693034e, "Integrate
+/// FlashAttention into Megatron-LM"), which Megatron-DeepSpeed merged the same day. Megatron
+/// and Megatron-DeepSpeed runs published before then ran the unfused attention (BLOOM, arXiv
+/// 2211.05100, among them).
+const MEGATRON_FLASH_ARXIV: (u32, u32) = (2212, 0);
+
 /// Megatron-Core's first release with `--overlap-grad-reduce` and bf16 gradient buffers in fp32
 /// (`accumulate_allreduce_grads_in_fp32`, forced under `--bf16`) came in 2023; the Megatron
 /// papers before it trained in fp16 with the gradient all-reduce after backward.
@@ -88,17 +94,16 @@ pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
     let flash_attention = match l.attention {
         Some(a) => a == Attention::Flash,
         None => {
-            let flash = !before(&run.source, FLASH_ATTENTION_ARXIV);
-            choices.insert(
-                "attention".into(),
-                if flash {
-                    "fused (flash)"
-                } else {
-                    "unfused: the source predates FlashAttention"
-                }
-                .into(),
-            );
-            flash
+            let megatron_stack = matches!(framework, Framework::Megatron | Framework::Deepspeed);
+            let why = if before(&run.source, FLASH_ATTENTION_ARXIV) {
+                Some("unfused: the source predates FlashAttention")
+            } else if megatron_stack && before(&run.source, MEGATRON_FLASH_ARXIV) {
+                Some("unfused: the source predates Megatron's FlashAttention (December 2022)")
+            } else {
+                None
+            };
+            choices.insert("attention".into(), why.unwrap_or("fused (flash)").into());
+            why.is_none()
         }
     };
     let megatron_core = !before(&run.source, MEGATRON_CORE_ARXIV);
@@ -197,6 +202,9 @@ mod tests {
         assert!(b("Korthikanti et al. 2022, arXiv:2205.05198 (MLSys 2023)"));
         assert!(!b("Dao 2023, arXiv:2307.08691"));
         assert!(!b("MosaicML llm-foundry benchmarking README (2024)"));
+        // Megatron and Megatron-DeepSpeed reached FlashAttention in December 2022.
+        assert!(before("BLOOM, arXiv:2211.05100", MEGATRON_FLASH_ARXIV));
+        assert!(!before("arXiv:2302.00001", MEGATRON_FLASH_ARXIV));
         // Without an arXiv id the year decides, where it can.
         let zero3 = |s| before(s, COALESCED_ZERO3_ARXIV);
         assert!(zero3("Narayanan et al., SC'21 (2021), Table 2"));
