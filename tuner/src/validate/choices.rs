@@ -11,10 +11,14 @@ use crate::mesh::{FlashKernel, Framework, ParamFetch, Precision, ReduceDtype, Tr
 const FLASH_ATTENTION_ARXIV: (u32, u32) = (2205, 14135);
 
 /// Megatron-LM gained `--use-flash-attn` on 2022-12-08 (commit d693034e, "Integrate
-/// FlashAttention into Megatron-LM"), which Megatron-DeepSpeed merged the same day. Megatron
-/// and Megatron-DeepSpeed runs published before then ran the unfused attention (BLOOM, arXiv
-/// 2211.05100, among them).
+/// FlashAttention into Megatron-LM"); Megatron runs published before then ran the unfused
+/// attention.
 const MEGATRON_FLASH_ARXIV: (u32, u32) = (2212, 0);
+
+/// Megatron-DeepSpeed took that commit in with its merge of upstream on 2023-07-04 (9e72d571 in
+/// microsoft/Megatron-DeepSpeed); DeepSpeed runs published before then ran the unfused
+/// attention (BLOOM, arXiv 2211.05100, among them).
+const DEEPSPEED_FLASH_ARXIV: (u32, u32) = (2307, 0);
 
 /// Megatron-Core's first release with `--overlap-grad-reduce` and bf16 gradient buffers in fp32
 /// (`accumulate_allreduce_grads_in_fp32`, forced under `--bf16`) came in 2023; the Megatron
@@ -94,11 +98,15 @@ pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
     let flash_attention = match l.attention {
         Some(a) => a == Attention::Flash,
         None => {
-            let megatron_stack = matches!(framework, Framework::Megatron | Framework::Deepspeed);
+            let framework_flash = match framework {
+                Framework::Megatron => Some(MEGATRON_FLASH_ARXIV),
+                Framework::Deepspeed => Some(DEEPSPEED_FLASH_ARXIV),
+                Framework::Fsdp => None,
+            };
             let why = if before(&run.source, FLASH_ATTENTION_ARXIV) {
                 Some("unfused: the source predates FlashAttention")
-            } else if megatron_stack && before(&run.source, MEGATRON_FLASH_ARXIV) {
-                Some("unfused: the source predates Megatron's FlashAttention (December 2022)")
+            } else if framework_flash.is_some_and(|date| before(&run.source, date)) {
+                Some("unfused: the source predates its framework's FlashAttention")
             } else {
                 None
             };
@@ -202,9 +210,10 @@ mod tests {
         assert!(b("Korthikanti et al. 2022, arXiv:2205.05198 (MLSys 2023)"));
         assert!(!b("Dao 2023, arXiv:2307.08691"));
         assert!(!b("MosaicML llm-foundry benchmarking README (2024)"));
-        // Megatron and Megatron-DeepSpeed reached FlashAttention in December 2022.
+        // Megatron reached FlashAttention in December 2022, Megatron-DeepSpeed in July 2023.
         assert!(before("BLOOM, arXiv:2211.05100", MEGATRON_FLASH_ARXIV));
         assert!(!before("arXiv:2302.00001", MEGATRON_FLASH_ARXIV));
+        assert!(before("arXiv:2302.00001", DEEPSPEED_FLASH_ARXIV));
         // Without an arXiv id the year decides, where it can.
         let zero3 = |s| before(s, COALESCED_ZERO3_ARXIV);
         assert!(zero3("Narayanan et al., SC'21 (2021), Table 2"));
