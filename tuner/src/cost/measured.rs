@@ -170,9 +170,11 @@ impl MeasuredCollectives {
 }
 
 /// Whether the members per node set a group's rate: across nodes each member drives its own
-/// share of the NICs, except in send/recv, whose pairs cross one NIC each whatever the count.
+/// share of the NICs, except in send/recv, whose pairs cross one NIC each whatever the count,
+/// and all-to-all, whose GPUs each send through their own NIC (see
+/// [`NominalCollectives::busbw`](super::collective::NominalCollectives::busbw)).
 fn drives_nics(c: Collective, group: &GroupSpan) -> bool {
-    group.link == LinkClass::Network && c != Collective::SendRecv
+    group.link == LinkClass::Network && !matches!(c, Collective::SendRecv | Collective::AllToAll)
 }
 
 impl CollectiveModel for MeasuredCollectives {
@@ -313,6 +315,17 @@ mod tests {
         // Four members per node: half the rails, still under NVLink.
         let four = busbw_of(m.time_s(Collective::AllReduce, &span(16, 2, &c), bytes));
         assert!((four / (177e9 * k / 2.0) - 1.0).abs() < 1e-9, "{four}");
+        // An all-to-all sends through each GPU's own NIC, so one measured over full nodes
+        // prices a group of one member per node at the same rate, not an eighth of it.
+        let a2a = FleetCurve {
+            scope: Scope::InterNode,
+            members_per_node: 8,
+            ..curve(Kind::AllToAll, 16, 40e9)
+        };
+        let m = MeasuredCollectives::new(NominalCollectives::new(&c, &NOMINAL), &[a2a], None);
+        let t_full = m.time_s(Collective::AllToAll, &full, bytes);
+        assert_eq!(m.source(Collective::AllToAll, &dp), Source::Measured);
+        assert_eq!(m.time_s(Collective::AllToAll, &dp, bytes), t_full);
     }
 
     /// A fabric run found one DGX H100's NIC at 22.5 GB/s per pair on the idle fabric, half
