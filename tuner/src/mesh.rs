@@ -204,11 +204,12 @@ pub enum ParamFetch {
     /// parameter units and DeepSpeed's coalesced fetch (v0.6.0, March 2022, and later).
     Coalesced,
     /// DeepSpeed before v0.6.0 (`deepspeed/runtime/zero/partition_parameters.py` and
-    /// `stage3.py` at v0.4.0): one all-gather per parameter tensor, each issued after a
-    /// device-wide `torch.cuda.synchronize()` and waited for before the module runs, so
-    /// nothing overlaps; every gather and gradient reduce-scatter passes a list with one
-    /// tensor per rank, which DeepSpeed builds with one `narrow` per rank and c10d copies
-    /// entry by entry.
+    /// `stage3.py` at v0.4.0): one all-gather per parameter tensor above the persistence
+    /// threshold. `_allgather_param` calls `torch.cuda.synchronize()` before each, which waits
+    /// for the compute and the gathers already in flight, prefetched ones included, and the
+    /// module waits for its gathers before it runs, so nothing overlaps. Every gather and
+    /// gradient reduce-scatter passes a list with one tensor per rank, which DeepSpeed builds
+    /// with one `narrow` per rank and c10d copies entry by entry.
     PerTensor,
 }
 

@@ -25,17 +25,6 @@ impl FfnAct {
             FfnAct::Swiglu => 3.0,
         }
     }
-
-    /// Parameter tensors of one layer as the framework module holds them: a GPT layer
-    /// (Megatron-DeepSpeed's `ParallelTransformerLayer`) has two LayerNorms with weight and
-    /// bias and four biased linears (QKV, projection, two MLP), 12 tensors; a Llama layer
-    /// (Hugging Face `LlamaDecoderLayer`) has two RMSNorm weights and seven unbiased linears.
-    pub fn layer_tensors(self) -> u32 {
-        match self {
-            FfnAct::Gelu => 12,
-            FfnAct::Swiglu => 9,
-        }
-    }
 }
 
 /// Mixture-of-experts block replacing the dense MLP in all but the first `dense_layers` layers.
@@ -187,6 +176,36 @@ impl ModelShape {
     /// Dense MLP weights of one layer.
     pub fn dense_mlp_params(&self) -> f64 {
         self.ffn_act.matrices() * f64::from(self.hidden) * f64::from(self.ffn_hidden)
+    }
+
+    /// Elements of each parameter tensor of one dense layer, as the framework module holds
+    /// them: a GPT layer (Megatron-DeepSpeed's `ParallelTransformerLayer`) has two LayerNorms
+    /// with weight and bias and four biased linears (fused QKV, projection, two MLP), 12
+    /// tensors; a Llama layer (Hugging Face `LlamaDecoderLayer`) has two RMSNorm weights and
+    /// seven unbiased linears, 9.
+    pub fn layer_tensors(&self) -> Vec<f64> {
+        let (h, kv, f) = (
+            f64::from(self.hidden),
+            self.kv_dim(),
+            f64::from(self.ffn_hidden),
+        );
+        match self.ffn_act {
+            FfnAct::Gelu => vec![
+                h,
+                h,
+                (h + 2.0 * kv) * h,
+                h + 2.0 * kv,
+                h * h,
+                h,
+                h,
+                h,
+                f * h,
+                f,
+                h * f,
+                h,
+            ],
+            FfnAct::Swiglu => vec![h, h * h, kv * h, kv * h, h * h, h, f * h, f * h, h * f],
+        }
     }
 
     /// Weights of one expert.

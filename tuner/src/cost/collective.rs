@@ -195,6 +195,23 @@ pub struct NominalCollectives {
     nvlink: bool,
 }
 
+/// The bus bandwidth of a collective across nodes in units of one GPU's NIC share, for `n`
+/// ranks with `per_node` on each node. NCCL's rings stripe their channels over the NICs, so a
+/// group with g members per node drives g of them. A send/recv pair crosses one NIC whatever
+/// the count. An all-to-all sends each GPU's share straight to its peers through its own NIC
+/// ("Alltoall cannot aggregate the bandwidth of multiple NICs", S. Jeaugey, NCCL,
+/// NVIDIA/nccl-tests#267), and only the (n - per_node)/n of it bound for other nodes crosses
+/// that NIC, against the (n - 1)/n that busbw counts: N/(N - 1) of a NIC on N nodes, 2x on two
+/// (nccl-tests#130).
+pub fn nic_multiple(c: Collective, n: u32, per_node: u32) -> f64 {
+    match c {
+        Collective::SendRecv => 1.0,
+        Collective::AllToAll if n > per_node => f64::from(n - 1) / f64::from(n - per_node),
+        Collective::AllToAll => 1.0,
+        _ => f64::from(per_node.max(1)),
+    }
+}
+
 /// Nodes under one leaf switch of a rail-optimized fabric: NVIDIA's DGX SuperPOD reference
 /// architecture builds scalable units of 32 nodes, each rail on its own leaf; a spine joins up
 /// to 32 of them, and bigger fabrics add a third tier.
@@ -255,26 +272,19 @@ impl NominalCollectives {
         }
     }
 
-    /// Bus bandwidth of a collective on a group, bytes/s. Across nodes, a group with g members
-    /// per node drives g GPUs' share of the node's NICs, never more than its members reach
-    /// inside the node: NCCL's rings stripe their channels over the NICs. A send/recv pair
-    /// crosses one NIC whatever the count, and so does each GPU's share of an all-to-all,
-    /// which sends straight to its peers: "Alltoall cannot aggregate the bandwidth of
-    /// multiple NICs, so the performance you should see is the performance of a single NIC"
-    /// (S. Jeaugey, NCCL, NVIDIA/nccl-tests#267, 2024).
+    /// Bus bandwidth of a collective on a group, bytes/s: across nodes, its
+    /// [`nic_multiple`] of one GPU's NIC share, never more than its members reach inside the
+    /// node.
     pub fn busbw(&self, collective: Collective, group: &GroupSpan) -> f64 {
         let intra = self.intra_busbw();
-        let members = match collective {
-            Collective::SendRecv | Collective::AllToAll => 1,
-            _ => group.members_per_node,
-        };
         match group.link {
             LinkClass::Nvlink => self.nvlink_busbw,
             LinkClass::Pcie => self.pcie_busbw,
             LinkClass::Network => {
                 let tiers = fabric_tiers(group.nodes) as i32;
                 let spine = (1.0 - self.tier_contention).powi(tiers - 1);
-                (f64::from(members) * self.nic_share_busbw * spine).min(intra)
+                let nics = nic_multiple(collective, group.ranks, group.members_per_node);
+                (nics * self.nic_share_busbw * spine).min(intra)
             }
         }
     }
@@ -441,12 +451,15 @@ mod tests {
         let inside = span(8, 1, &c);
         assert_eq!(m.sweep_busbw(ar, &inside), m.busbw(ar, &inside));
         // Send/recv between two nodes of eight: each pair has one rail. An all-to-all over
-        // the same 16 GPUs gets one NIC per GPU too, an eighth of the ring's figure.
+        // the same 16 GPUs sends through one NIC per GPU, but only the half of it bound for
+        // the other node: busbw 15/8 of a NIC, against the ring's 8 NICs. Over 16 nodes with
+        // one GPU each it is one NIC.
         let sr = m.busbw(Collective::SendRecv, &span(16, 1, &c));
         assert!((sr - 50e9 * net).abs() < 1.0);
         let a2a = m.busbw(Collective::AllToAll, &span(16, 1, &c));
-        assert!((a2a - 50e9 * net).abs() < 1.0);
-        assert!((m.busbw(ar, &span(16, 1, &c)) / a2a - 8.0).abs() < 1e-9);
+        assert!((a2a - 15.0 / 8.0 * 50e9 * net).abs() < 1.0);
+        let a2a_spread = m.busbw(Collective::AllToAll, &span(16, 8, &c));
+        assert!((a2a_spread - 50e9 * net).abs() < 1.0);
         let bytes = 256e6;
         let inside = m.time_s(Collective::AllReduce, &span(8, 1, &c), bytes);
         let across = m.time_s(Collective::AllReduce, &span(16, 1, &c), bytes);

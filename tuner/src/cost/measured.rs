@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use record::{Kind, Scope};
 
-use super::collective::{Collective, CollectiveModel, NominalCollectives, Source};
+use super::collective::{nic_multiple, Collective, CollectiveModel, NominalCollectives, Source};
 use crate::fit::FleetCurve;
 use crate::placement::{GroupSpan, LinkClass};
 
@@ -71,12 +71,8 @@ impl MeasuredCollectives {
         if group.link != LinkClass::Network {
             return 0.0;
         }
-        let members = if drives_nics(c, group) {
-            group.members_per_node
-        } else {
-            1
-        };
-        let busbw = f64::from(members.max(1)) * nic * self.nominal.network_contention();
+        let nics = nic_multiple(c, group.ranks, group.members_per_node);
+        let busbw = nics * nic * self.nominal.network_contention();
         bytes * c.busbw_factor(group.ranks) / busbw
     }
 
@@ -148,20 +144,20 @@ impl MeasuredCollectives {
     }
 
     /// The bus bandwidth a curve measured on another group implies for `group`. The ring
-    /// model keeps busbw across rank counts; across nodes each member drives its own share of
-    /// the NICs, so busbw scales with the members per node, up to what they reach inside one
-    /// node (measured, else the catalog's), and the job gets its in-job share of the
-    /// idle-fabric figure.
+    /// model keeps busbw across rank counts; across nodes it scales with the NICs the group
+    /// drives ([`nic_multiple`]), up to what its members reach inside one node (measured, else
+    /// the catalog's), and the job gets its in-job share of the idle-fabric figure.
     fn carried_busbw(&self, c: Collective, f: &FleetCurve, group: &GroupSpan) -> f64 {
         if group.link != LinkClass::Network {
             return f.busbw_bytes_per_s;
         }
         let shared = f.busbw_bytes_per_s * self.nominal.network_contention();
-        if !drives_nics(c, group) || f.members_per_node == group.members_per_node {
+        let ratio = nic_multiple(c, group.ranks, group.members_per_node)
+            / nic_multiple(c, f.ranks, f.members_per_node);
+        if ratio == 1.0 {
             return shared;
         }
-        let scaled =
-            shared * f64::from(group.members_per_node) / f64::from(f.members_per_node.max(1));
+        let scaled = shared * ratio;
         let inside = self
             .intra_floor(c, group)
             .map_or(self.nominal.intra_busbw(), |i| i.busbw_bytes_per_s);
@@ -169,12 +165,10 @@ impl MeasuredCollectives {
     }
 }
 
-/// Whether the members per node set a group's rate: across nodes each member drives its own
-/// share of the NICs, except in send/recv, whose pairs cross one NIC each whatever the count,
-/// and all-to-all, whose GPUs each send through their own NIC (see
-/// [`NominalCollectives::busbw`](super::collective::NominalCollectives::busbw)).
+/// Whether the members per node set a group's rate across nodes ([`nic_multiple`]): not
+/// for send/recv, whose pairs cross one NIC each whatever the count.
 fn drives_nics(c: Collective, group: &GroupSpan) -> bool {
-    group.link == LinkClass::Network && !matches!(c, Collective::SendRecv | Collective::AllToAll)
+    group.link == LinkClass::Network && c != Collective::SendRecv
 }
 
 impl CollectiveModel for MeasuredCollectives {
@@ -315,17 +309,22 @@ mod tests {
         // Four members per node: half the rails, still under NVLink.
         let four = busbw_of(m.time_s(Collective::AllReduce, &span(16, 2, &c), bytes));
         assert!((four / (177e9 * k / 2.0) - 1.0).abs() < 1e-9, "{four}");
-        // An all-to-all sends through each GPU's own NIC, so one measured over full nodes
-        // prices a group of one member per node at the same rate, not an eighth of it.
+        // An all-to-all sends through each GPU's own NIC. Measured over two full nodes its
+        // busbw is 15/8 of a NIC (half the traffic stays inside the node); a group of one
+        // member per node gets one NIC: 8/15 of it, not an eighth.
         let a2a = FleetCurve {
             scope: Scope::InterNode,
             members_per_node: 8,
             ..curve(Kind::AllToAll, 16, 40e9)
         };
         let m = MeasuredCollectives::new(NominalCollectives::new(&c, &NOMINAL), &[a2a], None);
-        let t_full = m.time_s(Collective::AllToAll, &full, bytes);
-        assert_eq!(m.source(Collective::AllToAll, &dp), Source::Measured);
-        assert_eq!(m.time_s(Collective::AllToAll, &dp, bytes), t_full);
+        let factor = Collective::AllToAll.busbw_factor(16);
+        let a2a_busbw = |t: f64| bytes * factor / (t - 20e-6);
+        let spread = a2a_busbw(m.time_s(Collective::AllToAll, &dp, bytes));
+        assert!(
+            (spread / (40e9 * k * 8.0 / 15.0) - 1.0).abs() < 1e-9,
+            "{spread}"
+        );
     }
 
     /// A fabric run found one DGX H100's NIC at 22.5 GB/s per pair on the idle fabric, half

@@ -90,7 +90,8 @@ impl LayerDims {
     }
 
     /// Activation bytes kept for backward, following Korthikanti et al. 2022 §4.1 term by
-    /// term, generalised to GQA (K and V of width `kv_dim`), SwiGLU and fused attention:
+    /// term, generalised to GQA (K and V of width `kv_dim`), SwiGLU and fused attention; the
+    /// table is the bf16 layer with an eager SwiGLU:
     ///
     /// | kept for backward                      | bytes            | split by TP | split by SP |
     /// |----------------------------------------|------------------|-------------|-------------|
@@ -269,7 +270,8 @@ fn activation_bytes(model: &ModelShape, training: &Training, mesh: &Mesh) -> f64
             sp: mesh.sequence_parallel,
             fp8_inputs: training.precision == Precision::Fp8
                 && training.framework == Framework::Megatron,
-            fused_glu: training.fused_elementwise,
+            // Megatron-DeepSpeed's `swiglu` is eager Python whatever else it fuses.
+            fused_glu: training.fused_elementwise && training.framework != Framework::Deepspeed,
         };
         if op_checkpoint && recompute == Recompute::Selective {
             dims.op_checkpoint_bytes()

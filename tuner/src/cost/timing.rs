@@ -634,6 +634,11 @@ fn buckets(x: &Inputs, params: f64, ranks: u32) -> f64 {
     (params / bucket).ceil().max(1.0)
 }
 
+/// Elements below which DeepSpeed's ZeRO-3 keeps a parameter whole on every rank instead of
+/// sharding it (`stage3_param_persistence_threshold`, default 100,000 in
+/// `deepspeed/runtime/zero/constants.py` at v0.4.0): LayerNorm weights and biases.
+const DEEPSPEED_PERSISTENCE_THRESHOLD: f64 = 1e5;
+
 /// Data-parallel terms: gradient reduction and ZeRO gathers, one call per bucket or layer.
 ///
 /// ZeRO-0 all-reduces gradients once per step; ZeRO-1 reduce-scatters them and all-gathers
@@ -656,17 +661,20 @@ fn data_parallel(x: &Inputs, w: &Windows) -> (Term, Term) {
     let grad_bytes = x.training.grad_reduce.bytes();
     // Both weight kinds, each over its own group, in its own buckets.
     let groups = [(dense, *g), (experts, x.placement.expert_dp)];
-    // Time and calls of one pass of collective c over both weight kinds, `per_layer` calls
-    // per layer, or one per bucket; host time where each call takes a list of ranks' tensors.
-    let per_tensor = x.training.param_fetch == ParamFetch::PerTensor;
-    let coll = |c: Collective, bytes_per_param: f64, per_layer: Option<f64>| -> (f64, f64) {
+    // Time and calls of one pass of collective c over both weight kinds: `calls_per_layer`
+    // where the framework calls per layer or per tensor, else one call per gradient bucket;
+    // plus host time where each call takes a list of the ranks' tensors. The bytes split
+    // evenly over the calls, which prices each call's latency exactly and its bandwidth
+    // within NCCL's choice of protocol by size.
+    let per_tensor = x.training.param_fetch == ParamFetch::PerTensor && mesh.zero_stage >= 3;
+    let coll = |c: Collective, bytes_per_param: f64, calls_per_layer: Option<f64>| -> (f64, f64) {
         let mut total = 0.0;
         let mut calls = 0.0;
         for (params, group) in groups {
             if params <= 0.0 || group.ranks <= 1 {
                 continue;
             }
-            let n = match per_layer {
+            let n = match calls_per_layer {
                 Some(k) => k * w.stage_layers.ceil(),
                 None => buckets(x, params, group.ranks),
             };
@@ -712,9 +720,19 @@ fn data_parallel(x: &Inputs, w: &Windows) -> (Term, Term) {
             (reduce, exposure(ag, forward))
         }
         _ if per_tensor => {
-            let tensors = Some(f64::from(x.model.ffn_act.layer_tensors()));
-            let (ag, _) = coll(Collective::AllGather, 2.0, tensors);
-            let (rs, _) = coll(Collective::ReduceScatter, grad_bytes, tensors);
+            // Tensors under DeepSpeed's persistence threshold stay whole on every rank and
+            // are gathered once per step; every tensor's gradient is reduce-scattered.
+            let tensors = x.model.layer_tensors();
+            let gathered = tensors
+                .iter()
+                .filter(|&&n| n >= DEEPSPEED_PERSISTENCE_THRESHOLD)
+                .count();
+            let (ag, _) = coll(Collective::AllGather, 2.0, Some(gathered as f64));
+            let (rs, _) = coll(
+                Collective::ReduceScatter,
+                grad_bytes,
+                Some(tensors.len() as f64),
+            );
             (Term::exposed(w.m * rs), Term::exposed(w.m * 2.0 * ag))
         }
         _ => {
@@ -944,19 +962,21 @@ mod tests {
 
     #[test]
     fn deepspeed_before_0_6_fetches_tensor_by_tensor_and_hides_nothing() {
-        // Llama 3 8B (9 tensors per layer, 32 layers) on DP=64, 8 microbatches of 1. Per
-        // microbatch: 2 gather passes and 1 reduce-scatter pass of 9 x 32 = 288 calls, 864
-        // calls at 1 ms plus 64 ranks x 5 us of list handling each: 8 x 864 x 1.32 ms =
-        // 9.1238 s, all of it exposed. The coalesced fetch makes 96 calls per microbatch and
-        // hides what fits behind each layer's compute.
+        // Llama 3 8B (32 layers of 9 tensors, the two 4,096-element RMSNorm weights under
+        // DeepSpeed's persistence threshold) on DP=64, 8 microbatches of 1. Per microbatch:
+        // 2 gather passes of 7 x 32 = 224 calls and 1 reduce-scatter pass of 9 x 32 = 288,
+        // 736 calls at 1 ms plus 64 ranks x 5 us of list handling each: 8 x 736 x 1.32 ms =
+        // 7.77216 s, all of it exposed, 2 x 224 / 288 of it in the gathers. The coalesced
+        // fetch makes 96 calls per microbatch and hides what fits behind each layer's compute.
         let per_tensor = Training {
             param_fetch: ParamFetch::PerTensor,
             ..training(Framework::Deepspeed)
         };
         let b = breakdown(&mesh(1, 64, 1, 3, false), &per_tensor, &PerCall(1e-3));
         let total = b.dp_grad_sync.time_s + b.zero_gather.time_s;
-        assert!((total - 9.1238).abs() < 1e-4, "{total}");
-        assert!((b.zero_gather.time_s - 2.0 * b.dp_grad_sync.time_s).abs() < 1e-9);
+        assert!((total - 7.77216).abs() < 1e-9, "{total}");
+        let ratio = b.zero_gather.time_s / b.dp_grad_sync.time_s;
+        assert!((ratio - 2.0 * 224.0 / 288.0).abs() < 1e-12, "{ratio}");
         let exposed = b.dp_grad_sync.exposed_s + b.zero_gather.exposed_s;
         assert!((exposed - total).abs() < 1e-12, "{exposed}");
         let coalesced = breakdown(
@@ -967,6 +987,12 @@ mod tests {
         let calls = (coalesced.dp_grad_sync.time_s + coalesced.zero_gather.time_s) / 1e-3;
         assert!((calls - 8.0 * 96.0).abs() < 1e-6, "{calls}");
         assert!(coalesced.zero_gather.exposed_s < coalesced.zero_gather.time_s);
+        // Below ZeRO-3 nothing is fetched: the gradient buckets are the same either way.
+        let zero1 = |t: &Training| {
+            let b = breakdown(&mesh(1, 64, 1, 1, false), t, &PerCall(1e-3));
+            b.dp_grad_sync.time_s + b.zero_gather.time_s
+        };
+        assert_eq!(zero1(&per_tensor), zero1(&training(Framework::Deepspeed)));
     }
 
     #[test]

@@ -42,21 +42,21 @@ fn arxiv(source: &str) -> Option<(u32, u32)> {
     Some((a.parse().ok()?, b.parse().ok()?))
 }
 
-/// The first year (20xx) a source names as a word of its own, as the last arXiv id it could
-/// carry, (yy12, max): "Narayanan et al. 2021" is before March 2022 and not before 2021's
-/// own papers. Digits inside commit hashes and longer numbers do not count.
+/// The latest year a source names as a word of its own (2017 to 2030, so that GPU counts
+/// such as 2048 and older figures do not count), mapped to December of that year: a source
+/// counts as before a date only if its whole year is. Digits inside commit hashes and longer
+/// numbers do not count.
 fn year(source: &str) -> Option<(u32, u32)> {
     let bytes = source.as_bytes();
     let word = |i: usize| bytes.get(i).is_some_and(|b| b.is_ascii_alphanumeric());
-    (0..bytes.len().saturating_sub(3)).find_map(|i| {
-        let digits = source.get(i..i + 4)?;
-        let bounded = (i == 0 || !word(i - 1)) && !word(i + 4);
-        let y: u32 = digits
-            .parse()
-            .ok()
-            .filter(|_| bounded && digits.starts_with("20"))?;
-        Some(((y - 2000) * 100 + 12, u32::MAX))
-    })
+    (0..bytes.len().saturating_sub(3))
+        .filter_map(|i| {
+            let bounded = (i == 0 || !word(i - 1)) && !word(i + 4);
+            let y: u32 = source.get(i..i + 4)?.parse().ok()?;
+            (bounded && (2017..=2030).contains(&y)).then_some(y)
+        })
+        .max()
+        .map(|y| ((y - 2000) * 100 + 12, u32::MAX))
 }
 
 /// Whether the source was published before `paper`, by its arXiv id or else by its year.
@@ -221,6 +221,9 @@ mod tests {
         assert!(!zero3("commit f2e5db4020c44, 2024-07-15"));
         assert!(!zero3("commit 2013a4dd6, 2026-04-10"));
         assert!(!zero3("no date at all"));
+        // The latest year counts, and GPU counts are not years.
+        assert!(!zero3("a 2025 summary of Narayanan et al. 2021"));
+        assert!(zero3("Narayanan et al. 2021 on 2048 GPUs"));
     }
 
     #[test]
