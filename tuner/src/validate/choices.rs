@@ -59,11 +59,14 @@ fn year(source: &str) -> Option<(u32, u32)> {
         .map(|y| ((y - 2000) * 100 + 12, u32::MAX))
 }
 
-/// Whether the source was published before `paper`, by its arXiv id or else by its year.
-fn before(source: &str, paper: (u32, u32)) -> bool {
-    arxiv(source)
-        .or_else(|| year(source))
-        .is_some_and(|id| id < paper)
+/// When a source was published, as an arXiv id: its own, or else the year it names.
+fn published(source: &str) -> Option<(u32, u32)> {
+    arxiv(source).or_else(|| year(source))
+}
+
+/// Whether a source published at `date` came before `paper`; an undated one did not.
+fn before(date: Option<(u32, u32)>, paper: (u32, u32)) -> bool {
+    date.is_some_and(|id| id < paper)
 }
 
 /// The framework a run names in its source or group: DeepSpeed (vTrain ran
@@ -71,8 +74,9 @@ fn before(source: &str, paper: (u32, u32)) -> bool {
 /// Megatron-LM. A ZeRO-3 run that names neither DeepSpeed nor an FSDP stack ran DeepSpeed's
 /// if it was published before FSDP existed, Megatron-LM having none of its own then
 /// (Narayanan et al. 2021 §5.2 compare against DeepSpeed's); after, it ran Megatron-Core's
-/// sharding if it names Megatron, and FSDP if it names nothing.
-pub fn framework(run: &Run) -> Framework {
+/// sharding if it names Megatron, and FSDP if it names nothing. `date` is the source's
+/// [`published`] date.
+fn framework(run: &Run, date: Option<(u32, u32)>) -> Framework {
     let text = format!("{} {}", run.source, run.group).to_lowercase();
     let has = |words: &[&str]| words.iter().any(|w| text.contains(w));
     let zero3 = run.layout.zero_stage == Some(3);
@@ -80,7 +84,7 @@ pub fn framework(run: &Run) -> Framework {
         Framework::Deepspeed
     } else if has(&["torchtitan", "llm-foundry", "mosaicml", "automodel", "fsdp"]) {
         Framework::Fsdp
-    } else if zero3 && before(&run.source, COALESCED_ZERO3_ARXIV) {
+    } else if zero3 && before(date, COALESCED_ZERO3_ARXIV) {
         Framework::Deepspeed
     } else if has(&["megatron", "nemotron", "nemo"]) || !zero3 {
         Framework::Megatron
@@ -93,7 +97,8 @@ pub fn framework(run: &Run) -> Framework {
 pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
     let l = &run.layout;
     let mut choices = BTreeMap::new();
-    let framework = framework(run);
+    let date = published(&run.source);
+    let framework = framework(run, date);
     choices.insert("framework".into(), framework.to_string());
     let flash_attention = match l.attention {
         Some(a) => a == Attention::Flash,
@@ -103,9 +108,9 @@ pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
                 Framework::Deepspeed => Some(DEEPSPEED_FLASH_ARXIV),
                 Framework::Fsdp => None,
             };
-            let why = if before(&run.source, FLASH_ATTENTION_ARXIV) {
+            let why = if before(date, FLASH_ATTENTION_ARXIV) {
                 Some("unfused: the source predates FlashAttention")
-            } else if framework_flash.is_some_and(|date| before(&run.source, date)) {
+            } else if framework_flash.is_some_and(|paper| before(date, paper)) {
                 Some("unfused: the source predates its framework's FlashAttention")
             } else {
                 None
@@ -114,7 +119,7 @@ pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
             why.is_none()
         }
     };
-    let megatron_core = !before(&run.source, MEGATRON_CORE_ARXIV);
+    let megatron_core = !before(date, MEGATRON_CORE_ARXIV);
     let overlap_grad_reduce = match l.overlap_grad_reduce {
         Some(o) => o,
         None => {
@@ -161,12 +166,11 @@ pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
     let fused_elementwise = !(text.contains("torchtitan") || text.contains("automodel"));
     choices.insert("fused_elementwise".into(), fused_elementwise.to_string());
     // DeepSpeed's ZeRO-3 fetched tensor by tensor, blocking, until v0.6.0.
-    let param_fetch =
-        if framework == Framework::Deepspeed && before(&run.source, COALESCED_ZERO3_ARXIV) {
-            ParamFetch::PerTensor
-        } else {
-            ParamFetch::Coalesced
-        };
+    let param_fetch = if framework == Framework::Deepspeed && before(date, COALESCED_ZERO3_ARXIV) {
+        ParamFetch::PerTensor
+    } else {
+        ParamFetch::Coalesced
+    };
     if l.zero_stage == Some(3) {
         let fetch = match param_fetch {
             ParamFetch::PerTensor => "per tensor, blocking (DeepSpeed before v0.6.0)",
@@ -205,17 +209,20 @@ mod tests {
 
     #[test]
     fn flash_attention_by_publication_date() {
-        let b = |s| before(s, FLASH_ATTENTION_ARXIV);
+        let b = |s| before(published(s), FLASH_ATTENTION_ARXIV);
         assert!(b("Narayanan et al. 2021, arXiv:2104.04473 (SC'21)"));
         assert!(b("Korthikanti et al. 2022, arXiv:2205.05198 (MLSys 2023)"));
         assert!(!b("Dao 2023, arXiv:2307.08691"));
         assert!(!b("MosaicML llm-foundry benchmarking README (2024)"));
         // Megatron reached FlashAttention in December 2022, Megatron-DeepSpeed in July 2023.
-        assert!(before("BLOOM, arXiv:2211.05100", MEGATRON_FLASH_ARXIV));
-        assert!(!before("arXiv:2302.00001", MEGATRON_FLASH_ARXIV));
-        assert!(before("arXiv:2302.00001", DEEPSPEED_FLASH_ARXIV));
+        assert!(before(
+            published("BLOOM, arXiv:2211.05100"),
+            MEGATRON_FLASH_ARXIV
+        ));
+        assert!(!before(published("arXiv:2302.00001"), MEGATRON_FLASH_ARXIV));
+        assert!(before(published("arXiv:2302.00001"), DEEPSPEED_FLASH_ARXIV));
         // Without an arXiv id the year decides, where it can.
-        let zero3 = |s| before(s, COALESCED_ZERO3_ARXIV);
+        let zero3 = |s| before(published(s), COALESCED_ZERO3_ARXIV);
         assert!(zero3("Narayanan et al., SC'21 (2021), Table 2"));
         assert!(!zero3("a 2022 report"));
         assert!(!zero3("commit f2e5db4020c44, 2024-07-15"));
