@@ -205,11 +205,11 @@ pub enum ParamFetch {
     Coalesced,
     /// DeepSpeed before v0.6.0 (`deepspeed/runtime/zero/partition_parameters.py` and
     /// `stage3.py` at v0.4.0): one all-gather per parameter tensor above the persistence
-    /// threshold. `_allgather_param` calls `torch.cuda.synchronize()` before each, which waits
-    /// for the compute and the gathers already in flight, prefetched ones included, and the
-    /// module waits for its gathers before it runs, so nothing overlaps. Every gather and
-    /// gradient reduce-scatter passes a list with one tensor per rank, which DeepSpeed builds
-    /// with one `narrow` per rank and c10d copies entry by entry.
+    /// threshold. `_allgather_param` calls `torch.cuda.synchronize()` before each, and the
+    /// module waits for its gathers before it runs. Every gather and gradient reduce-scatter
+    /// passes a list with one tensor per rank, which DeepSpeed builds with one `narrow` per
+    /// rank and c10d copies entry by entry. The model exposes every call; what that leaves
+    /// out is in [`crate::cost::timing`]'s `data_parallel`.
     PerTensor,
 }
 
