@@ -8,7 +8,9 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 use tuner::catalog::{self, Arch, Cluster, NOMINAL, PRIOR};
 use tuner::cost::{Evaluation, Scenario};
-use tuner::mesh::{FlashKernel, Framework, Precision, Recompute, ReduceDtype, Training};
+use tuner::mesh::{
+    FlashKernel, Framework, LossKernel, Precision, Recompute, ReduceDtype, Training,
+};
 use tuner::report::doc::{Document, MeshDoc};
 use tuner::report::listing::{ClusterList, ModelList};
 use tuner::report::{explain, launch, table};
@@ -450,6 +452,7 @@ impl JobArgs {
                 Framework::Deepspeed => ReduceDtype::Bf16,
                 Framework::Megatron | Framework::Fsdp => ReduceDtype::Fp32,
             }),
+            loss: LossKernel::default_for(framework),
             ..Training::megatron(seq_len, global_batch)
         };
         Ok((

@@ -196,6 +196,51 @@ pub enum FlashKernel {
     Newest,
 }
 
+/// The kernels of the loss over the logits, which read and write every logit a different
+/// number of times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LossKernel {
+    /// Megatron's `vocab_parallel_cross_entropy`, one fp32 kernel per step: Megatron-Core's
+    /// default (`cross_entropy_loss_fusion` off), Megatron-LM and Megatron-DeepSpeed.
+    Megatron,
+    /// PyTorch's `cross_entropy(logits.float())` run eagerly: torchtitan, Hugging Face models.
+    Eager,
+    /// One fused kernel each way: flash-attn's `xentropy` (llm-foundry's default
+    /// `fused_crossentropy`), Transformer Engine's (Megatron-Core's
+    /// `--cross-entropy-loss-fusion`, on in Megatron-Bridge's recipes).
+    Fused,
+}
+
+impl LossKernel {
+    /// The loss as the framework runs it unless told otherwise.
+    pub fn default_for(framework: Framework) -> LossKernel {
+        match framework {
+            Framework::Megatron | Framework::Deepspeed => LossKernel::Megatron,
+            Framework::Fsdp => LossKernel::Eager,
+        }
+    }
+
+    /// HBM bytes per logit, forward and backward, counted kernel by kernel.
+    ///
+    /// Megatron (`megatron/core/tensor_parallel/cross_entropy.py` at core_r0.8.0; the same
+    /// ops in Megatron-LM and Megatron-DeepSpeed): the cast from bf16 (2 read, 4 written), max
+    /// (4), subtract in place (8), exp in place (8), sum (4), divide in place (8); backward
+    /// multiplies in place (8) and autograd casts the gradient back to bf16 (4 + 2): 52.
+    /// Eager PyTorch: the cast (6), `log_softmax` over a row too long for shared memory in
+    /// three passes (max, sum, then read and write: 16), `nll_loss` backward filling a dense
+    /// fp32 gradient (4), `log_softmax` backward (the gradient summed, then it and the output
+    /// read and the result written: 16), the cast back (6): 48. Fused: the bf16 logits read
+    /// for the max and again for the sum, and read once more to write the bf16 gradient: 8.
+    pub fn bytes_per_logit(self) -> f64 {
+        match self {
+            LossKernel::Megatron => 52.0,
+            LossKernel::Eager => 48.0,
+            LossKernel::Fused => 8.0,
+        }
+    }
+}
+
 /// How ZeRO-3 brings a layer's sharded parameters in before it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -243,6 +288,8 @@ pub struct Training {
     pub grad_reduce: ReduceDtype,
     /// How ZeRO-3 gathers parameters.
     pub param_fetch: ParamFetch,
+    /// How the loss over the logits runs.
+    pub loss: LossKernel,
 }
 
 impl Training {
@@ -263,6 +310,7 @@ impl Training {
             framework: Framework::Megatron,
             grad_reduce: ReduceDtype::Fp32,
             param_fetch: ParamFetch::Coalesced,
+            loss: LossKernel::Megatron,
         }
     }
 

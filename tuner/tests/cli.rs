@@ -577,7 +577,7 @@ fn issue_12_a_slow_nic_is_named_and_bounds_inter_node_terms() {
             "--gpus",
             "64",
             "--top",
-            "3",
+            "5",
             "--format",
             "json",
             "--measurements",
@@ -586,8 +586,8 @@ fn issue_12_a_slow_nic_is_named_and_bounds_inter_node_terms() {
         args.extend_from_slice(extra);
         serde_json::from_str(&stdout_of(&args)).unwrap()
     };
-    // The top three layouts in rank order: a fault that slows some layouts more than others
-    // reorders them, even where the best one is robust to it.
+    // The top five layouts in rank order: a fault that slows some layouts more than others
+    // reorders them, even where the best one is robust to it (here the fourth place changes).
     let layout = |doc: &Value| -> Vec<Vec<Value>> {
         doc["meshes"]
             .as_array()

@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 
 use super::{Attention, Run};
-use crate::mesh::{FlashKernel, Framework, ParamFetch, Precision, ReduceDtype, Training};
+use crate::mesh::{
+    FlashKernel, Framework, LossKernel, ParamFetch, Precision, ReduceDtype, Training,
+};
 
 /// FlashAttention's first publication (Dao et al. 2022, arXiv 2205.14135). Runs published
 /// before it computed the s x s attention scores through HBM.
@@ -178,6 +180,14 @@ pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
         };
         choices.insert("param_fetch".into(), fetch.into());
     }
+    // llm-foundry's MPT defaults to flash-attn's fused cross-entropy (`loss_fn:
+    // fused_crossentropy`); Megatron-Bridge's model providers turn Megatron-Core's fusion on.
+    let loss = if llm_foundry || text.contains("megatron-bridge") {
+        LossKernel::Fused
+    } else {
+        LossKernel::default_for(framework)
+    };
+    choices.insert("loss".into(), format!("{loss:?}").to_lowercase());
     // Megatron-Core recipes on Hopper turn on --tp-comm-overlap with sequence parallelism
     // (Transformer Engine userbuffers need sm_90).
     let tp_comm_overlap = framework == Framework::Megatron
@@ -198,6 +208,7 @@ pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
             framework,
             grad_reduce,
             param_fetch,
+            loss,
         },
         choices,
     )
