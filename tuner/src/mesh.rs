@@ -230,8 +230,10 @@ impl LossKernel {
     /// Eager PyTorch: the cast (6), `log_softmax` over a row too long for shared memory in
     /// three passes (max, sum, then read and write: 16), `nll_loss` backward filling a dense
     /// fp32 gradient (4), `log_softmax` backward (the gradient summed, then it and the output
-    /// read and the result written: 16), the cast back (6): 48. Fused: the bf16 logits read
-    /// for the max and again for the sum, and read once more to write the bf16 gradient: 8.
+    /// read and the result written: 16), the cast back (6): 48. Fused, as flash-attn's
+    /// `xentropy` runs: the bf16 logits read for the max and again for the sum, and once more
+    /// to write the bf16 gradient: 8. Transformer Engine's fused loss is priced the same,
+    /// uncounted.
     pub fn bytes_per_logit(self) -> f64 {
         match self {
             LossKernel::Megatron => 52.0,
