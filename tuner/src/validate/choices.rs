@@ -270,4 +270,25 @@ mod tests {
         runs[0].source = "NVIDIA-NeMo/Megatron-Bridge performance summary, 2025".into();
         assert_eq!(training(&runs[0]).0.framework, Framework::Megatron);
     }
+
+    #[test]
+    fn the_loss_runs_as_the_source_s_framework_runs_it() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/narayanan2021-table2.yaml"
+        ))
+        .unwrap();
+        let mut run = crate::validate::parse_runs(&text, "table2")
+            .unwrap()
+            .runs
+            .swap_remove(6);
+        let loss = |run: &Run| training(run).0.loss;
+        assert_eq!(loss(&run), LossKernel::Megatron);
+        run.source = "NVIDIA-NeMo/Megatron-Bridge performance summary, 2025".into();
+        assert_eq!(loss(&run), LossKernel::Fused);
+        run.source = "mosaicml/llm-foundry benchmarking README (2024)".into();
+        assert_eq!(loss(&run), LossKernel::Fused);
+        run.source = "pytorch/torchtitan benchmarks (2024-12)".into();
+        assert_eq!(loss(&run), LossKernel::Eager);
+    }
 }
