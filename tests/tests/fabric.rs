@@ -122,7 +122,7 @@ fn recommend(source: &[&str]) -> Value {
         "--gpus",
         "64",
         "--top",
-        "3",
+        "5",
         "--format",
         "json",
         "--compare-nominal",
