@@ -201,8 +201,9 @@ pub enum FlashKernel {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LossKernel {
-    /// Megatron's `vocab_parallel_cross_entropy`, one fp32 kernel per step: Megatron-Core's
-    /// default (`cross_entropy_loss_fusion` off), Megatron-LM and Megatron-DeepSpeed.
+    /// Megatron's `vocab_parallel_cross_entropy`, a separate fp32 kernel per operation:
+    /// Megatron-Core's default (`cross_entropy_loss_fusion` off), Megatron-LM and
+    /// Megatron-DeepSpeed.
     Megatron,
     /// PyTorch's `cross_entropy(logits.float())` run eagerly: torchtitan, Hugging Face models.
     Eager,
