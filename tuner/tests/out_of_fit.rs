@@ -97,12 +97,14 @@ fn strong_scaling_on_h100_loses_throughput_per_gpu() {
     // unpublished virtual stages at Megatron's default of none (interleaving at 4 stages
     // per rank brings it to +3.5%, and the 96-GPU run to -15%).
     let v = load("megatron-core-r0.8-strong-scaling.yaml");
-    let per_gpu = |r: &RunPrediction, t: f64| 1.0 / (t * f64::from(r.gpus));
     let small = run(&v, "megatron2024-h100-ss-177B-96gpu");
     let large = run(&v, "megatron2024-h100-ss-177B-4608gpu");
-    let ratio = |t: fn(&RunPrediction) -> f64| per_gpu(large, t(large)) / per_gpu(small, t(small));
-    let measured = ratio(|r| r.observed_iteration_time_s);
-    let predicted = ratio(|r| r.predicted_iteration_time_s);
+    // Per-GPU throughput at one batch is the inverse of GPU-seconds per step.
+    let gpu_s = |r: &RunPrediction, t: f64| t * f64::from(r.gpus);
+    let measured = gpu_s(small, small.observed_iteration_time_s)
+        / gpu_s(large, large.observed_iteration_time_s);
+    let predicted = gpu_s(small, small.predicted_iteration_time_s)
+        / gpu_s(large, large.predicted_iteration_time_s);
     assert!((measured - 0.894).abs() < 0.005, "{measured:.3}");
     assert!(
         predicted > 0.6 && predicted < 1.0,

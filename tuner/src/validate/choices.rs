@@ -244,14 +244,19 @@ mod tests {
         assert!(zero3("Narayanan et al. 2021 on 2048 GPUs"));
     }
 
-    #[test]
-    fn zero3_before_coalesced_fetch_ran_deepspeed_tensor_by_tensor() {
+    /// Narayanan et al.'s Table 2 runs: ZeRO-3 first, PTD-P from the seventh.
+    fn table2() -> Vec<Run> {
         let text = std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/data/narayanan2021-table2.yaml"
         ))
         .unwrap();
-        let mut runs = crate::validate::parse_runs(&text, "table2").unwrap().runs;
+        crate::validate::parse_runs(&text, "table2").unwrap().runs
+    }
+
+    #[test]
+    fn zero3_before_coalesced_fetch_ran_deepspeed_tensor_by_tensor() {
+        let mut runs = table2();
         let (t, choices) = training(&runs[0]);
         assert_eq!(
             (t.framework, t.param_fetch),
@@ -273,15 +278,7 @@ mod tests {
 
     #[test]
     fn the_loss_runs_as_the_source_s_framework_runs_it() {
-        let text = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/data/narayanan2021-table2.yaml"
-        ))
-        .unwrap();
-        let mut run = crate::validate::parse_runs(&text, "table2")
-            .unwrap()
-            .runs
-            .swap_remove(6);
+        let mut run = table2().swap_remove(6);
         let loss = |run: &Run| training(run).0.loss;
         assert_eq!(loss(&run), LossKernel::Megatron);
         run.source = "NVIDIA-NeMo/Megatron-Bridge performance summary, 2025".into();
