@@ -95,6 +95,33 @@ fn framework(run: &Run, date: Option<(u32, u32)>) -> Framework {
     }
 }
 
+/// The catalog's Grand Teton H100: torchtitan's benchmark files ran 96 GB HBM2e H100s at their
+/// default 500 W limit, a part no runs-file GPU id names.
+const GRAND_TETON_H100: &str = "h100-sxm-96gb-500w";
+
+/// What a run's notes say, in lower case: sources state there what no layout field holds (the
+/// GPU part and its power limit, whether torch.compile ran).
+fn notes(run: &Run) -> String {
+    run.notes.as_deref().unwrap_or_default().to_lowercase()
+}
+
+/// The catalog GPU to price a run on, where its notes name a part other than its
+/// `cluster.gpu`: an `h100-sxm` run whose notes say 96 GB HBM2e at 500 W ran on
+/// [`GRAND_TETON_H100`], which has 72% of the SXM's memory bandwidth and 90% of its peak.
+pub fn gpu(run: &Run) -> Option<&'static str> {
+    let n = notes(run).replace("500w", "500 w");
+    (run.cluster.gpu == "h100-sxm" && n.contains("96gb hbm2e") && n.contains("500 w"))
+        .then_some(GRAND_TETON_H100)
+}
+
+/// Whether a run's notes say torch.compile was on.
+fn compiled(run: &Run) -> bool {
+    let n = notes(run);
+    n.contains("torch.compile")
+        && !n.contains("torch.compile=off")
+        && !n.contains("torch.compile off")
+}
+
 /// The training inputs of a run and the choices made for what it left unpublished.
 pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
     let l = &run.layout;
@@ -163,10 +190,20 @@ pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
             format!("{flash_kernel:?}").to_lowercase(),
         );
     }
-    // torchtitan and Hugging Face models (NeMo AutoModel) run eager PyTorch ops by default;
-    // Megatron, Megatron-DeepSpeed and llm-foundry fuse them.
-    let fused_elementwise = !(text.contains("torchtitan") || text.contains("automodel"));
+    // torchtitan and Hugging Face models (NeMo AutoModel) run eager PyTorch ops unless
+    // torch.compile fuses them (off by default, so only where the notes say it ran); Megatron,
+    // Megatron-DeepSpeed and llm-foundry fuse them by hand.
+    let eager_stack = text.contains("torchtitan") || text.contains("automodel");
+    let fused_elementwise = !eager_stack || compiled(run);
     choices.insert("fused_elementwise".into(), fused_elementwise.to_string());
+    if eager_stack {
+        let compile = if fused_elementwise {
+            "on (the notes say so)"
+        } else {
+            "off (the default)"
+        };
+        choices.insert("torch_compile".into(), compile.into());
+    }
     // DeepSpeed's ZeRO-3 fetched tensor by tensor, blocking, until v0.6.0.
     let param_fetch = if framework == Framework::Deepspeed && before(date, COALESCED_ZERO3_ARXIV) {
         ParamFetch::PerTensor
@@ -274,6 +311,35 @@ mod tests {
         );
         runs[0].source = "NVIDIA-NeMo/Megatron-Bridge performance summary, 2025".into();
         assert_eq!(training(&runs[0]).0.framework, Framework::Megatron);
+    }
+
+    #[test]
+    fn the_notes_name_the_gpu_part_and_torch_compile() {
+        let mut run = table2().swap_remove(6);
+        run.source = "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md".into();
+        run.cluster.gpu = "h100-sxm".into();
+        let fused = |run: &Run| training(run).0.fused_elementwise;
+        // Without notes: the SXM part, and torchtitan's default, eager.
+        assert_eq!(gpu(&run), None);
+        assert!(!fused(&run));
+        run.notes = Some(
+            "96GB HBM2e H100s at the default 500 W limit (the catalog's h100-sxm is 80GB HBM3, \
+             700 W). BF16. FSDP2, torch.compile=off"
+                .into(),
+        );
+        assert_eq!(gpu(&run), Some(GRAND_TETON_H100));
+        assert!(!fused(&run));
+        assert_eq!(training(&run).1["torch_compile"], "off (the default)");
+        run.notes = Some("96GB HBM2e at 500W; fp8 (Float8 linears) + torch.compile".into());
+        assert_eq!(gpu(&run), Some(GRAND_TETON_H100));
+        assert!(fused(&run));
+        // Only an H100 SXM run is another part; Megatron fuses by hand whatever the notes say.
+        run.cluster.gpu = "h200-sxm".into();
+        assert_eq!(gpu(&run), None);
+        run.source = "Megatron-LM README (2024)".into();
+        run.notes = None;
+        assert!(fused(&run));
+        assert!(!training(&run).1.contains_key("torch_compile"));
     }
 
     #[test]

@@ -50,6 +50,9 @@ pub struct Run {
     pub layout: RunLayout,
     /// What was measured.
     pub observed: Observed,
+    /// What the source says that no field holds, and how derived figures were derived.
+    #[serde(default)]
+    pub notes: Option<String>,
 }
 
 /// Model shape as a runs file writes it.
@@ -224,8 +227,9 @@ impl Run {
         Ok(shape)
     }
 
-    fn cluster(&self) -> Result<Cluster, TunerError> {
-        let gpu = catalog::gpu(&self.cluster.gpu)?.clone();
+    /// The cluster, on the GPU `gpu_id` names.
+    fn cluster(&self, gpu_id: &str) -> Result<Cluster, TunerError> {
+        let gpu = catalog::gpu(gpu_id)?.clone();
         let nvlink_domain = if gpu.nvlink_bytes_per_s > 0.0 {
             self.cluster.gpus_per_node
         } else {
@@ -289,8 +293,12 @@ impl Run {
 /// Predicts one run.
 pub fn predict(run: &Run, efficiency: &Efficiency) -> Result<RunPrediction, TunerError> {
     let shape = run.shape()?;
-    let cluster = run.cluster()?;
+    let part = choices::gpu(run);
+    let cluster = run.cluster(part.unwrap_or(&run.cluster.gpu))?;
     let (training, mut choices) = choices::training(run);
+    if let Some(id) = part {
+        choices.insert("gpu".into(), format!("{id} (the part the notes name)"));
+    }
     let gpus = run.cluster.gpus;
     let c = run.constraints(training.framework);
     let l = &run.layout;
