@@ -379,6 +379,7 @@ fn models_and_clusters_list_the_catalog() {
     for id in [
         "dgx-a100",
         "dgx-h100",
+        "grand-teton-h100",
         "hgx-h200",
         "dgx-b200",
         "gb200-nvl72",

@@ -43,6 +43,15 @@ pub const CLUSTERS: &[ClusterPreset] = &[
         source: "NVIDIA DGX H100 datasheet: 8x H100 SXM5 on NVSwitch, 8x ConnectX-7 NDR 400 Gb/s (4 OSFP ports)",
     },
     ClusterPreset {
+        id: "grand-teton-h100",
+        gpu: "h100-sxm-96gb-500w",
+        gpus_per_node: 8,
+        nvlink_domain: 8,
+        nics_per_node: 8,
+        nic_bits_per_s: 400e9,
+        source: "torchtitan benchmarks (llama3_h100_202412_torchtitan.md): Meta Grand Teton hosts, 8 H100 96GB HBM2e at the default 500 W limit fully connected with NVLink, 400 Gb/s RDMA per GPU",
+    },
+    ClusterPreset {
         id: "hgx-h200",
         gpu: "h200-sxm",
         gpus_per_node: 8,
