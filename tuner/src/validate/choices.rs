@@ -106,20 +106,26 @@ fn notes(run: &Run) -> String {
 }
 
 /// The catalog GPU to price a run on, where its notes name a part other than its
-/// `cluster.gpu`: an `h100-sxm` run whose notes say 96 GB HBM2e at 500 W ran on
-/// [`GRAND_TETON_H100`], which has 72% of the SXM's memory bandwidth and 90% of its peak.
+/// `cluster.gpu`: an `h100-sxm` run whose notes say HBM2e at 500 W ran on
+/// [`GRAND_TETON_H100`] (the SXM part has HBM3 and 700 W), which has 72% of the SXM's memory
+/// bandwidth and 90% of its peak.
 pub fn gpu(run: &Run) -> Option<&'static str> {
     let n = notes(run).replace("500w", "500 w");
-    (run.cluster.gpu == "h100-sxm" && n.contains("96gb hbm2e") && n.contains("500 w"))
+    (run.cluster.gpu == "h100-sxm" && n.contains("hbm2e") && n.contains("500 w"))
         .then_some(GRAND_TETON_H100)
 }
 
-/// Whether a run's notes say torch.compile was on.
+/// Whether a run's notes say torch.compile was on: they name it, and not as off.
 fn compiled(run: &Run) -> bool {
-    let n = notes(run);
-    n.contains("torch.compile")
-        && !n.contains("torch.compile=off")
-        && !n.contains("torch.compile off")
+    let n = notes(run).replace("torch.compile", "compile");
+    let off = [
+        "compile=off",
+        "compile off",
+        "without compile",
+        "no compile",
+        "compile: off",
+    ];
+    n.contains("compile") && !off.iter().any(|o| n.contains(o))
 }
 
 /// The training inputs of a run and the choices made for what it left unpublished.
@@ -333,6 +339,12 @@ mod tests {
         run.notes = Some("96GB HBM2e at 500W; fp8 (Float8 linears) + torch.compile".into());
         assert_eq!(gpu(&run), Some(GRAND_TETON_H100));
         assert!(fused(&run));
+        run.notes = Some("H100 HBM2e, 500 W limit; FSDP + compile".into());
+        assert_eq!(gpu(&run), Some(GRAND_TETON_H100));
+        assert!(fused(&run));
+        run.notes = Some("H100 at 500 W (HBM3); run without torch.compile".into());
+        assert_eq!(gpu(&run), None);
+        assert!(!fused(&run));
         // Only an H100 SXM run is another part; Megatron fuses by hand whatever the notes say.
         run.cluster.gpu = "h200-sxm".into();
         assert_eq!(gpu(&run), None);
