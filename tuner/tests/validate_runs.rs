@@ -126,7 +126,15 @@ fn ranks_layouts_inside_groups() {
 fn summaries_cover_gpu_scale_framework_and_precision() {
     let s = &validation().summary;
     let names = |b: &[Bucket]| b.iter().map(|x| x.name.clone()).collect::<Vec<_>>();
-    assert_eq!(names(&s.by_gpu), ["a100-sxm-80gb", "h100-sxm", "h200-sxm"]);
+    assert_eq!(
+        names(&s.by_gpu),
+        [
+            "a100-sxm-80gb",
+            "h100-sxm",
+            "h100-sxm-96gb-500w",
+            "h200-sxm"
+        ]
+    );
     assert_eq!(names(&s.by_precision), ["bf16", "fp8"]);
     assert_eq!(names(&s.by_framework), ["deepspeed", "fsdp", "megatron"]);
     assert!(names(&s.by_scale).contains(&"> 4096 GPUs".to_string()));

@@ -142,7 +142,7 @@ pub struct RunPrediction {
     pub source: String,
     /// The runs file it was read from.
     pub file: String,
-    /// GPU catalog id.
+    /// GPU catalog id it was priced on: the runs file's, or the part its notes name.
     pub gpu: String,
     /// GPUs of the run.
     pub gpus: u32,
@@ -379,7 +379,7 @@ pub fn predict(run: &Run, efficiency: &Efficiency) -> Result<RunPrediction, Tune
         group: run.group.clone(),
         source: run.source_key(),
         file: String::new(),
-        gpu: run.cluster.gpu.clone(),
+        gpu: part.unwrap_or(&run.cluster.gpu).to_string(),
         gpus,
         framework: training.framework,
         precision: training.precision,
