@@ -66,11 +66,12 @@ fn vtrain_small_models_within_9_percent_and_unbiased() {
 }
 
 #[test]
-fn hopper_runs_within_8_percent() {
+fn hopper_runs_within_6_percent() {
     // 18.5% before; 8.2% while torchtitan's 96 GB HBM2e, 500 W H100s were priced as the
-    // 700 W SXM part their runs' `cluster.gpu` names, and their torch.compile as eager.
+    // 700 W SXM part their runs' `cluster.gpu` names, and their torch.compile as eager; 4.3%
+    // since.
     let b = file("more-runs.yaml");
-    assert!(b.median_abs_error <= 0.08, "{:.3}", b.median_abs_error);
+    assert!(b.median_abs_error <= 0.06, "{:.3}", b.median_abs_error);
     let megatron = validation()
         .summary
         .groups
@@ -109,6 +110,7 @@ fn ranks_layouts_inside_groups() {
     let mut tied = Vec::new();
     for g in validation().summary.groups.iter().filter(|g| g.runs >= 4) {
         match g.spearman {
+            // The lowest today: MPT-760M at 0.905.
             Some(rho) => assert!(rho >= 0.9, "{}: Spearman {rho:.2}", g.name),
             None => tied.push(g.name.as_str()),
         }
@@ -244,6 +246,7 @@ fn torchtitan_runs_are_priced_on_the_part_and_compile_their_notes_name() {
     };
     // Grand Teton's 96 GB HBM2e H100s at 500 W; Trainy's H200s are what they say.
     let eager = run("torchtitan2024-h100-8b-8gpu-fsdp");
+    assert_eq!(eager.gpu, "h100-sxm-96gb-500w");
     assert!(eager.choices["gpu"].starts_with("h100-sxm-96gb-500w"));
     assert!(!run("trainy2025-h200-8b-32gpu-fsdp-fp8")
         .choices

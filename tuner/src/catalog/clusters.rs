@@ -44,7 +44,7 @@ pub const CLUSTERS: &[ClusterPreset] = &[
     },
     ClusterPreset {
         id: "grand-teton-h100",
-        gpu: "h100-sxm-96gb-500w",
+        gpu: record::datasheet::GRAND_TETON_H100,
         gpus_per_node: 8,
         nvlink_domain: 8,
         nics_per_node: 8,

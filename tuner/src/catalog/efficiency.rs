@@ -161,9 +161,9 @@ pub const NOMINAL: Efficiency = Efficiency {
     eager_elementwise: 2.0,
     // Prior: PyTorch eager dispatch costs 5-20 us of host time per operator and a CUDA launch
     // 3-5 us (PyTorch performance tuning guide, "CUDA graphs"). Fitted globally (`tuner
-    // validate --fit` on data/*.yaml): 46.5 us per counted kernel, which covers the uncounted
+    // validate --fit` on data/*.yaml): 46.4 us per counted kernel, which covers the uncounted
     // views, copies and hooks of an eager layer; only vTrain's launch-bound runs pin it.
-    host_s_per_kernel: 46.48e-6,
+    host_s_per_kernel: 46.37e-6,
     // c10d's list all-gather copies the flat NCCL output into each of the ranks' tensors, and
     // its list reduce-scatter copies each into a flat input, one `copy_` per rank
     // (`ProcessGroupNCCL::allgather`, `flatten_for_scatter_gather`); the copies are tiny, so
@@ -187,7 +187,7 @@ pub const NOMINAL: Efficiency = Efficiency {
     // the fit takes that out of the one knob they share. It sat at 0.60, the bottom of its
     // range, while torchtitan's 500 W H100s were priced as 700 W parts (their full-AC runs
     // pulled it down); what the remaining 0.18 stands in for is not found yet.
-    recompute_pass: 0.8074,
+    recompute_pass: 0.8060,
     // Fused Adam (apex / torch foreach): read fp32 param, grad, m, v; write param, m, v and
     // the bf16 copy: 4+4+4+4 read, 4+4+4+2 write, ~32 bytes.
     optimizer_bytes_per_param: 32.0,
@@ -207,10 +207,10 @@ pub const NOMINAL: Efficiency = Efficiency {
     // Prior 10% per tier: multi-tier Clos fabrics lose bandwidth to ECMP hash collisions and
     // polarization on the uplinks (Qian et al., "Alibaba HPN", SIGCOMM 2024, §2; Gangidi et
     // al., "RDMA over Ethernet for distributed training at Meta scale", SIGCOMM 2024, §5).
-    // Fitted globally: 0.001%. The runs do not support a per-tier loss beyond the in-job share
+    // Fitted globally: 0.007%. The runs do not support a per-tier loss beyond the in-job share
     // above (12.5% while torchtitan's 500 W parts were priced at 700 W). The term stays, so
     // that a refit on runs from larger fabrics can find it.
-    tier_contention: 1.264e-5,
+    tier_contention: 7.451e-5,
     network_idle_busbw: 0.90,
 };
 

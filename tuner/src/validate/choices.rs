@@ -7,6 +7,7 @@ use super::{Attention, Run};
 use crate::mesh::{
     FlashKernel, Framework, LossKernel, ParamFetch, Precision, ReduceDtype, Training,
 };
+use record::datasheet::GRAND_TETON_H100;
 
 /// FlashAttention's first publication (Dao et al. 2022, arXiv 2205.14135). Runs published
 /// before it computed the s x s attention scores through HBM.
@@ -95,37 +96,49 @@ fn framework(run: &Run, date: Option<(u32, u32)>) -> Framework {
     }
 }
 
-/// The catalog's Grand Teton H100: torchtitan's benchmark files ran 96 GB HBM2e H100s at their
-/// default 500 W limit, a part no runs-file GPU id names.
-const GRAND_TETON_H100: &str = "h100-sxm-96gb-500w";
-
 /// What a run's notes say, in lower case: sources state there what no layout field holds (the
 /// GPU part and its power limit, whether torch.compile ran).
 fn notes(run: &Run) -> String {
     run.notes.as_deref().unwrap_or_default().to_lowercase()
 }
 
-/// The catalog GPU to price a run on, where its notes name a part other than its
-/// `cluster.gpu`: an `h100-sxm` run whose notes say HBM2e at 500 W ran on
-/// [`GRAND_TETON_H100`] (the SXM part has HBM3 and 700 W), which has 72% of the SXM's memory
-/// bandwidth and 90% of its peak.
-pub fn gpu(run: &Run) -> Option<&'static str> {
-    let n = notes(run).replace("500w", "500 w");
-    (run.cluster.gpu == "h100-sxm" && n.contains("hbm2e") && n.contains("500 w"))
-        .then_some(GRAND_TETON_H100)
+/// Whether `text` holds `word` as a word of its own: not inside a longer word or number
+/// ("1500 w" is not "500 w", "compiled" is not "compile").
+fn has_word(text: &str, word: &str) -> bool {
+    let bounded = |c: Option<char>| c.is_none_or(|c| !c.is_ascii_alphanumeric());
+    text.match_indices(word).any(|(i, _)| {
+        bounded(text[..i].chars().next_back()) && bounded(text[i + word.len()..].chars().next())
+    })
 }
 
-/// Whether a run's notes say torch.compile was on: they name it, and not as off.
+/// The catalog GPU to price a run on, where its notes name a part other than its
+/// `cluster.gpu`: an `h100-sxm` run whose notes say HBM2e at 500 W ran on Meta's Grand Teton
+/// part ([`GRAND_TETON_H100`]), not the 700 W HBM3 SXM.
+pub fn gpu_named_in_notes(run: &Run) -> Option<&'static str> {
+    let n = notes(run);
+    let at_500w = has_word(&n, "500 w") || has_word(&n, "500w");
+    (run.cluster.gpu == "h100-sxm" && has_word(&n, "hbm2e") && at_500w).then_some(GRAND_TETON_H100)
+}
+
+/// Whether torch.compile ran: the layout's `torch_compile` where the file sets it, else
+/// whether the notes name it and not as off.
 fn compiled(run: &Run) -> bool {
+    if let Some(on) = run.layout.torch_compile {
+        return on;
+    }
     let n = notes(run).replace("torch.compile", "compile");
     let off = [
         "compile=off",
         "compile off",
+        "compile=false",
+        "compile: false",
+        "compile: off",
+        "compile disabled",
+        "compile was off",
         "without compile",
         "no compile",
-        "compile: off",
     ];
-    n.contains("compile") && !off.iter().any(|o| n.contains(o))
+    has_word(&n, "compile") && !off.iter().any(|o| n.contains(o))
 }
 
 /// The training inputs of a run and the choices made for what it left unpublished.
@@ -325,31 +338,47 @@ mod tests {
         run.source = "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md".into();
         run.cluster.gpu = "h100-sxm".into();
         let fused = |run: &Run| training(run).0.fused_elementwise;
+        let with = |run: &mut Run, notes: &str| run.notes = Some(notes.into());
         // Without notes: the SXM part, and torchtitan's default, eager.
-        assert_eq!(gpu(&run), None);
+        assert_eq!(gpu_named_in_notes(&run), None);
         assert!(!fused(&run));
-        run.notes = Some(
+        with(
+            &mut run,
             "96GB HBM2e H100s at the default 500 W limit (the catalog's h100-sxm is 80GB HBM3, \
-             700 W). BF16. FSDP2, torch.compile=off"
-                .into(),
+             700 W). BF16. FSDP2, torch.compile=off",
         );
-        assert_eq!(gpu(&run), Some(GRAND_TETON_H100));
+        assert_eq!(gpu_named_in_notes(&run), Some(GRAND_TETON_H100));
         assert!(!fused(&run));
         assert_eq!(training(&run).1["torch_compile"], "off (the default)");
-        run.notes = Some("96GB HBM2e at 500W; fp8 (Float8 linears) + torch.compile".into());
-        assert_eq!(gpu(&run), Some(GRAND_TETON_H100));
+        with(
+            &mut run,
+            "96GB HBM2e at 500W; fp8 (Float8 linears) + torch.compile",
+        );
+        assert_eq!(gpu_named_in_notes(&run), Some(GRAND_TETON_H100));
         assert!(fused(&run));
-        run.notes = Some("H100 HBM2e, 500 W limit; FSDP + compile".into());
-        assert_eq!(gpu(&run), Some(GRAND_TETON_H100));
+        with(&mut run, "H100 HBM2e, 500 W limit; FSDP + compile");
         assert!(fused(&run));
-        run.notes = Some("H100 at 500 W (HBM3); run without torch.compile".into());
-        assert_eq!(gpu(&run), None);
-        assert!(!fused(&run));
+        // Words inside longer words and numbers, and compile said to be off, do not count.
+        for notes in [
+            "H100 HBM2e; 1500 W per host; compiled from the 2024 tables",
+            "HBM2e, 500 warm-up steps, torch.compile: false",
+            "H100 at 500 W (HBM3); run without torch.compile",
+            "HBM2e H100 at 500 W, compile disabled",
+        ] {
+            with(&mut run, notes);
+            let part = gpu_named_in_notes(&run);
+            assert!(part.is_none() || notes.contains("disabled"), "{notes}");
+            assert!(!fused(&run), "{notes}");
+        }
+        // The layout's own field wins over the notes.
+        run.layout.torch_compile = Some(true);
+        assert!(fused(&run));
+        run.layout.torch_compile = None;
         // Only an H100 SXM run is another part; Megatron fuses by hand whatever the notes say.
+        with(&mut run, "96GB HBM2e at 500 W, torch.compile=off");
         run.cluster.gpu = "h200-sxm".into();
-        assert_eq!(gpu(&run), None);
+        assert_eq!(gpu_named_in_notes(&run), None);
         run.source = "Megatron-LM README (2024)".into();
-        run.notes = None;
         assert!(fused(&run));
         assert!(!training(&run).1.contains_key("torch_compile"));
     }

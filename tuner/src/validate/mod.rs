@@ -116,6 +116,9 @@ pub struct RunLayout {
     pub attention: Option<Attention>,
     #[serde(default)]
     pub overlap_grad_reduce: Option<bool>,
+    /// Whether torch.compile ran (torchtitan, Hugging Face stacks); absent: read the notes.
+    #[serde(default)]
+    pub torch_compile: Option<bool>,
 }
 
 /// Measurements of a run.
@@ -293,8 +296,9 @@ impl Run {
 /// Predicts one run.
 pub fn predict(run: &Run, efficiency: &Efficiency) -> Result<RunPrediction, TunerError> {
     let shape = run.shape()?;
-    let part = choices::gpu(run);
-    let cluster = run.cluster(part.unwrap_or(&run.cluster.gpu))?;
+    let part = choices::gpu_named_in_notes(run);
+    let gpu_id = part.unwrap_or(&run.cluster.gpu);
+    let cluster = run.cluster(gpu_id)?;
     let (training, mut choices) = choices::training(run);
     if let Some(id) = part {
         choices.insert("gpu".into(), format!("{id} (the part the notes name)"));
@@ -379,7 +383,7 @@ pub fn predict(run: &Run, efficiency: &Efficiency) -> Result<RunPrediction, Tune
         group: run.group.clone(),
         source: run.source_key(),
         file: String::new(),
-        gpu: part.unwrap_or(&run.cluster.gpu).to_string(),
+        gpu: gpu_id.to_string(),
         gpus,
         framework: training.framework,
         precision: training.precision,
