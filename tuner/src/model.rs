@@ -59,6 +59,10 @@ pub struct ModelShape {
     pub heads: u32,
     /// Key/value heads (GQA); equal to `heads` for multi-head attention.
     pub kv_heads: u32,
+    /// Width of one attention head where it is not `hidden / heads` (Qwen3: 128 at hidden
+    /// 2048 and 32 heads, so the query is twice as wide as the model).
+    #[serde(default)]
+    pub head_dim: Option<u32>,
     /// Dense MLP width f.
     pub ffn_hidden: u32,
     /// MLP activation.
@@ -109,8 +113,16 @@ impl ModelShape {
                 return Err(self.bad(field, value.to_string(), "a positive integer"));
             }
         }
-        if self.hidden % self.heads != 0 {
-            return Err(self.bad("heads", self.heads.to_string(), "a divisor of hidden"));
+        match self.head_dim {
+            Some(0) => return Err(self.bad("head_dim", "0".into(), "a positive integer")),
+            None if self.hidden % self.heads != 0 => {
+                return Err(self.bad(
+                    "heads",
+                    self.heads.to_string(),
+                    "a divisor of hidden, or a head_dim",
+                ))
+            }
+            _ => {}
         }
         if self.heads % self.kv_heads != 0 {
             return Err(self.bad("kv_heads", self.kv_heads.to_string(), "a divisor of heads"));
@@ -152,7 +164,13 @@ impl ModelShape {
 
     /// Width of one attention head.
     pub fn head_dim(&self) -> f64 {
-        f64::from(self.hidden) / f64::from(self.heads)
+        self.head_dim
+            .map_or(f64::from(self.hidden) / f64::from(self.heads), f64::from)
+    }
+
+    /// Width of the query projection and of the attention output: heads x head_dim.
+    pub fn q_dim(&self) -> f64 {
+        f64::from(self.heads) * self.head_dim()
     }
 
     /// Width of the K (or V) projection: kv_heads x head_dim.
@@ -167,10 +185,10 @@ impl ModelShape {
             .map_or(0, |m| self.layers - m.dense_layers)
     }
 
-    /// Attention weights of one layer: Q and O are h x h, K and V are h x kv_dim.
+    /// Attention weights of one layer: Q and O are h x q_dim, K and V are h x kv_dim.
     pub fn attention_params(&self) -> f64 {
         let h = f64::from(self.hidden);
-        2.0 * h * h + 2.0 * h * self.kv_dim()
+        2.0 * h * self.q_dim() + 2.0 * h * self.kv_dim()
     }
 
     /// Dense MLP weights of one layer.
@@ -184,8 +202,9 @@ impl ModelShape {
     /// tensors; a Llama layer (Hugging Face `LlamaDecoderLayer`) has two RMSNorm weights and
     /// seven unbiased linears, 9.
     pub fn layer_tensors(&self) -> Vec<f64> {
-        let (h, kv, f) = (
+        let (h, q, kv, f) = (
             f64::from(self.hidden),
+            self.q_dim(),
             self.kv_dim(),
             f64::from(self.ffn_hidden),
         );
@@ -193,9 +212,9 @@ impl ModelShape {
             FfnAct::Gelu => vec![
                 h,
                 h,
-                (h + 2.0 * kv) * h,
-                h + 2.0 * kv,
-                h * h,
+                (q + 2.0 * kv) * h,
+                q + 2.0 * kv,
+                q * h,
                 h,
                 h,
                 h,
@@ -204,7 +223,7 @@ impl ModelShape {
                 h * f,
                 h,
             ],
-            FfnAct::Swiglu => vec![h, h * h, kv * h, kv * h, h * h, h, f * h, f * h, h * f],
+            FfnAct::Swiglu => vec![h, q * h, kv * h, kv * h, q * h, h, f * h, f * h, h * f],
         }
     }
 
@@ -264,15 +283,15 @@ impl ModelShape {
     /// Model FLOPs of one training step (forward + backward, no recomputation) per token.
     ///
     /// 6 FLOPs per active weight per token (2 forward, 4 backward; Kaplan et al. 2020, §2.1),
-    /// plus attention scores and values, 4·s·h forward per token and layer, counted over the
-    /// full s x s square as Megatron-LM does (Korthikanti et al. 2022, Eq. 7), times 3.
-    /// The input embedding is a lookup and costs no FLOPs.
+    /// plus attention scores and values, 4·s·q_dim forward per token and layer (q_dim = h but
+    /// for a wider head), counted over the full s x s square as Megatron-LM does (Korthikanti
+    /// et al. 2022, Eq. 7), times 3. The input embedding is a lookup and costs no FLOPs.
     pub fn model_flops_per_token(&self) -> f64 {
         let h = f64::from(self.hidden);
         let s = f64::from(self.seq_len);
         let output_projection = f64::from(self.vocab) * h;
         6.0 * (self.active_params() - self.params().embeddings + output_projection)
-            + 12.0 * s * h * f64::from(self.layers)
+            + 12.0 * s * self.q_dim() * f64::from(self.layers)
     }
 }
 
@@ -309,6 +328,7 @@ mod tests {
             hidden,
             heads,
             kv_heads: heads,
+            head_dim: None,
             ffn_hidden: 4 * hidden,
             ffn_act: FfnAct::Gelu,
             vocab: 51200,
@@ -343,5 +363,66 @@ mod tests {
         let eq3 = narayanan_eq3_flops(1.0, 2048.0, 96.0, 12288.0, 0.0);
         let eq7 = korthikanti_eq7_flops(1.0, 2048.0, 96.0, 12288.0, 0.0);
         assert!((eq3 / eq7 - 4.0 / 3.0).abs() < 1e-12);
+    }
+
+    /// Qwen3-30B-A3B (Hugging Face `config.json`): hidden 2048, 32 query heads of 128 and 4
+    /// KV heads, 48 layers of 128 experts (top 8, width 768), untied 151,936-token vocabulary.
+    pub(crate) fn qwen3_30b_a3b() -> ModelShape {
+        ModelShape {
+            name: "qwen3-30b-a3b".into(),
+            layers: 48,
+            hidden: 2048,
+            heads: 32,
+            kv_heads: 4,
+            head_dim: Some(128),
+            ffn_hidden: 6144,
+            ffn_act: FfnAct::Swiglu,
+            vocab: 151936,
+            seq_len: 4096,
+            tied_embeddings: false,
+            moe: Some(Moe {
+                experts: 128,
+                top_k: 8,
+                shared_experts: 0,
+                expert_ffn_hidden: 768,
+                dense_layers: 0,
+            }),
+        }
+    }
+
+    #[test]
+    fn a_wide_head_counts_the_parameters_its_model_card_states() {
+        // Qwen's card: 30.5B parameters, 3.3B activated. The query is 32 x 128 = 4096 wide at
+        // hidden 2048; priced at hidden / heads = 64 the active count would be 2.9B.
+        let m = qwen3_30b_a3b();
+        m.validate().unwrap();
+        assert_eq!(m.q_dim(), 4096.0);
+        assert!(
+            (m.params().total() / 30.5e9 - 1.0).abs() < 0.005,
+            "{}",
+            m.params().total()
+        );
+        assert!(
+            (m.active_params() / 3.3e9 - 1.0).abs() < 0.02,
+            "{}",
+            m.active_params()
+        );
+        // Bridge's published 206 model TFLOP/s at 8,960 tokens/s per GPU is 23.0 GFLOP a
+        // token: 6 x (active weights less the embedding, plus the output layer) and the
+        // causal half of the 12·s·q·l attention term.
+        let causal = m.model_flops_per_token() - 6.0 * 4096.0 * 4096.0 * 48.0;
+        assert!((causal / (206e12 / 8960.0) - 1.0).abs() < 0.01, "{causal}");
+        let odd = ModelShape {
+            heads: 24,
+            head_dim: None,
+            ..m.clone()
+        };
+        assert!(odd.validate().is_err());
+        assert!(ModelShape {
+            head_dim: Some(0),
+            ..m
+        }
+        .validate()
+        .is_err());
     }
 }

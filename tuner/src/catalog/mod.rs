@@ -161,6 +161,8 @@ pub fn model_from_yaml(text: &str, origin: &str) -> Result<ModelShape, TunerErro
         hidden: u32,
         heads: u32,
         kv_heads: Option<u32>,
+        #[serde(default)]
+        head_dim: Option<u32>,
         ffn_hidden: u32,
         ffn_act: crate::model::FfnAct,
         vocab: u32,
@@ -177,6 +179,7 @@ pub fn model_from_yaml(text: &str, origin: &str) -> Result<ModelShape, TunerErro
         hidden: f.hidden,
         heads: f.heads,
         kv_heads: f.kv_heads.unwrap_or(f.heads),
+        head_dim: f.head_dim,
         ffn_hidden: f.ffn_hidden,
         ffn_act: f.ffn_act,
         vocab: f.vocab,

@@ -42,6 +42,7 @@ fn dense(
         hidden,
         heads,
         kv_heads,
+        head_dim: None,
         ffn_hidden: ffn,
         ffn_act: act,
         vocab,

@@ -59,6 +59,8 @@ pub struct LayerDims {
     pub h: f64,
     /// Attention heads.
     pub heads: f64,
+    /// Width of Q and of the attention output: h, but for heads wider than h / heads.
+    pub q_dim: f64,
     /// Width of K and of V.
     pub kv_dim: f64,
     /// MLP width per token.
@@ -98,8 +100,8 @@ impl LayerDims {
     /// | 2 LayerNorm inputs                     | 4sbh             | no          | yes         |
     /// | QKV and MLP GEMM inputs                | 4sbh             | no          | yes         |
     /// | 2 dropout masks                        | 2sbh             | no          | yes         |
-    /// | Q, K, V                                | 2sb(h + 2 kv)    | yes         | yes         |
-    /// | attention output (proj input)          | 2sbh             | yes         | yes         |
+    /// | Q, K, V                                | 2sb(q + 2 kv)    | yes         | yes         |
+    /// | attention output (proj input)          | 2sbq             | yes         | yes         |
     /// | softmax out, dropout mask, dropout out | 5as²b            | yes         | yes         |
     /// | MLP intermediates (GeLU / SwiGLU)      | 4sbf / 8sbf      | yes         | yes         |
     ///
@@ -133,7 +135,9 @@ impl LayerDims {
         };
         let split = s
             * b
-            * (2.0 * (h + 2.0 * self.kv_dim) + attention_out * h + mlp_per_f * self.mlp_width);
+            * (2.0 * (self.q_dim + 2.0 * self.kv_dim)
+                + attention_out * self.q_dim
+                + mlp_per_f * self.mlp_width);
         let scores = if flash {
             4.0 * a * s * b
         } else if recompute == Recompute::Selective {
@@ -164,7 +168,9 @@ impl LayerDims {
         } else {
             0.0
         };
-        let split = s * b * (2.0 * (2.0 * h + self.kv_dim + self.mlp_width) + 4.0 * self.heads) / t;
+        let split =
+            s * b * (2.0 * (2.0 * self.q_dim + self.kv_dim + self.mlp_width) + 4.0 * self.heads)
+                / t;
         input + w2 + scatters + split
     }
 }
@@ -263,6 +269,7 @@ fn activation_bytes(model: &ModelShape, training: &Training, mesh: &Mesh) -> f64
             b,
             h,
             heads: a,
+            q_dim: model.q_dim(),
             kv_dim: model.kv_dim(),
             mlp_width,
             act: model.ffn_act,
@@ -349,6 +356,7 @@ mod tests {
                 b,
                 h,
                 heads: a,
+                q_dim: h,
                 kv_dim: h,
                 mlp_width: 4.0 * h,
                 act: FfnAct::Gelu,
@@ -391,6 +399,7 @@ mod tests {
             b: 2.0,
             h: 4096.0,
             heads: 32.0,
+            q_dim: 4096.0,
             kv_dim: 1024.0,
             mlp_width: 14336.0,
             act: FfnAct::Swiglu,
@@ -417,6 +426,7 @@ mod tests {
                 b: 1.0,
                 h: 8192.0,
                 heads: 64.0,
+                q_dim: 8192.0,
                 kv_dim: 1024.0,
                 mlp_width: 28672.0,
                 act: FfnAct::Swiglu,

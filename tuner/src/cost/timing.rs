@@ -458,17 +458,18 @@ fn layer(x: &Inputs, moe_layer: bool) -> Layer {
     let s = f64::from(x.training.seq_len);
     let tp = f64::from(mesh.tp);
     let kv = model.kv_dim();
+    let q = model.q_dim();
     let up = model.ffn_act.matrices() - 1.0;
     let mut kernels = LAYER_KERNELS;
 
-    let attn_gemms = c.gemm_s(t, (h + 2.0 * kv) / tp, h) + c.gemm_s(t, h, h / tp);
+    let attn_gemms = c.gemm_s(t, (q + 2.0 * kv) / tp, h) + c.gemm_s(t, h, q / tp);
     // torchtitan's per-op checkpointing saves the output of every odd matmul of the layer
     // (wq, wv, w1, then w2 under SwiGLU) and replays the even ones: wk, wo, and w3 (SwiGLU)
     // or w2 (GeLU). Grouped expert GEMMs are not counted as matmuls there.
     let f = f64::from(model.ffn_hidden);
     let op_sac_gemm = if mesh.recompute.per_op(x.training.framework) {
         c.gemm_s(t, kv / tp, h)
-            + c.gemm_s(t, h, h / tp)
+            + c.gemm_s(t, h, q / tp)
             + match (&model.moe, moe_layer, model.ffn_act) {
                 (Some(_), true, _) => 0.0,
                 (_, _, FfnAct::Swiglu) => c.gemm_s(t, f / tp, h),
@@ -499,13 +500,13 @@ fn layer(x: &Inputs, moe_layer: bool) -> Layer {
         }
         _ => c.gemm_s(t, up * f / tp, h) + c.gemm_s(t, h, f / tp),
     };
-    // Causal attention: 4·t·s·h/tp FLOPs over the full square, half of it executed by fused
+    // Causal attention: 4·t·s·q/tp FLOPs over the full square, half of it executed by fused
     // kernels; the unfused path computes the full square and moves the score matrix through
     // HBM (write, softmax read/write, dropout mask and output, read by the second bmm: 11
     // bytes per score), and its backward costs twice its forward.
     let (attention, attention_bwd) = if x.training.flash_attention {
         // Each kernel call covers a sequence, or with context parallelism one ring block.
-        let fwd = c.attention_s(2.0 * t * s * h / tp, s / f64::from(mesh.cp));
+        let fwd = c.attention_s(2.0 * t * s * q / tp, s / f64::from(mesh.cp));
         (fwd, FLASH_BACKWARD * fwd)
     } else {
         kernels += UNFUSED_ATTENTION_KERNELS - 1.0;

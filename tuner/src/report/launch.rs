@@ -25,6 +25,9 @@ pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> String {
             model.kv_heads
         ));
     }
+    if let Some(d) = model.head_dim {
+        a.push(format!("--kv-channels {d}"));
+    }
     // The shape files carry no normalization, position or bias fields: SwiGLU models are the
     // Llama family (RMSNorm, rotary positions, no linear biases), GeLU models GPT-style
     // (LayerNorm, learned positions, biases), which is what the cost model prices.
@@ -325,6 +328,8 @@ mod tests {
             assert_eq!(number(&a, "global-batch-size"), t.global_batch);
             assert_eq!(number(&a, "num-layers"), model.layers);
             assert_eq!(number(&a, "num-query-groups"), model.kv_heads);
+            // Llama's heads are hidden / heads wide, Megatron's default kv-channels.
+            assert!(!a.contains_key("kv-channels"));
             assert_eq!(a["normalization"], ["RMSNorm"]);
             assert_eq!(a["position-embedding-type"], ["rope"]);
             assert!(a.contains_key("disable-bias-linear"));
@@ -355,6 +360,22 @@ mod tests {
                 assert_eq!((first, last, per_stage), (7, 7, 8));
             }
         }
+    }
+
+    #[test]
+    fn megatron_sets_the_head_width_that_was_priced() {
+        // A Qwen3-style head, 128 wide at hidden 2048 and 32 heads: Megatron's default
+        // kv-channels would be 64.
+        let model = ModelShape {
+            head_dim: Some(128),
+            ..catalog::model("llama3-8b").unwrap().shape
+        };
+        let a = megatron_args(&megatron(
+            &model,
+            &training(ReduceDtype::Fp32),
+            &mesh(2, 1, 1, Recompute::None),
+        ));
+        assert_eq!(number(&a, "kv-channels"), 128);
     }
 
     #[test]

@@ -64,6 +64,9 @@ pub struct RunModel {
     pub hidden: u32,
     pub heads: u32,
     pub kv_heads: Option<u32>,
+    /// Where a head is not hidden / heads wide (an extension of format 1; see the README).
+    #[serde(default)]
+    pub head_dim: Option<u32>,
     pub ffn_hidden: Option<u32>,
     pub ffn_act: FfnAct,
     pub vocab: u32,
@@ -219,6 +222,7 @@ impl Run {
             hidden: m.hidden,
             heads: m.heads,
             kv_heads: m.kv_heads.unwrap_or(m.heads),
+            head_dim: m.head_dim,
             ffn_hidden: m.ffn_hidden.unwrap_or(4 * m.hidden),
             ffn_act: m.ffn_act,
             vocab: m.vocab,
