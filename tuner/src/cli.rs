@@ -9,7 +9,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use tuner::catalog::{self, Arch, Cluster, NOMINAL, PRIOR};
 use tuner::cost::{Evaluation, Scenario};
 use tuner::mesh::{
-    FlashKernel, Framework, LossKernel, Precision, Recompute, ReduceDtype, Training,
+    FlashKernel, Framework, LossKernel, MoeDispatch, Precision, Recompute, ReduceDtype, Training,
 };
 use tuner::report::doc::{Document, MeshDoc};
 use tuner::report::listing::{ClusterList, ModelList};
@@ -225,6 +225,10 @@ struct JobArgs {
     /// bf16 for DeepSpeed, which reduces in the training type).
     #[arg(long, value_enum)]
     grad_reduce: Option<ReduceDtype>,
+    /// How MoE tokens reach their experts: NCCL all-to-all, or each token once per node and
+    /// over NVLink from there (DeepEP, Megatron's flex dispatcher).
+    #[arg(long, value_enum, default_value_t = MoeDispatch::AllToAll)]
+    moe_dispatch: MoeDispatch,
     /// Output format; JSON and YAML documents start with `schema_version` (now 1).
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
@@ -453,6 +457,7 @@ impl JobArgs {
                 Framework::Megatron | Framework::Fsdp => ReduceDtype::Fp32,
             }),
             loss: LossKernel::default_for(framework),
+            moe_dispatch: self.moe_dispatch,
             ..Training::megatron(seq_len, global_batch)
         };
         Ok((

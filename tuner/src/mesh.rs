@@ -196,6 +196,47 @@ pub enum FlashKernel {
     Newest,
 }
 
+/// How routed tokens reach their experts' GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum MoeDispatch {
+    /// NCCL all-to-all: every routed copy of a token travels to its expert's GPU (Megatron's
+    /// `alltoall` dispatcher, torchtitan's expert parallelism).
+    AllToAll,
+    /// Each token crosses the network once per node that holds one of its experts and fans
+    /// out over NVLink there (DeepSeek-V3, arXiv 2412.19437, §3.2.2; DeepEP and HybridEP
+    /// behind Megatron's `flex` dispatcher).
+    NodeDedup,
+}
+
+impl MoeDispatch {
+    /// Network bytes against the all-to-all's for an EP group over `nodes` nodes: the remote
+    /// nodes a token's `top_k` of `experts` (spread evenly) land on, against its remote
+    /// copies. Uniform routing: a given other node is missed with probability
+    /// C(E - E/N, k) / C(E, k).
+    pub fn network_share(self, experts: f64, top_k: f64, nodes: f64) -> f64 {
+        if self == MoeDispatch::AllToAll || nodes <= 1.0 {
+            return 1.0;
+        }
+        let elsewhere = experts - experts / nodes;
+        let missed: f64 = (0..top_k as u32)
+            .map(|i| ((elsewhere - f64::from(i)) / (experts - f64::from(i))).max(0.0))
+            .product();
+        let remote_nodes = (nodes - 1.0) * (1.0 - missed);
+        let remote_copies = top_k * (nodes - 1.0) / nodes;
+        (remote_nodes / remote_copies).min(1.0)
+    }
+}
+
+impl fmt::Display for MoeDispatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            MoeDispatch::AllToAll => "all-to-all",
+            MoeDispatch::NodeDedup => "node-dedup",
+        })
+    }
+}
+
 /// The kernels of the loss over the logits, which read and write every logit a different
 /// number of times.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -293,6 +334,8 @@ pub struct Training {
     pub param_fetch: ParamFetch,
     /// How the loss over the logits runs.
     pub loss: LossKernel,
+    /// How MoE tokens reach their experts.
+    pub moe_dispatch: MoeDispatch,
 }
 
 impl Training {
@@ -314,11 +357,31 @@ impl Training {
             grad_reduce: ReduceDtype::Fp32,
             param_fetch: ParamFetch::Coalesced,
             loss: LossKernel::Megatron,
+            moe_dispatch: MoeDispatch::AllToAll,
         }
     }
 
     /// Tokens in one global batch.
     pub fn tokens_per_step(&self) -> f64 {
         f64::from(self.global_batch) * f64::from(self.seq_len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deduplicating_dispatcher_sends_a_token_once_per_remote_node() {
+        let dedup = |e, k, n| MoeDispatch::NodeDedup.network_share(e, k, n);
+        // Mixtral (8 experts, top 2) over two nodes: the other node holds 4 experts and is
+        // missed with probability C(4,2)/C(8,2) = 6/28, against one remote copy on average.
+        assert!((dedup(8.0, 2.0, 2.0) - 22.0 / 28.0).abs() < 1e-12);
+        // Qwen3-30B-A3B (128 experts, top 8) over two nodes: the other node is hit 99.7% of the
+        // time, against 4 remote copies: a quarter of the all-to-all's network bytes.
+        assert!((dedup(128.0, 8.0, 2.0) - 0.249226).abs() < 1e-6);
+        // Inside one node, and for NCCL's all-to-all, nothing changes.
+        assert_eq!(dedup(128.0, 8.0, 1.0), 1.0);
+        assert_eq!(MoeDispatch::AllToAll.network_share(128.0, 8.0, 2.0), 1.0);
     }
 }

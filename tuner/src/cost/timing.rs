@@ -556,7 +556,15 @@ fn layer(x: &Inputs, moe_layer: bool) -> Layer {
     let a2a = match (&model.moe, moe_layer) {
         (Some(moe), true) if mesh.ep > 1 => {
             kernels += 2.0;
-            let bytes = act_bytes * f64::from(moe.top_k) / tp * x.efficiency.moe_imbalance;
+            // A deduplicating dispatcher sends fewer copies across nodes; across nodes the
+            // network bounds the exchange, so its share of the bytes prices it.
+            let ep = &x.placement.ep;
+            let share = x.training.moe_dispatch.network_share(
+                f64::from(moe.experts),
+                f64::from(moe.top_k),
+                f64::from(ep.nodes),
+            );
+            let bytes = act_bytes * f64::from(moe.top_k) / tp * x.efficiency.moe_imbalance * share;
             2.0 * x
                 .collectives
                 .time_s(Collective::AllToAll, &x.placement.ep, bytes)

@@ -1,7 +1,7 @@
 //! Launch configurations for a chosen mesh: Megatron-LM arguments, a DeepSpeed JSON config and
 //! a torchtitan TOML section. Each maps what the framework can express and says what it cannot.
 
-use crate::mesh::{Mesh, Precision, Recompute, ReduceDtype, Training};
+use crate::mesh::{Mesh, MoeDispatch, Precision, Recompute, ReduceDtype, Training};
 use crate::model::{FfnAct, ModelShape};
 
 /// Megatron-LM `pretrain_gpt.py` arguments.
@@ -53,6 +53,13 @@ pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> String {
             moe.experts, moe.top_k, m.ep
         ));
         a.push(format!("--moe-ffn-hidden-size {}", moe.expert_ffn_hidden));
+        // Megatron's default dispatcher all-gathers; the price is for one of these two.
+        a.push(match t.moe_dispatch {
+            MoeDispatch::AllToAll => "--moe-token-dispatcher-type alltoall".into(),
+            MoeDispatch::NodeDedup => {
+                "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep".into()
+            }
+        });
         if moe.shared_experts > 0 {
             a.push(format!(
                 "--moe-shared-expert-intermediate-size {}",
@@ -376,6 +383,31 @@ mod tests {
             &mesh(2, 1, 1, Recompute::None),
         ));
         assert_eq!(number(&a, "kv-channels"), 128);
+    }
+
+    #[test]
+    fn megatron_names_the_moe_dispatcher_that_was_priced() {
+        // Megatron's default dispatcher all-gathers, which neither price is for.
+        let model = catalog::model("mixtral-8x7b").unwrap().shape;
+        let m = Mesh {
+            ep: 8,
+            ..mesh(1, 1, 1, Recompute::None)
+        };
+        for (dispatch, expect) in [
+            (MoeDispatch::AllToAll, vec!["alltoall"]),
+            (MoeDispatch::NodeDedup, vec!["flex"]),
+        ] {
+            let t = Training {
+                moe_dispatch: dispatch,
+                ..training(ReduceDtype::Fp32)
+            };
+            let a = megatron_args(&megatron(&model, &t, &m));
+            assert_eq!(a["moe-token-dispatcher-type"], expect);
+            assert_eq!(
+                a.get("moe-flex-dispatcher-backend").map(|v| v[0].as_str()),
+                (dispatch == MoeDispatch::NodeDedup).then_some("deepep")
+            );
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::{Attention, Run};
 use crate::mesh::{
-    FlashKernel, Framework, LossKernel, ParamFetch, Precision, ReduceDtype, Training,
+    FlashKernel, Framework, LossKernel, MoeDispatch, ParamFetch, Precision, ReduceDtype, Training,
 };
 use record::datasheet::GRAND_TETON_H100;
 
@@ -141,6 +141,19 @@ fn compiled(run: &Run) -> bool {
     has_word(&n, "compile") && !off.iter().any(|o| n.contains(o))
 }
 
+/// Whether a run's source is one of Megatron-Bridge's performance tables, whose MoE recipes
+/// force balanced routing (`moe_router_force_load_balancing = True`) and dispatch through
+/// the `flex` dispatcher with HybridEP (`perf_recipes/qwen/h100/qwen3_moe.py`).
+fn bridge_perf_recipe(run: &Run) -> bool {
+    run.source.to_lowercase().contains("megatron-bridge")
+}
+
+/// Whether the run's MoE routing was forced into balance, so that no expert carries more
+/// than the mean.
+pub fn forced_balance(run: &Run) -> bool {
+    run.model.moe.is_some() && bridge_perf_recipe(run)
+}
+
 /// The training inputs of a run and the choices made for what it left unpublished.
 pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
     let l = &run.layout;
@@ -244,6 +257,14 @@ pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
         LossKernel::default_for(framework)
     };
     choices.insert("loss".into(), format!("{loss:?}").to_lowercase());
+    let moe_dispatch = if bridge_perf_recipe(run) {
+        MoeDispatch::NodeDedup
+    } else {
+        MoeDispatch::AllToAll
+    };
+    if run.model.moe.is_some() && l.ep.unwrap_or(1) > 1 {
+        choices.insert("moe_dispatch".into(), moe_dispatch.to_string());
+    }
     // Megatron-Core recipes on Hopper turn on --tp-comm-overlap with sequence parallelism
     // (Transformer Engine userbuffers need sm_90).
     let tp_comm_overlap = framework == Framework::Megatron
@@ -265,6 +286,7 @@ pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
             grad_reduce,
             param_fetch,
             loss,
+            moe_dispatch,
         },
         choices,
     )

@@ -318,7 +318,15 @@ pub fn predict(run: &Run, efficiency: &Efficiency) -> Result<RunPrediction, Tune
             &format!("cluster.gpus = {gpus}"),
         ));
     }
-    let scenario = Scenario::nominal(shape, training.clone(), cluster, gpus, efficiency.clone());
+    let mut efficiency = efficiency.clone();
+    if choices::forced_balance(run) {
+        efficiency.moe_imbalance = 1.0;
+        choices.insert(
+            "moe_balance".into(),
+            "forced (the recipe's moe_router_force_load_balancing)".into(),
+        );
+    }
+    let scenario = Scenario::nominal(shape, training.clone(), cluster, gpus, efficiency);
     // A careful user shards no more than the model needs: among the ZeRO stages left open,
     // the lowest one with a layout that fits, then the fastest layout at that stage.
     let mut best_fit: Option<Evaluation> = None;
