@@ -5,7 +5,7 @@
 use std::sync::OnceLock;
 
 use tuner::catalog::NOMINAL;
-use tuner::validate::{parse_runs, validate, Bucket, RunsFile, Validation};
+use tuner::validate::{parse_runs, validate, Bucket, RunPrediction, RunsFile, Validation};
 
 fn read(name: &str) -> RunsFile {
     let path = format!("{}/../data/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -23,6 +23,15 @@ fn validation() -> &'static Validation {
         ];
         validate(&files, &NOMINAL)
     })
+}
+
+/// One priced run by id.
+fn run(id: &str) -> &'static RunPrediction {
+    validation()
+        .runs
+        .iter()
+        .find(|r| r.id == id)
+        .unwrap_or_else(|| panic!("{id}"))
 }
 
 fn file(name: &str) -> &'static Bucket {
@@ -146,17 +155,10 @@ fn summaries_cover_gpu_scale_framework_and_precision() {
 fn unpublished_interleaving_takes_the_framework_default() {
     // torchtitan's 405B interleaved 1F1B run names no split points, so torchtitan built 2
     // stages per rank; the search's fastest split (8) priced its bubble at a quarter of that.
-    let run = |id: &str| {
-        validation()
-            .runs
-            .iter()
-            .find(|r| r.id == id)
-            .unwrap_or_else(|| panic!("{id}"))
-    };
     let interleaved = run("torchtitan2024-h100-405b-512gpu-interleaved-1f1b-fp8");
     assert_eq!(interleaved.choices["virtual_stages"], "2");
     let plain = run("torchtitan2024-h100-405b-512gpu-1f1b-fp8");
-    let bubble = |r: &tuner::validate::RunPrediction| r.breakdown.pipeline_bubble.exposed_s;
+    let bubble = |r: &RunPrediction| r.breakdown.pipeline_bubble.exposed_s;
     let ratio = bubble(plain) / bubble(interleaved);
     assert!((ratio - 2.0).abs() < 0.05, "{ratio}");
 }
@@ -237,13 +239,6 @@ fn twenty_thousand_runs_parse_within_the_budget() {
 
 #[test]
 fn torchtitan_runs_are_priced_on_the_part_and_compile_their_notes_name() {
-    let run = |id: &str| {
-        validation()
-            .runs
-            .iter()
-            .find(|r| r.id == id)
-            .unwrap_or_else(|| panic!("{id}"))
-    };
     // Grand Teton's 96 GB HBM2e H100s at 500 W; Trainy's H200s are what they say.
     let eager = run("torchtitan2024-h100-8b-8gpu-fsdp");
     assert_eq!(eager.gpu, "h100-sxm-96gb-500w");
