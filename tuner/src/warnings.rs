@@ -53,6 +53,8 @@ pub enum Pitfall {
         /// CP size.
         cp: u32,
     },
+    /// A mixture-of-experts model, whose routing overheads the model does not price.
+    MoeOptimistic,
 }
 
 impl fmt::Display for Pitfall {
@@ -85,6 +87,10 @@ impl fmt::Display for Pitfall {
             ),
             Pitfall::MoeSpread { reason } => write!(f, "unbalanced MoE spread: {reason}"),
             Pitfall::NoFp8 { gpu } => write!(f, "{gpu} has no fp8 tensor cores: priced at its bf16 peak instead"),
+            Pitfall::MoeOptimistic => write!(
+                f,
+                "MoE step times are optimistic: on Megatron-Bridge's Qwen3-30B-A3B rows on H100 the model is 9-33% too fast (`tuner validate --runs tuner/tests/data/megatron-bridge-h100-moe.yaml`), since token permutation, routing and the per-layer token-count sync are not priced; compare layouts with each other, not with a deadline"
+            ),
             Pitfall::ContextParallel { cp } => write!(
                 f,
                 "CP={cp} is priced from its attention FLOPs and ring exchange, which is optimistic: torchtitan's CP runs at 32k-256k tokens ran slower than priced, the more so the larger CP (`tuner validate --runs data/more-runs.yaml`); compare with the best layout at --cp 1 before launching"

@@ -978,3 +978,75 @@ fn context_parallel_layouts_carry_the_validation_caveat() {
     let no_cp = warnings(&["--tp", "8"]);
     assert!(!no_cp.iter().any(|w| w.contains("CP=")), "{no_cp:?}");
 }
+
+#[test]
+fn moe_layouts_carry_the_validation_caveat_and_the_dispatch_remedy() {
+    // Every MoE layout says its step time is optimistic; one whose experts span nodes names
+    // the deduplicating dispatcher, unless that is what was priced.
+    let warnings = |extra: &[&str]| -> Vec<String> {
+        let args = [
+            &[
+                "explain",
+                "--model",
+                "mixtral-8x7b",
+                "--gpus",
+                "64",
+                "--tp",
+                "1",
+                "--pp",
+                "1",
+            ][..],
+            extra,
+            &["--format", "json"],
+        ]
+        .concat();
+        let doc: Value = serde_json::from_str(&stdout_of(&args)).unwrap();
+        doc["meshes"][0]["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_str().unwrap().to_string())
+            .collect()
+    };
+    let spread = warnings(&["--dp", "64", "--ep", "8", "--zero", "1"]);
+    assert!(
+        spread
+            .iter()
+            .any(|w| w.starts_with("MoE step times are optimistic")),
+        "{spread:?}"
+    );
+    let crosses = |w: &Vec<String>| w.iter().any(|w| w.contains("--moe-dispatch node-dedup"));
+    // EP 8 on 8-GPU nodes stays inside one node: nothing crosses.
+    assert!(!crosses(&spread), "{spread:?}");
+    // On 4-GPU nodes the same EP 8 spans two.
+    let four = [
+        "--dp",
+        "64",
+        "--ep",
+        "8",
+        "--zero",
+        "1",
+        "--gpus-per-node",
+        "4",
+    ];
+    let wide = warnings(&four);
+    assert!(crosses(&wide), "{wide:?}");
+    let dedup = warnings(&[&four[..], &["--moe-dispatch", "node-dedup"]].concat());
+    assert!(!crosses(&dedup), "{dedup:?}");
+    let dense = warnings_of_dense();
+    assert!(!dense.iter().any(|w| w.starts_with("MoE")), "{dense:?}");
+}
+
+fn warnings_of_dense() -> Vec<String> {
+    let doc: Value = serde_json::from_str(&stdout_of(&[
+        "explain", "--model", "70b", "--gpus", "512", "--tp", "8", "--pp", "4", "--dp", "16",
+        "--format", "json",
+    ]))
+    .unwrap();
+    doc["meshes"][0]["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap().to_string())
+        .collect()
+}

@@ -228,8 +228,12 @@ impl Scenario {
         }
         if let Some(moe) = &self.model.moe {
             if mesh.ep > 1 && e.placement.ep.link == LinkClass::Network {
+                let remedy = match self.training.moe_dispatch {
+                    crate::mesh::MoeDispatch::AllToAll => "; a deduplicating dispatcher (DeepEP, --moe-dispatch node-dedup) sends each token once per node",
+                    crate::mesh::MoeDispatch::NodeDedup => "",
+                };
                 w.push(Pitfall::MoeSpread {
-                    reason: format!("EP={} spreads the experts over {} nodes, so every all-to-all crosses the network", mesh.ep, e.placement.ep.nodes),
+                    reason: format!("EP={} spreads the experts over {} nodes, so every all-to-all crosses the network{remedy}", mesh.ep, e.placement.ep.nodes),
                 });
             }
             let tokens = f64::from(mesh.microbatch_size) * f64::from(self.training.seq_len)
@@ -253,6 +257,7 @@ impl Scenario {
                     reason: format!("only {per_expert:.0} tokens per expert per microbatch: expert GEMMs starve and routing skew shows"),
                 });
             }
+            w.push(Pitfall::MoeOptimistic);
         }
         if mesh.cp > 1 {
             w.push(Pitfall::ContextParallel { cp: mesh.cp });
