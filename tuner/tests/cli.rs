@@ -948,27 +948,24 @@ fn issue_11_every_json_document_carries_the_schema_version() {
     }
 }
 
+/// The warnings `explain --format json` gives its one mesh.
+fn explain_warnings(args: &[&str]) -> Vec<String> {
+    let args = [&["explain"][..], args, &["--format", "json"]].concat();
+    let doc: Value = serde_json::from_str(&stdout_of(&args)).unwrap();
+    doc["meshes"][0]["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap().to_string())
+        .collect()
+}
+
 #[test]
 fn context_parallel_layouts_carry_the_validation_caveat() {
     // Context parallelism is where validation finds the model most optimistic (torchtitan's
     // CP runs), so every CP layout says so, and no other layout does.
-    let warnings = |extra: &[&str]| -> Vec<String> {
-        let args = [
-            &[
-                "explain", "--model", "70b", "--gpus", "512", "--pp", "4", "--dp", "16",
-            ][..],
-            extra,
-            &["--format", "json"],
-        ]
-        .concat();
-        let doc: Value = serde_json::from_str(&stdout_of(&args)).unwrap();
-        doc["meshes"][0]["warnings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|w| w.as_str().unwrap().to_string())
-            .collect()
-    };
+    let base = ["--model", "70b", "--gpus", "512", "--pp", "4", "--dp", "16"];
+    let warnings = |extra: &[&str]| explain_warnings(&[&base[..], extra].concat());
     let cp = warnings(&["--tp", "2", "--cp", "4"]);
     assert!(
         cp.iter()
@@ -977,38 +974,26 @@ fn context_parallel_layouts_carry_the_validation_caveat() {
     );
     let no_cp = warnings(&["--tp", "8"]);
     assert!(!no_cp.iter().any(|w| w.contains("CP=")), "{no_cp:?}");
+    assert!(!no_cp.iter().any(|w| w.starts_with("MoE")), "{no_cp:?}");
 }
 
 #[test]
 fn moe_layouts_carry_the_validation_caveat_and_the_dispatch_remedy() {
     // Every MoE layout says its step time is optimistic; one whose experts span nodes names
     // the deduplicating dispatcher, unless that is what was priced.
-    let warnings = |extra: &[&str]| -> Vec<String> {
-        let args = [
-            &[
-                "explain",
-                "--model",
-                "mixtral-8x7b",
-                "--gpus",
-                "64",
-                "--tp",
-                "1",
-                "--pp",
-                "1",
-            ][..],
-            extra,
-            &["--format", "json"],
-        ]
-        .concat();
-        let doc: Value = serde_json::from_str(&stdout_of(&args)).unwrap();
-        doc["meshes"][0]["warnings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|w| w.as_str().unwrap().to_string())
-            .collect()
-    };
-    let spread = warnings(&["--dp", "64", "--ep", "8", "--zero", "1"]);
+    let base = [
+        "--model",
+        "mixtral-8x7b",
+        "--gpus",
+        "64",
+        "--tp",
+        "1",
+        "--pp",
+        "1",
+    ];
+    let base = [&base[..], &["--dp", "64", "--ep", "8", "--zero", "1"]].concat();
+    let warnings = |extra: &[&str]| explain_warnings(&[&base[..], extra].concat());
+    let spread = warnings(&[]);
     assert!(
         spread
             .iter()
@@ -1016,37 +1001,10 @@ fn moe_layouts_carry_the_validation_caveat_and_the_dispatch_remedy() {
         "{spread:?}"
     );
     let crosses = |w: &Vec<String>| w.iter().any(|w| w.contains("--moe-dispatch node-dedup"));
-    // EP 8 on 8-GPU nodes stays inside one node: nothing crosses.
+    // EP 8 on 8-GPU nodes stays inside one node: nothing crosses; on 4-GPU nodes it spans two.
     assert!(!crosses(&spread), "{spread:?}");
-    // On 4-GPU nodes the same EP 8 spans two.
-    let four = [
-        "--dp",
-        "64",
-        "--ep",
-        "8",
-        "--zero",
-        "1",
-        "--gpus-per-node",
-        "4",
-    ];
-    let wide = warnings(&four);
+    let wide = warnings(&["--gpus-per-node", "4"]);
     assert!(crosses(&wide), "{wide:?}");
-    let dedup = warnings(&[&four[..], &["--moe-dispatch", "node-dedup"]].concat());
+    let dedup = warnings(&["--gpus-per-node", "4", "--moe-dispatch", "node-dedup"]);
     assert!(!crosses(&dedup), "{dedup:?}");
-    let dense = warnings_of_dense();
-    assert!(!dense.iter().any(|w| w.starts_with("MoE")), "{dense:?}");
-}
-
-fn warnings_of_dense() -> Vec<String> {
-    let doc: Value = serde_json::from_str(&stdout_of(&[
-        "explain", "--model", "70b", "--gpus", "512", "--tp", "8", "--pp", "4", "--dp", "16",
-        "--format", "json",
-    ]))
-    .unwrap();
-    doc["meshes"][0]["warnings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|w| w.as_str().unwrap().to_string())
-        .collect()
 }
