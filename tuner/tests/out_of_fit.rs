@@ -123,7 +123,9 @@ fn moe_on_h100_is_priced_with_the_recipe_s_dispatcher_and_balance() {
     // Qwen3-30B-A3B on 16 H100: EP 16 over two nodes, and PP 2 x VP 12 with EP 8 inside a node.
     // Priced as an NCCL all-to-all with the 1.25 capacity-factor imbalance, the EP 16 row was
     // 72% too slow (39 s of exchange in a 29 s step). The recipe forces balanced routing and
-    // sends each token once per node (HybridEP): 33% too fast, the EP 8 row 9% too fast.
+    // sends each token once per node (HybridEP): 33% too fast. The EP 8 row was 9% too fast
+    // while each local expert cost two launches (host-bound); as the grouped GEMM the recipe
+    // runs, 39%, and the two rows rank as measured (EP 8 the faster).
     let v = load("megatron-bridge-h100-moe.yaml");
     let ep16 = run(&v, "mbridge-26.04.01-h100-qwen3-30b-a3b-16gpu-ep16-fp8");
     assert_eq!(ep16.choices["moe_dispatch"], "node-dedup");
@@ -133,5 +135,7 @@ fn moe_on_h100_is_priced_with_the_recipe_s_dispatcher_and_balance() {
         &v,
         "mbridge-26.02.01-h100-qwen3-30b-a3b-16gpu-pp2-vp12-ep8-fp8",
     );
-    assert!((-0.15..=0.0).contains(&ep8.error), "{:+.3}", ep8.error);
+    assert!((-0.45..=-0.30).contains(&ep8.error), "{:+.3}", ep8.error);
+    assert!(ep8.predicted_iteration_time_s < ep16.predicted_iteration_time_s);
+    assert!(ep8.observed_iteration_time_s < ep16.observed_iteration_time_s);
 }

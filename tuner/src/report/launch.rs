@@ -53,6 +53,8 @@ pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> String {
             moe.experts, moe.top_k, m.ep
         ));
         a.push(format!("--moe-ffn-hidden-size {}", moe.expert_ffn_hidden));
+        // The experts' projections were priced as one grouped launch each.
+        a.push("--moe-grouped-gemm".into());
         // Megatron's default dispatcher all-gathers; the price is for one of these two.
         a.push(match t.moe_dispatch {
             MoeDispatch::AllToAll => "--moe-token-dispatcher-type alltoall".into(),
@@ -403,6 +405,7 @@ mod tests {
             };
             let a = megatron_args(&megatron(&model, &t, &m));
             assert_eq!(a["moe-token-dispatcher-type"], expect);
+            assert!(a.contains_key("moe-grouped-gemm"));
             assert_eq!(
                 a.get("moe-flex-dispatcher-backend").map(|v| v[0].as_str()),
                 (dispatch == MoeDispatch::NodeDedup).then_some("deepep")
