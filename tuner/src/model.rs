@@ -367,7 +367,7 @@ mod tests {
 
     /// Qwen3-30B-A3B (Hugging Face `config.json`): hidden 2048, 32 query heads of 128 and 4
     /// KV heads, 48 layers of 128 experts (top 8, width 768), untied 151,936-token vocabulary.
-    pub(crate) fn qwen3_30b_a3b() -> ModelShape {
+    fn qwen3_30b_a3b() -> ModelShape {
         ModelShape {
             name: "qwen3-30b-a3b".into(),
             layers: 48,

@@ -490,15 +490,14 @@ fn layer(x: &Inputs, moe_layer: bool) -> Layer {
             // Megatron-Core (`--moe-grouped-gemm`, Transformer Engine's GroupedLinear) and
             // torchtitan (`torch._grouped_mm`) run every local expert's projection in one
             // launch whose tiles spread over the SMs together; DeepSpeed-MoE loops over them.
-            let routed = if x.training.framework == Framework::Deepspeed {
-                kernels += MOE_KERNELS + 2.0 * local_experts;
-                local_experts
-                    * (c.gemm_s(per_expert, up * fe / tp, h) + c.gemm_s(per_expert, h, fe / tp))
+            // (launches per projection, rows of each launch)
+            let (launches, rows) = if x.training.framework == Framework::Deepspeed {
+                (local_experts, per_expert)
             } else {
-                kernels += MOE_KERNELS + 2.0;
-                let routed_tokens = local_experts * per_expert;
-                c.gemm_s(routed_tokens, up * fe / tp, h) + c.gemm_s(routed_tokens, h, fe / tp)
+                (1.0, local_experts * per_expert)
             };
+            kernels += MOE_KERNELS + 2.0 * launches;
+            let routed = launches * (c.gemm_s(rows, up * fe / tp, h) + c.gemm_s(rows, h, fe / tp));
             let shared = if moe.shared_experts > 0 {
                 let fs = fe * f64::from(moe.shared_experts);
                 c.gemm_s(t, up * fs / tp, h) + c.gemm_s(t, h, fs / tp)

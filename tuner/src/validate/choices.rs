@@ -251,13 +251,14 @@ pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
     }
     // llm-foundry's MPT defaults to flash-attn's fused cross-entropy (`loss_fn:
     // fused_crossentropy`); Megatron-Bridge's model providers turn Megatron-Core's fusion on.
-    let loss = if llm_foundry || text.contains("megatron-bridge") {
+    let bridge = bridge_perf_recipe(run);
+    let loss = if llm_foundry || bridge {
         LossKernel::Fused
     } else {
         LossKernel::default_for(framework)
     };
     choices.insert("loss".into(), format!("{loss:?}").to_lowercase());
-    let moe_dispatch = if bridge_perf_recipe(run) {
+    let moe_dispatch = if bridge {
         MoeDispatch::NodeDedup
     } else {
         MoeDispatch::AllToAll
