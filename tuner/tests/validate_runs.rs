@@ -62,11 +62,12 @@ fn published_a100_runs_within_4_percent() {
 }
 
 #[test]
-fn vtrain_small_models_within_9_percent_and_unbiased() {
+fn vtrain_small_models_within_7_percent_and_unbiased() {
     // vTrain's 720 launch-bound runs were 18.4% off (all too fast) before the host-bound
-    // layer passes; 6.3% before the refit that followed torchtitan's 500 W parts, 7.3% since.
+    // layer passes; 6.3% before the refit that followed torchtitan's 500 W parts, 7.3% after
+    // it, 5.5% since the backward pass issues its kernels at its own (fitted) host rate.
     let b = file("vtrain-runs.yaml");
-    assert!(b.median_abs_error <= 0.09, "{:.3}", b.median_abs_error);
+    assert!(b.median_abs_error <= 0.07, "{:.3}", b.median_abs_error);
     assert!(
         b.mean_signed_error.abs() <= 0.05,
         "{:+.3}",
@@ -119,7 +120,8 @@ fn ranks_layouts_inside_groups() {
     let mut tied = Vec::new();
     for g in validation().summary.groups.iter().filter(|g| g.runs >= 4) {
         match g.spearman {
-            // The lowest today: MPT-760M at 0.905.
+            // The lowest today: Megatron-Core's weak scaling at 0.90 (two of its nine runs
+            // swap), MPT-760M at 0.905.
             Some(rho) => assert!(rho >= 0.9, "{}: Spearman {rho:.2}", g.name),
             None => tied.push(g.name.as_str()),
         }

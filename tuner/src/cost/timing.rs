@@ -329,7 +329,7 @@ pub fn step_time(x: &Inputs) -> Breakdown {
     // Forward, backward (twice the kernels) and recomputation passes of one layer.
     let (fwd, bwd) = (avg.fwd() + comm, avg.bwd() + comm);
     let fwd_launch = launch_excess(fwd, avg.kernels, host);
-    let bwd_launch = launch_excess(bwd, 2.0 * avg.kernels, host);
+    let bwd_launch = launch_excess(bwd, 2.0 * avg.kernels, host * x.efficiency.host_bwd_share);
     let replay = replay(x, &avg, comm, host);
     let (recompute, recompute_launch) = (replay.gpu, replay.launch);
     let comm_passes = 2.0 + replay.comm_passes;
@@ -861,6 +861,17 @@ mod tests {
         collectives: &dyn CollectiveModel,
         compute: &dyn ComputeModel,
     ) -> Breakdown {
+        breakdown_with(mesh, training, collectives, compute, &NOMINAL)
+    }
+
+    /// The same with the catalog efficiencies replaced by `efficiency`.
+    fn breakdown_with(
+        mesh: &Mesh,
+        training: &Training,
+        collectives: &dyn CollectiveModel,
+        compute: &dyn ComputeModel,
+        efficiency: &Efficiency,
+    ) -> Breakdown {
         let model = catalog::model("llama3-8b").unwrap().shape;
         let cluster = catalog::cluster("dgx-h100").unwrap();
         step_time(&Inputs {
@@ -870,7 +881,7 @@ mod tests {
             placement: &Placement::of(mesh, &cluster),
             compute,
             collectives,
-            efficiency: &NOMINAL,
+            efficiency,
         })
     }
 
@@ -891,6 +902,49 @@ mod tests {
         fn host_s_per_kernel(&self) -> f64 {
             0.0
         }
+    }
+
+    /// [`PerFlop`]'s GPU behind a host that takes `self.0` seconds to issue a kernel.
+    struct HostBound(f64);
+
+    impl ComputeModel for HostBound {
+        fn gemm_s(&self, m: f64, n: f64, k: f64) -> f64 {
+            PerFlop.gemm_s(m, n, k)
+        }
+        fn attention_s(&self, flops: f64, seq: f64) -> f64 {
+            PerFlop.attention_s(flops, seq)
+        }
+        fn memory_s(&self, bytes: f64) -> f64 {
+            PerFlop.memory_s(bytes)
+        }
+        fn host_s_per_kernel(&self) -> f64 {
+            self.0
+        }
+    }
+
+    #[test]
+    fn the_backward_issues_its_kernels_at_its_own_host_rate() {
+        // Llama 3 8B on DP 64: 8 microbatches through 32 layers, every pass host-bound at a
+        // second a kernel. A layer's forward issues its 12 kernels (TP 1, fused attention),
+        // its backward 24 at the share of the forward's host time: each second of host time
+        // per kernel adds 8 x 32 x 12 x (1 + 2 x share) s, and halving the share from 1 saves
+        // 8 x 32 x 24 x 0.5 = 3,072 s.
+        let launch = |host: f64, share: f64| {
+            let e = Efficiency {
+                host_bwd_share: share,
+                ..NOMINAL
+            };
+            let m = mesh(1, 64, 1, 0, false);
+            let t = training(Framework::Megatron);
+            breakdown_with(&m, &t, &PerCall(0.0), &HostBound(host), &e)
+                .launch
+                .time_s
+        };
+        let per_host_second = |share: f64| launch(2.0, share) - launch(1.0, share);
+        assert!((per_host_second(1.0) - 8.0 * 32.0 * 12.0 * 3.0).abs() < 1e-6);
+        assert!((per_host_second(0.5) - 8.0 * 32.0 * 12.0 * 2.0).abs() < 1e-6);
+        let saved = launch(1.0, 1.0) - launch(1.0, 0.5);
+        assert!((saved - 3072.0).abs() < 1e-6, "{saved}");
     }
 
     #[test]

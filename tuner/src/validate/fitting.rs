@@ -27,6 +27,11 @@ pub const FITTED: &[Knob] = &[
         range: (2e-6, 80e-6),
     },
     Knob {
+        name: "host_bwd_share",
+        field: |e| &mut e.host_bwd_share,
+        range: (0.1, 1.0),
+    },
+    Knob {
         name: "recompute_pass",
         field: |e| &mut e.recompute_pass,
         range: (0.6, 1.0),
@@ -103,7 +108,7 @@ pub fn fit(files: &[RunsFile], start: &Efficiency, held_out: Option<&str>) -> Ef
         }
     };
     const SCAN: u32 = 16;
-    for _ in 0..2 {
+    for _ in 0..3 {
         for knob in FITTED {
             let (lo, hi) = knob.range;
             for i in 0..=SCAN {
@@ -283,7 +288,7 @@ mod tests {
     /// it from the priors, in the knobs' own units.
     #[test]
     fn simplex_finds_the_bottom_of_a_bowl_across_coupled_knobs() {
-        let target = [30e-6, 0.85, 0.6, 0.2, 0.02];
+        let target = [30e-6, 0.7, 0.85, 0.6, 0.2, 0.02];
         let bowl = |e: &Efficiency| {
             let x = to_unit(e);
             let mut t = PRIOR.clone();
