@@ -292,6 +292,12 @@ pub enum ParamFetch {
     /// One all-gather per layer, prefetched behind the compute before it: FSDP's flat
     /// parameter units and DeepSpeed's coalesced fetch (v0.6.0, March 2022, and later).
     Coalesced,
+    /// One all-gather per layer, but in backward issued only once the layer after it has
+    /// computed its gradients: FSDP1's `BackwardPrefetch.BACKWARD_POST`, Composer's default
+    /// (`composer.utils.FSDPConfig(backward_prefetch='BACKWARD_POST')`), which llm-foundry
+    /// trains with. PyTorch's FSDP docs: it "overlaps the current reduce-scatter and the next
+    /// gradient computation", so the gather waits exposed and the reduce-scatter hides.
+    PostBackward,
     /// DeepSpeed before v0.6.0 (`deepspeed/runtime/zero/partition_parameters.py` and
     /// `stage3.py` at v0.4.0): one all-gather per parameter tensor above the persistence
     /// threshold. `_allgather_param` calls `torch.cuda.synchronize()` before each, and the

@@ -168,15 +168,15 @@ pub const NOMINAL: Efficiency = Efficiency {
     // validate --fit` on data/*.yaml): 57.0 us per counted kernel of a forward pass, which
     // covers the uncounted views, copies and hooks of an eager layer; only vTrain's
     // launch-bound runs pin it.
-    host_s_per_kernel: 57.03e-6,
+    host_s_per_kernel: 57.02e-6,
     // Prior 0.5: PyTorch's autograd engine (`torch/csrc/autograd/engine.cpp`) runs each
     // node's C++ backward on a per-device thread, so a backward kernel pays the dispatcher and
     // the CUDA launch but none of the Python module code of the forward. Fitted globally:
-    // 0.574, 33 us a backward kernel. With one host rate for both passes (the catalog until
+    // 0.595, 34 us a backward kernel. With one host rate for both passes (the catalog until
     // 2026-12) a layer flipped from host-bound to GPU-bound at one microbatch size for all
     // its passes; vTrain's runs show the forward turning GPU-bound later than the backward
     // (its median 7.3% -> 5.5%).
-    host_bwd_share: 0.5742,
+    host_bwd_share: 0.5952,
     // c10d's list all-gather copies the flat NCCL output into each of the ranks' tensors, and
     // its list reduce-scatter copies each into a flat input, one `copy_` per rank
     // (`ProcessGroupNCCL::allgather`, `flatten_for_scatter_gather`); the copies are tiny, so
@@ -193,14 +193,14 @@ pub const NOMINAL: Efficiency = Efficiency {
     // Prior: Sinha et al. 2022 ("Not all GPUs are created equal", SC'22) measure 1-3% spread
     // of the same kernel across the A100s/V100s of production clusters. Fitted globally: 2.4%,
     // inside that range; a 6,144-GPU step waits 4.2 sigma, 10%, longer than its mean GPU.
-    straggler_sigma: 0.02374,
+    straggler_sigma: 0.02380,
     // Korthikanti et al. 2022 Table 4 time the replay of a 22B layer at 7.6 ms against a
-    // 7.7 ms forward (0.99). Fitted globally it lands at 0.81: the full-recompute runs
+    // 7.7 ms forward (0.99). Fitted globally it lands at 0.80: the full-recompute runs
     // (vTrain's, llm-foundry's, Korthikanti's) come out slower than measured with 0.99, and
     // the fit takes that out of the one knob they share. It sat at 0.60, the bottom of its
     // range, while torchtitan's 500 W H100s were priced as 700 W parts (their full-AC runs
-    // pulled it down); what the remaining 0.18 stands in for is not found yet.
-    recompute_pass: 0.8110,
+    // pulled it down); what the remaining 0.19 stands in for is not found yet.
+    recompute_pass: 0.8028,
     // Fused Adam (apex / torch foreach): read fp32 param, grad, m, v; write param, m, v and
     // the bf16 copy: 4+4+4+4 read, 4+4+4+2 write, ~32 bytes.
     optimizer_bytes_per_param: 32.0,
@@ -215,16 +215,16 @@ pub const NOMINAL: Efficiency = Efficiency {
     // Scale-out: InfiniBand NDR/HDR nccl-tests busbw reaches ~90% of line rate on an idle
     // fabric and one rail (network_idle_busbw); jobs that drive every rail at once, across a
     // multi-level fat tree shared with their own pipeline traffic, see less. No public sweep
-    // measures that in-job share: fitted globally, 0.576 of line rate under one leaf.
-    network_busbw: 0.5755,
+    // measures that in-job share: fitted globally, 0.575 of line rate under one leaf.
+    network_busbw: 0.5746,
     // Prior 10% per tier: multi-tier Clos fabrics lose bandwidth to ECMP hash collisions and
     // polarization on the uplinks (Qian et al., "Alibaba HPN", SIGCOMM 2024, §2; Gangidi et
     // al., "RDMA over Ethernet for distributed training at Meta scale", SIGCOMM 2024, §5).
-    // Fitted globally: 4.3%. The runs pin it weakly: it has moved between 0.007% and 12.5% as
+    // Fitted globally: 4.1%. The runs pin it weakly: it has moved between 0.007% and 12.5% as
     // other terms changed (12.5% while torchtitan's 500 W parts were priced at 700 W, 0.007%
     // while one host rate served both passes), trading against the in-job share above; runs
     // from larger fabrics would pin it.
-    tier_contention: 0.04263,
+    tier_contention: 0.04096,
     network_idle_busbw: 0.90,
 };
 

@@ -665,7 +665,8 @@ const DEEPSPEED_PERSISTENCE_THRESHOLD: f64 = 1e5;
 /// reduction, only what exceeds the last microbatch's backward is exposed, and at least the
 /// last bucket. ZeRO-3 (FSDP) gathers each layer's parameters before its forward and again
 /// before its backward, and reduce-scatters its gradients, for every microbatch, prefetching
-/// one layer ahead: what exceeds each layer's compute is exposed, plus the first gather.
+/// one layer ahead: what exceeds each layer's compute is exposed, plus the first gather;
+/// under [`ParamFetch::PostBackward`] the backward's gathers are exposed whole.
 /// DeepSpeed's ZeRO-3 before v0.6.0 ([`ParamFetch::PerTensor`]) did the same per parameter
 /// tensor, each call behind a device-wide synchronize and handing c10d one tensor per rank:
 /// all of it is priced exposed, and each call pays host time per rank. Two things of v0.4's
@@ -766,7 +767,12 @@ fn data_parallel(x: &Inputs, w: &Windows) -> (Term, Term) {
             let (rs, _) = coll(Collective::ReduceScatter, grad_bytes, Some(1.0));
             let (ag_l, rs_l) = (ag / layers, rs / layers);
             let fwd = Term::overlapped(ag_l, w.fwd_layer, 0.0, slowdown);
-            let bwd = Term::overlapped(ag_l + rs_l, w.bwd_layer, 0.0, slowdown);
+            let bwd = if x.training.param_fetch == ParamFetch::PostBackward {
+                let rs = Term::overlapped(rs_l, w.bwd_layer, 0.0, slowdown);
+                Term::exposed(ag_l + rs.exposed_s)
+            } else {
+                Term::overlapped(ag_l + rs_l, w.bwd_layer, 0.0, slowdown)
+            };
             let per_mb = layers * (fwd.exposed_s + bwd.exposed_s) + ag_l;
             let total = w.m * layers * (2.0 * ag_l + rs_l);
             let exposed = w.m * per_mb;
@@ -1065,6 +1071,32 @@ mod tests {
         let z3_32 = breakdown(&mesh(1, 512, 1, 3, false), &t32, &PerWireByte);
         let ratio = (z3_32.dp_grad_sync.time_s + z3_32.zero_gather.time_s) / dp.dp_grad_sync.time_s;
         assert!((ratio - 2.0).abs() < 1e-9, "{ratio}");
+    }
+
+    #[test]
+    fn composer_backward_post_prefetch_exposes_the_backward_gathers() {
+        // Llama 3 8B on DP 64 under ZeRO-3, 8 microbatches through 32 layers, every call 1 ms
+        // against layers of tens of ms. Prefetched, each gather and reduce-scatter hides and
+        // costs the compute beside it its overlap slowdown (0.159 of the call). Under
+        // BACKWARD_POST the backward's gather waits exposed: 8 x 32 x 1 ms x (1 - 0.159) =
+        // 0.215306 s more, and the time on the wire is the same.
+        let priced = |param_fetch| {
+            let t = Training {
+                param_fetch,
+                ..training(Framework::Fsdp)
+            };
+            breakdown(&mesh(1, 64, 1, 3, false), &t, &PerCall(1e-3))
+        };
+        let (pre, post) = (
+            priced(ParamFetch::Coalesced),
+            priced(ParamFetch::PostBackward),
+        );
+        let sum = |b: &Breakdown, f: fn(&Term) -> f64| f(&b.dp_grad_sync) + f(&b.zero_gather);
+        let more = sum(&post, |t| t.exposed_s) - sum(&pre, |t| t.exposed_s);
+        let expected = 8.0 * 32.0 * 1e-3 * (1.0 - NOMINAL.overlap_slowdown);
+        assert!((more - expected).abs() < 1e-9, "{more}");
+        assert!((expected - 0.215306).abs() < 1e-6, "{expected}");
+        assert_eq!(sum(&post, |t| t.time_s), sum(&pre, |t| t.time_s));
     }
 
     #[test]

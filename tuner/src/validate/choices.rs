@@ -236,9 +236,12 @@ pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
         };
         choices.insert("torch_compile".into(), compile.into());
     }
-    // DeepSpeed's ZeRO-3 fetched tensor by tensor, blocking, until v0.6.0.
+    // DeepSpeed's ZeRO-3 fetched tensor by tensor, blocking, until v0.6.0; llm-foundry trains
+    // under Composer's FSDP, whose backward prefetch defaults to BACKWARD_POST.
     let param_fetch = if framework == Framework::Deepspeed && before(date, COALESCED_ZERO3_ARXIV) {
         ParamFetch::PerTensor
+    } else if llm_foundry {
+        ParamFetch::PostBackward
     } else {
         ParamFetch::Coalesced
     };
@@ -246,6 +249,9 @@ pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
         let fetch = match param_fetch {
             ParamFetch::PerTensor => "per tensor, blocking (DeepSpeed before v0.6.0)",
             ParamFetch::Coalesced => "per layer, prefetched",
+            ParamFetch::PostBackward => {
+                "per layer, gathered for backward after the layer above (Composer's BACKWARD_POST)"
+            }
         };
         choices.insert("param_fetch".into(), fetch.into());
     }
@@ -353,6 +359,15 @@ mod tests {
         );
         runs[0].source = "NVIDIA-NeMo/Megatron-Bridge performance summary, 2025".into();
         assert_eq!(training(&runs[0]).0.framework, Framework::Megatron);
+        // llm-foundry's benchmarks ran Composer's FSDP, gathering for backward after the
+        // layer above (BACKWARD_POST).
+        runs[0].source = "MosaicML llm-foundry, scripts/train/benchmarking/README.md".into();
+        let (t, choices) = training(&runs[0]);
+        assert_eq!(
+            (t.framework, t.param_fetch),
+            (Framework::Fsdp, ParamFetch::PostBackward)
+        );
+        assert!(choices["param_fetch"].contains("BACKWARD_POST"));
     }
 
     #[test]
