@@ -292,11 +292,16 @@ pub enum ParamFetch {
     /// One all-gather per layer, prefetched behind the compute before it: FSDP's flat
     /// parameter units and DeepSpeed's coalesced fetch (v0.6.0, March 2022, and later).
     Coalesced,
-    /// One all-gather per layer, but in backward issued only once the layer after it has
-    /// computed its gradients: FSDP1's `BackwardPrefetch.BACKWARD_POST`, Composer's default
+    /// One all-gather per layer, but in backward issued only from the post-backward hook of
+    /// the layer after it: FSDP1's `BackwardPrefetch.BACKWARD_POST`, Composer's default
     /// (`composer.utils.FSDPConfig(backward_prefetch='BACKWARD_POST')`), which llm-foundry
-    /// trains with. PyTorch's FSDP docs: it "overlaps the current reduce-scatter and the next
-    /// gradient computation", so the gather waits exposed and the reduce-scatter hides.
+    /// trains with; PyTorch's FSDP docs: it "overlaps the current reduce-scatter and the next
+    /// gradient computation", not the gather. The hook fires once the host has issued that
+    /// layer's gradient kernels, and Composer's `limit_all_gathers` holds the host to a layer
+    /// or two ahead of the GPU, so how much of the gather still overlaps depends on how far
+    /// ahead the host runs. Priced at the bound where it runs none ahead: the backward's
+    /// gather exposed whole, the reduce-scatter hidden. MPT-70B's two runs, 0.5% and 3.3%
+    /// too fast so priced, support the bound; nothing measures the overlap left.
     PostBackward,
     /// DeepSpeed before v0.6.0 (`deepspeed/runtime/zero/partition_parameters.py` and
     /// `stage3.py` at v0.4.0): one all-gather per parameter tensor above the persistence

@@ -5,8 +5,9 @@
 //! architecture and each cites a public measurement of that kernel on that GPU; link figures
 //! cite nccl-tests and NCCL's own tuning model. Six figures have no such measurement behind
 //! them and are fitted once, globally, to every published run (`tuner validate --fit`; see
-//! `validate::fitting::FITTED`): `host_s_per_kernel`, `host_bwd_share`, `recompute_pass`, `network_busbw`,
-//! `tier_contention` and `straggler_sigma`. `tuner validate --leave-one-source-out` says how they generalise.
+//! `validate::fitting::FITTED`): `host_s_per_kernel`, `host_bwd_share`, `recompute_pass`,
+//! `network_busbw`, `tier_contention` and `straggler_sigma`. `tuner validate
+//! --leave-one-source-out` says how they generalise.
 
 use super::gpus::Arch;
 
@@ -116,8 +117,9 @@ pub struct Efficiency {
     /// CUDA launch); a layer pass takes at least its kernel count times this. Fitted.
     pub host_s_per_kernel: f64,
     /// Host time per kernel of a backward pass against a forward one: autograd's engine walks
-    /// the graph in C++ on a thread of its own, without the Python module code that a forward
-    /// pass (and its replay under recomputation) runs. Fitted.
+    /// the graph in C++ on a thread of its own and enters Python only for custom
+    /// `autograd.Function`s, without the `nn.Module` calls and hooks that a forward pass (and
+    /// its replay under recomputation) runs. Fitted, not derived.
     pub host_bwd_share: f64,
     /// Host time per rank of a collective handed one tensor per rank (a list), as c10d's
     /// `ProcessGroupNCCL` copies the list entry by entry.
@@ -169,9 +171,11 @@ pub const NOMINAL: Efficiency = Efficiency {
     // covers the uncounted views, copies and hooks of an eager layer; only vTrain's
     // launch-bound runs pin it.
     host_s_per_kernel: 57.02e-6,
-    // Prior 0.5: PyTorch's autograd engine (`torch/csrc/autograd/engine.cpp`) runs each
-    // node's C++ backward on a per-device thread, so a backward kernel pays the dispatcher and
-    // the CUDA launch but none of the Python module code of the forward. Fitted globally:
+    // Prior 0.5: PyTorch's autograd engine (`torch/csrc/autograd/engine.cpp`) runs the
+    // backward graph on a per-device thread and calls C++ derivatives for built-in ops; Python
+    // runs only in custom `autograd.Function`s (Megatron's and Transformer Engine's have
+    // them), never `nn.Module.__call__` or its hooks, so a backward kernel carries fewer
+    // Python frames than a forward one. No measurement gives the ratio. Fitted globally:
     // 0.595, 34 us a backward kernel. With one host rate for both passes (the catalog until
     // 2026-12) a layer flipped from host-bound to GPU-bound at one microbatch size for all
     // its passes; vTrain's runs show the forward turning GPU-bound later than the backward

@@ -53,8 +53,9 @@ pub trait ComputeModel {
     fn attention_s(&self, flops: f64, seq: f64) -> f64;
     /// Memory-bound kernels moving `bytes` through HBM.
     fn memory_s(&self, bytes: f64) -> f64;
-    /// Host time to issue one kernel: a pass over a layer takes at least its kernel count
-    /// times this, whatever the GPU does.
+    /// Host time to issue one kernel of a forward pass: a forward pass over a layer takes at
+    /// least its kernel count times this, whatever the GPU does (a backward kernel takes
+    /// `Efficiency::host_bwd_share` of it).
     fn host_s_per_kernel(&self) -> f64;
     /// Where the GEMM figures come from.
     fn source(&self) -> super::collective::Source {

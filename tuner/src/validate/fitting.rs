@@ -79,8 +79,8 @@ const SIMPLEX_SIZE: f64 = 0.15;
 /// Objective evaluations the refinement may spend (each prices every run once).
 const SIMPLEX_BUDGET: usize = 400;
 
-/// Fits [`FITTED`] from `start`, scoring the runs whose source is not `held_out`: two rounds
-/// of a 16-point scan over each knob's range (the objective has plateaus: a host bound does
+/// Fits [`FITTED`] from `start`, scoring the runs whose source is not `held_out`: three
+/// rounds of a 16-point scan over each knob's range (the objective has plateaus: a host bound does
 /// nothing until it passes the GPU time), multiplicative steps from 10% down to 1%, then a
 /// Nelder-Mead simplex from there, kept where it scores lower.
 pub fn fit(files: &[RunsFile], start: &Efficiency, held_out: Option<&str>) -> Efficiency {
