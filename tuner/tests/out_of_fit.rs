@@ -7,6 +7,8 @@
 //!   H100 that the torchtitan runs in data/ do not use.
 //! - Megatron-Core r0.8's strong scaling of its 177B GPT from 96 to 4,608 H100s at one batch:
 //!   MFU falls from 47% to 42%.
+//! - llm-foundry's H100 tables: the framework of data/'s A100 MPT rows on the next GPU
+//!   generation, 8 to 512 GPUs, 512 to 65,536 tokens.
 
 use tuner::catalog::NOMINAL;
 use tuner::validate::{parse_runs, validate, RunPrediction, Validation};
@@ -89,6 +91,21 @@ fn nemo_fp8_on_h100_within_a_quarter() {
     // recipe ran selective recomputation with bf16 gradients and Adam states, which the runs
     // format cannot state (+15% while full recomputation was priced at 0.60 of a forward).
     within("nemo-24.07-h100-fp8.yaml", 10, 0.23, 0.07);
+}
+
+#[test]
+fn llm_foundry_on_h100_within_a_quarter_and_ranked() {
+    // MPT 1B to 70B under Composer's FSDP on 8 to 512 H100, bf16 and fp8 (77 rows). First
+    // scored at 6.7%, 9.3% too fast on average and 23% at 64k tokens, while Hopper's
+    // FlashAttention-1-generation kernel sat at an uncited 0.25 of peak; 2.6% with the figure
+    // derived from the FlashAttention-2 paper's H100 and A100 measurements (0.1718). MPT-30B
+    // at 8k tokens on 8 GPUs is the outlier here as on A100: -24%.
+    within("llm-foundry-h100.yaml", 77, 0.25, 0.04);
+    let v = load("llm-foundry-h100.yaml");
+    for g in v.summary.groups.iter().filter(|g| g.runs >= 4) {
+        let rho = g.spearman.expect("every group's layouts differ");
+        assert!(rho >= 0.95, "{}: Spearman {rho:.2}", g.name);
+    }
 }
 
 #[test]

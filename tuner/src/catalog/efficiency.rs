@@ -75,7 +75,7 @@ const ADA: ArchKernels = ArchKernels {
 };
 
 const HOPPER: ArchKernels = ArchKernels {
-    flash1: 0.25,
+    flash1: 0.1718,
     gemm_peak: 0.76,
     fp8_gemm_peak: 0.66,
     tile: (128.0, 256.0),
@@ -87,11 +87,15 @@ const HOPPER: ArchKernels = ArchKernels {
              device reference 790 TFLOP/s through torch.matmul); FlashAttention-3 paper (Shah et al. \
              2024, arXiv 2407.08608, Figs. 5-6, H100 SXM5, head dim 128, 4k-16k tokens): FA2 fwd \
              330-340 and bwd 310-322 TFLOP/s, which weighted 1:2.5 by FLOPs is 0.33 of peak; FA3 / \
-             cuDNN fwd 600-740 / bwd 499-561 TFLOP/s; STREAM 2.9 of 3.35 TB/s",
+             cuDNN fwd 600-740 / bwd 499-561 TFLOP/s; FlashAttention-1 generation (llm-foundry's \
+             Triton port): Ampere's 0.33 times the H100/A100 ratio the FlashAttention-2 paper \
+             measures for FlashAttention-1, causal, head dim 128, fwd+bwd at 16k tokens (Fig. 4 \
+             on A100 83, the repository's assets/flash2_h100_fwd_bwd_benchmark.png on H100 SXM5 \
+             137 TFLOP/s): 102.96 x 137/83 = 170 TFLOP/s, 0.1718; STREAM 2.9 of 3.35 TB/s",
 };
 
 const BLACKWELL: ArchKernels = ArchKernels {
-    flash1: 0.25,
+    flash1: 0.1718,
     gemm_peak: 0.75,
     fp8_gemm_peak: 0.70,
     tile: (256.0, 256.0),

@@ -274,6 +274,13 @@ mod tests {
         let flops = 1e12;
         assert!((flops / f2.attention_s(flops, 16384.0) - 0.33 * 989.4e12).abs() < 1e6);
         assert!(f3.attention_s(flops, 16384.0) < 0.75 * f2.attention_s(flops, 16384.0));
+        // FlashAttention-1's generation: Ampere's 0.33 of 312 TFLOP/s times the measured
+        // H100/A100 ratio of FlashAttention-1 (137/83 TFLOP/s, causal, head dim 128, 16k
+        // tokens) = 170 TFLOP/s, 0.1718 of the H100's 989.4.
+        let f1 = NominalCompute::new(h100, Precision::Bf16, FlashKernel::Flash1, &NOMINAL);
+        let derived: f64 = 0.33 * 312e12 * 137.0 / 83.0;
+        assert!((derived / 989.4e12 - 0.1718).abs() < 1e-4, "{derived}");
+        assert!((flops / f1.attention_s(flops, 16384.0) / derived - 1.0).abs() < 1e-3);
     }
 
     #[test]
