@@ -7,8 +7,8 @@
 //!   H100 that the torchtitan runs in data/ do not use.
 //! - Megatron-Core r0.8's strong scaling of its 177B GPT from 96 to 4,608 H100s at one batch:
 //!   MFU falls from 47% to 42%.
-//! - llm-foundry's H100 tables: the framework of data/'s A100 MPT rows on the next GPU
-//!   generation, 8 to 512 GPUs, 512 to 65,536 tokens.
+//! - llm-foundry's H100 and A100 40GB tables: the framework of data/'s A100 80GB MPT rows on
+//!   the next GPU generation (8 to 512 GPUs, 512 to 65,536 tokens) and on half the memory.
 
 use tuner::catalog::NOMINAL;
 use tuner::validate::{parse_runs, validate, RunPrediction, Validation};
@@ -58,9 +58,14 @@ fn zero3_runs_within_a_half_and_ranked() {
         "{:.3}",
         v.summary.by_file[0].median_abs_error
     );
-    for g in &v.summary.groups {
+    ranked(&v, 2, 0.85);
+}
+
+/// Asserts Spearman's rho of at least `min` inside every group of `runs` or more runs.
+fn ranked(v: &Validation, runs: usize, min: f64) {
+    for g in v.summary.groups.iter().filter(|g| g.runs >= runs) {
         let rho = g.spearman.expect("every group's layouts differ");
-        assert!(rho >= 0.85, "{}: Spearman {rho:.2}", g.name);
+        assert!(rho >= min, "{}: Spearman {rho:.2}", g.name);
     }
 }
 
@@ -101,11 +106,16 @@ fn llm_foundry_on_h100_within_a_quarter_and_ranked() {
     // derived from the FlashAttention-2 paper's H100 and A100 measurements (0.1718). MPT-30B
     // at 8k tokens on 8 GPUs is the outlier here as on A100: -24%.
     within("llm-foundry-h100.yaml", 77, 0.25, 0.04);
-    let v = load("llm-foundry-h100.yaml");
-    for g in v.summary.groups.iter().filter(|g| g.runs >= 4) {
-        let rho = g.spearman.expect("every group's layouts differ");
-        assert!(rho >= 0.95, "{}: Spearman {rho:.2}", g.name);
-    }
+    ranked(&load("llm-foundry-h100.yaml"), 4, 0.95);
+}
+
+#[test]
+fn llm_foundry_on_a100_40gb_within_a_quarter_and_ranked() {
+    // The A100 40GB table beside the 80 GB one in data/, scored blind the day it was
+    // transcribed: 2.8%, -0.3% mean. ZeRO-3 near the 40 GB limit runs slower than priced (70B
+    // on 64 GPUs -24%, 13B on 8 GPUs -13% to -15%).
+    within("llm-foundry-a100-40gb.yaml", 78, 0.25, 0.04);
+    ranked(&load("llm-foundry-a100-40gb.yaml"), 4, 0.95);
 }
 
 #[test]
