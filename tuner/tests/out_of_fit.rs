@@ -115,7 +115,15 @@ fn llm_foundry_on_a100_40gb_within_a_quarter_and_ranked() {
     // transcribed: 2.8%, -0.3% mean. ZeRO-3 near the 40 GB limit runs slower than priced (70B
     // on 64 GPUs -24%, 13B on 8 GPUs -13% to -15%).
     within("llm-foundry-a100-40gb.yaml", 78, 0.25, 0.04);
-    ranked(&load("llm-foundry-a100-40gb.yaml"), 4, 0.95);
+    let v = load("llm-foundry-a100-40gb.yaml");
+    ranked(&v, 4, 0.95);
+    // Every row ran in 40 GiB. With the logits held as eager PyTorch holds them (10 bytes)
+    // where llm-foundry runs flash-attn's fused loss (4), 46 of the 78 came out over it; now
+    // 8, none by more than 1.2 GiB (MPT trains without dropout, whose masks the activation
+    // count keeps).
+    let gib = |r: &RunPrediction| r.memory_per_gpu_bytes / f64::from(1u32 << 30);
+    assert!(v.runs.iter().all(|r| gib(r) <= 41.5));
+    assert!(v.runs.iter().filter(|r| gib(r) > 40.0).count() <= 8);
 }
 
 #[test]

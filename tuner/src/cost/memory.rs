@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use crate::mesh::{Framework, Mesh, Precision, Recompute, Training};
+use crate::mesh::{Framework, LossKernel, Mesh, Precision, Recompute, Training};
 use crate::model::{FfnAct, ModelShape};
 
 /// Bytes per parameter of mixed-precision Adam (Rajbhandari et al. 2020, ZeRO §3.1):
@@ -313,13 +313,16 @@ fn activation_bytes(model: &ModelShape, training: &Training, mesh: &Mesh) -> f64
         0.0
     };
     // Last stage adds the final LayerNorm and output GEMM inputs (4sbh) and the logits of the
-    // microbatch in backward: fp32 inside Megatron's fused vocab-parallel cross-entropy (4
-    // bytes each); PyTorch stacks call `cross_entropy(logits.float())` (torchtitan's loss,
-    // autocast in llm-foundry), which holds the bf16 logits, their fp32 copy and the fp32
-    // log-softmax it saves for backward (10 bytes each).
-    let logit_bytes = match training.framework {
-        Framework::Fsdp => 10.0,
-        Framework::Megatron | Framework::Deepspeed => 4.0,
+    // microbatch at the start of backward, as the loss the time model prices holds them:
+    // Megatron's vocab-parallel cross-entropy saves its fp32 softmax (4 bytes each);
+    // `cross_entropy(logits.float())` (torchtitan, Hugging Face models) holds the bf16 logits,
+    // their fp32 copy and the fp32 log-softmax (10); flash-attn's fused `CrossEntropyLoss`
+    // (llm-foundry's `fused_crossentropy`) saves the bf16 logits and writes a bf16 gradient
+    // beside them (4; Transformer Engine's writes the gradient into the logits, priced the
+    // same).
+    let logit_bytes = match training.loss {
+        LossKernel::Eager => 10.0,
+        LossKernel::Megatron | LossKernel::Fused => 4.0,
     };
     let logits = 4.0 * s * b * h / sp_div + logit_bytes * s * b * f64::from(model.vocab) / tp;
     if mesh.pp == 1 {
@@ -443,12 +446,13 @@ mod tests {
         close(layer(true, true), 63552.0);
     }
 
-    /// torchtitan's training setup: FSDP2, fp32 gradient reduction.
+    /// torchtitan's training setup: FSDP2, fp32 gradient reduction, PyTorch's eager loss.
     fn torchtitan(seq: u32, batch: u32) -> Training {
         Training {
             framework: Framework::Fsdp,
             grad_reduce: crate::mesh::ReduceDtype::Fp32,
             fused_elementwise: false,
+            loss: LossKernel::Eager,
             ..Training::megatron(seq, batch)
         }
     }
@@ -469,6 +473,26 @@ mod tests {
     }
 
     const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+    #[test]
+    fn the_logits_are_held_as_the_priced_loss_holds_them() {
+        // Llama 3 8B, local batch 2 of 8,192 tokens: eager `cross_entropy(logits.float())`
+        // holds 10 bytes per logit at the start of backward, flash-attn's fused loss 4 (the
+        // bf16 logits and their bf16 gradient): 6 x 8,192 x 2 x 128,256 = 12.607 GB less,
+        // 13.868 GB with the allocator's 10% on activations.
+        let model = crate::catalog::model("llama3-8b").unwrap().shape;
+        let held = |loss| {
+            let t = Training {
+                loss,
+                ..torchtitan(8192, 16)
+            };
+            memory_per_gpu(&model, &t, &fsdp(8, 1, 2, Recompute::None)).total
+        };
+        let saved = held(LossKernel::Eager) - held(LossKernel::Fused);
+        let expected = 6.0 * 8192.0 * 2.0 * 128256.0 * (1.0 + FRAGMENTATION);
+        assert!((saved / expected - 1.0).abs() < 1e-12, "{saved}");
+        assert!((expected - 13.868e9).abs() < 1e6, "{expected}");
+    }
 
     #[test]
     fn torchtitan_llama3_8b_peaks_as_published() {
