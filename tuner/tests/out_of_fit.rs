@@ -58,20 +58,15 @@ fn zero3_runs_within_a_half_and_ranked() {
         "{:.3}",
         v.summary.by_file[0].median_abs_error
     );
-    ranked(&v, 2, 0.85);
-}
-
-/// Asserts Spearman's rho of at least `min` inside every group of `runs` or more runs.
-fn ranked(v: &Validation, runs: usize, min: f64) {
-    for g in v.summary.groups.iter().filter(|g| g.runs >= runs) {
+    for g in &v.summary.groups {
         let rho = g.spearman.expect("every group's layouts differ");
-        assert!(rho >= min, "{}: Spearman {rho:.2}", g.name);
+        assert!(rho >= 0.85, "{}: Spearman {rho:.2}", g.name);
     }
 }
 
 /// Asserts that the `runs` runs of a file each miss by at most `each` and by `median` at the
-/// median.
-fn within(name: &str, runs: usize, each: f64, median: f64) {
+/// median, and returns them.
+fn within(name: &str, runs: usize, each: f64, median: f64) -> Validation {
     let v = load(name);
     for r in &v.runs {
         assert!(r.error.abs() <= each, "{}: {:+.3}", r.id, r.error);
@@ -79,6 +74,20 @@ fn within(name: &str, runs: usize, each: f64, median: f64) {
     let b = &v.summary.by_file[0];
     assert_eq!(b.runs, runs);
     assert!(b.median_abs_error <= median, "{:.3}", b.median_abs_error);
+    v
+}
+
+/// Asserts that the model beats one MFU fitted to the file itself by at least `factor`: the
+/// groups there are one model over GPU counts and sequence lengths, which a FLOP count alone
+/// ranks, so ranking them is no test.
+fn beats_the_file_s_own_mfu(v: &Validation, factor: f64) {
+    let b = &v.summary.by_file[0];
+    assert!(
+        b.median_abs_error * factor <= b.baseline_median_abs_error,
+        "{:.3} against {:.3}",
+        b.median_abs_error,
+        b.baseline_median_abs_error
+    );
 }
 
 #[test]
@@ -99,30 +108,31 @@ fn nemo_fp8_on_h100_within_a_quarter() {
 }
 
 #[test]
-fn llm_foundry_on_h100_within_a_quarter_and_ranked() {
-    // MPT 1B to 70B under Composer's FSDP on 8 to 512 H100, bf16 and fp8 (77 rows). First
+fn llm_foundry_on_h100_within_a_quarter_and_beating_its_own_mfu() {
+    // MPT 760M to 70B under Composer's FSDP on 8 to 512 H100, bf16 and fp8 (77 rows). First
     // scored at 6.7%, 9.3% too fast on average and 23% at 64k tokens, while Hopper's
     // FlashAttention-1-generation kernel sat at an uncited 0.25 of peak; 2.6% with the figure
     // derived from the FlashAttention-2 paper's H100 and A100 measurements (0.1718). MPT-30B
-    // at 8k tokens on 8 GPUs is the outlier here as on A100: -24%.
-    within("llm-foundry-h100.yaml", 77, 0.25, 0.04);
-    ranked(&load("llm-foundry-h100.yaml"), 4, 0.95);
+    // at 8k tokens on 8 GPUs is the outlier here as on A100: -24%. One MFU fitted to the file
+    // scores 5.5%.
+    let v = within("llm-foundry-h100.yaml", 77, 0.25, 0.04);
+    beats_the_file_s_own_mfu(&v, 2.0);
 }
 
 #[test]
-fn llm_foundry_on_a100_40gb_within_a_quarter_and_ranked() {
+fn llm_foundry_on_a100_40gb_within_a_quarter_and_beating_its_own_mfu() {
     // The A100 40GB table beside the 80 GB one in data/, scored blind the day it was
-    // transcribed: 2.8%, -0.3% mean. ZeRO-3 near the 40 GB limit runs slower than priced (70B
-    // on 64 GPUs -24%, 13B on 8 GPUs -13% to -15%).
-    within("llm-foundry-a100-40gb.yaml", 78, 0.25, 0.04);
-    let v = load("llm-foundry-a100-40gb.yaml");
-    ranked(&v, 4, 0.95);
+    // transcribed: 2.8%, -0.3% mean, where one MFU fitted to the file scores 5.7%. ZeRO-3 near
+    // the 40 GB limit runs slower than priced (70B on 64 GPUs -24%, 13B on 8 GPUs -13% to
+    // -15%).
+    let v = within("llm-foundry-a100-40gb.yaml", 78, 0.25, 0.04);
+    beats_the_file_s_own_mfu(&v, 2.0);
     // Every row ran in 40 GiB. With the logits held as eager PyTorch holds them (10 bytes)
     // where llm-foundry runs flash-attn's fused loss (4), 46 of the 78 came out over it; now
     // 8, none by more than 1.2 GiB (MPT trains without dropout, whose masks the activation
     // count keeps).
     let gib = |r: &RunPrediction| r.memory_per_gpu_bytes / f64::from(1u32 << 30);
-    assert!(v.runs.iter().all(|r| gib(r) <= 41.5));
+    assert!(v.runs.iter().all(|r| gib(r) <= 41.25));
     assert!(v.runs.iter().filter(|r| gib(r) > 40.0).count() <= 8);
 }
 

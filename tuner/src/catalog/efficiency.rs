@@ -56,7 +56,9 @@ const AMPERE: ArchKernels = ArchKernels {
     source: "cuBLAS fp16/bf16 8192^3 on A100 SXM: 265-275 of 312 TFLOP/s (NVIDIA Matrix Multiplication \
              Background guide, Fig. 'A100 GEMM performance'; 256x128 CTA tiles); FlashAttention-2 \
              (Dao 2023, arXiv 2307.08691, Fig. 4): fwd+bwd causal, head dim 64-128, 160-190 TFLOP/s, \
-             FlashAttention-1 90-110 and its Triton port 75-105 in the same figure; \
+             FlashAttention-1 90-110 and its Triton port 75-105 in the same figure (non-causal \
+             panels; causal at head dim 128 and 16k tokens, FlashAttention-1 83, the Triton port 80: \
+             llm-foundry's A100 rows, which ran the port, fit the 0.33 plateau, not the cell); \
              STREAM-style copy and triad kernels (BabelStream) reach 87-90% of HBM bandwidth on \
              A100",
 };
@@ -88,14 +90,16 @@ const HOPPER: ArchKernels = ArchKernels {
              2024, arXiv 2407.08608, Figs. 5-6, H100 SXM5, head dim 128, 4k-16k tokens): FA2 fwd \
              330-340 and bwd 310-322 TFLOP/s, which weighted 1:2.5 by FLOPs is 0.33 of peak; FA3 / \
              cuDNN fwd 600-740 / bwd 499-561 TFLOP/s; FlashAttention-1 generation (llm-foundry's \
-             Triton port): Ampere's 0.33 times the H100/A100 ratio the FlashAttention-2 paper \
-             measures for FlashAttention-1, causal, head dim 128, fwd+bwd at 16k tokens (Fig. 4 \
-             on A100 83, the repository's assets/flash2_h100_fwd_bwd_benchmark.png on H100 SXM5 \
-             137 TFLOP/s): 102.96 x 137/83 = 170 TFLOP/s, 0.1718; STREAM 2.9 of 3.35 TB/s",
+             Triton port, no Hopper measurement of its own): Ampere's 0.33 plateau times the \
+             H100/A100 ratio the FlashAttention-2 paper measures for FlashAttention-1 in one cell, \
+             causal, head dim 128, fwd+bwd at 16k tokens (Fig. 4 on A100 83, the repository's \
+             assets/flash2_h100_fwd_bwd_benchmark.png on H100 SXM5 137 TFLOP/s), assuming the \
+             ratio carries to the port: 102.96 x 137/83 = 170 TFLOP/s, 0.1718; STREAM 2.9 of \
+             3.35 TB/s",
 };
 
 const BLACKWELL: ArchKernels = ArchKernels {
-    flash1: 0.1718,
+    flash1: HOPPER.flash1,
     gemm_peak: 0.75,
     fp8_gemm_peak: 0.70,
     tile: (256.0, 256.0),
