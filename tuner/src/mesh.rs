@@ -283,6 +283,19 @@ impl LossKernel {
             LossKernel::Fused => 8.0,
         }
     }
+
+    /// Bytes per logit held at the start of backward: Megatron's vocab-parallel cross-entropy
+    /// saves its fp32 softmax (4); `cross_entropy(logits.float())` holds the bf16 logits,
+    /// their fp32 copy and the fp32 log-softmax (10); flash-attn's fused `CrossEntropyLoss`
+    /// (llm-foundry's `fused_crossentropy`) saves the bf16 logits and writes a bf16 gradient
+    /// beside them (4; Transformer Engine's writes the gradient into the logits, priced the
+    /// same).
+    pub fn held_bytes_per_logit(self) -> f64 {
+        match self {
+            LossKernel::Eager => 10.0,
+            LossKernel::Megatron | LossKernel::Fused => 4.0,
+        }
+    }
 }
 
 /// How ZeRO-3 brings a layer's sharded parameters in before it runs.

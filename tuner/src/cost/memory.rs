@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use crate::mesh::{Framework, LossKernel, Mesh, Precision, Recompute, Training};
+use crate::mesh::{Framework, Mesh, Precision, Recompute, Training};
 use crate::model::{FfnAct, ModelShape};
 
 /// Bytes per parameter of mixed-precision Adam (Rajbhandari et al. 2020, ZeRO §3.1):
@@ -313,18 +313,9 @@ fn activation_bytes(model: &ModelShape, training: &Training, mesh: &Mesh) -> f64
         0.0
     };
     // Last stage adds the final LayerNorm and output GEMM inputs (4sbh) and the logits of the
-    // microbatch at the start of backward, as the loss the time model prices holds them:
-    // Megatron's vocab-parallel cross-entropy saves its fp32 softmax (4 bytes each);
-    // `cross_entropy(logits.float())` (torchtitan, Hugging Face models) holds the bf16 logits,
-    // their fp32 copy and the fp32 log-softmax (10); flash-attn's fused `CrossEntropyLoss`
-    // (llm-foundry's `fused_crossentropy`) saves the bf16 logits and writes a bf16 gradient
-    // beside them (4; Transformer Engine's writes the gradient into the logits, priced the
-    // same).
-    let logit_bytes = match training.loss {
-        LossKernel::Eager => 10.0,
-        LossKernel::Megatron | LossKernel::Fused => 4.0,
-    };
-    let logits = 4.0 * s * b * h / sp_div + logit_bytes * s * b * f64::from(model.vocab) / tp;
+    // microbatch at the start of backward, as the priced loss holds them.
+    let logits = 4.0 * s * b * h / sp_div
+        + training.loss.held_bytes_per_logit() * s * b * f64::from(model.vocab) / tp;
     if mesh.pp == 1 {
         first + working + logits
     } else {
@@ -336,6 +327,7 @@ fn activation_bytes(model: &ModelShape, training: &Training, mesh: &Mesh) -> f64
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mesh::LossKernel;
 
     /// Korthikanti et al. 2022 Table 3 configurations: (heads, hidden, seq, microbatch).
     const CONFIGS: [(&str, f64, f64, f64, f64); 4] = [

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-use super::{median, validate, RunPrediction, RunsFile};
+use super::{median, predict_all, RunPrediction, RunsFile};
 use crate::catalog::Efficiency;
 
 /// One fitted efficiency: its name, where it lives and the range it may take.
@@ -85,9 +85,8 @@ const SIMPLEX_BUDGET: usize = 400;
 /// Nelder-Mead simplex from there, kept where it scores lower.
 pub fn fit(files: &[RunsFile], start: &Efficiency, held_out: Option<&str>) -> Efficiency {
     let objective = |e: &Efficiency| {
-        let v = validate(files, e);
-        let kept: Vec<&RunPrediction> = v
-            .runs
+        let (runs, _) = predict_all(files, e);
+        let kept: Vec<&RunPrediction> = runs
             .iter()
             .filter(|r| Some(r.source.as_str()) != held_out)
             .collect();
@@ -261,9 +260,8 @@ pub fn leave_one_source_out(files: &[RunsFile], start: &Efficiency) -> Vec<HeldO
         .into_iter()
         .map(|source| {
             let e = fit(files, start, Some(&source));
-            let v = validate(files, &e);
-            let errors: Vec<f64> = v
-                .runs
+            let (runs, _) = predict_all(files, &e);
+            let errors: Vec<f64> = runs
                 .iter()
                 .filter(|r| r.source == source)
                 .map(|r| r.error)
