@@ -430,7 +430,7 @@ impl JobArgs {
                 seqs
             }
         };
-        if self.precision == Precision::Fp8 && cluster.gpu.fp8_flops.is_none() {
+        if self.precision.is_fp8() && cluster.gpu.fp8_flops.is_none() {
             notes.push(format!(
                 "{} has no fp8 tensor cores: priced at its bf16 peak",
                 cluster.gpu.id

@@ -164,7 +164,7 @@ impl MeasureArgs {
             exclude_degraded: self.exclude_degraded,
             gemm_dtype: match precision {
                 Precision::Bf16 => record::Dtype::Bf16,
-                Precision::Fp8 => record::Dtype::Fp8E4m3,
+                Precision::Fp8 | Precision::Fp8Rowwise => record::Dtype::Fp8E4m3,
             },
         }
     }

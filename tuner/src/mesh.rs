@@ -42,8 +42,21 @@ impl fmt::Display for Recompute {
 pub enum Precision {
     /// bf16 weights and GEMMs, fp32 master weights.
     Bf16,
-    /// fp8 GEMMs (Transformer Engine), bf16 elsewhere.
+    /// fp8 GEMMs with one scale per tensor (Transformer Engine, torchao's `tensorwise`), bf16
+    /// elsewhere.
     Fp8,
+    /// fp8 GEMMs with one scale per row (torchao's `rowwise` recipe, PyTorch's CUTLASS
+    /// row-wise `_scaled_mm`), bf16 elsewhere.
+    #[serde(rename = "fp8-rowwise")]
+    #[value(name = "fp8-rowwise")]
+    Fp8Rowwise,
+}
+
+impl Precision {
+    /// Whether the GEMMs run on the fp8 tensor cores.
+    pub fn is_fp8(self) -> bool {
+        self != Precision::Bf16
+    }
 }
 
 impl fmt::Display for Precision {
@@ -51,6 +64,7 @@ impl fmt::Display for Precision {
         f.write_str(match self {
             Precision::Bf16 => "bf16",
             Precision::Fp8 => "fp8",
+            Precision::Fp8Rowwise => "fp8-rowwise",
         })
     }
 }
@@ -140,6 +154,20 @@ pub enum Framework {
     /// PyTorch FSDP / FSDP2 (torchtitan, llm-foundry, NeMo AutoModel): one unit per layer; under
     /// ZeRO-0..2 the DDP default of 25 MB buckets (`bucket_cap_mb`).
     Fsdp,
+}
+
+impl Framework {
+    /// Whether a sequence-parallel gather or scatter also copies the whole tensor. PyTorch's
+    /// DTensor lays activations out [batch, seq, hidden] and shards the sequence on dim 1
+    /// (torchtitan's plan: `Shard(1)` to `Replicate()` before attention and the MLP,
+    /// `output_layouts=Shard(1)` after them); its functional `all_gather_tensor` gathers on
+    /// dim 0 and then runs `torch.cat(torch.chunk(out, n, dim=0), dim=gather_dim)`, and
+    /// `reduce_scatter_tensor` cats the chunks the other way before scattering. Megatron and
+    /// Megatron-DeepSpeed lay activations out [seq, batch, hidden] so that the sequence is
+    /// dim 0 and the collective writes in place.
+    pub fn sp_copies(self) -> bool {
+        self == Framework::Fsdp
+    }
 }
 
 impl fmt::Display for Framework {
@@ -382,6 +410,19 @@ impl Training {
             param_fetch: ParamFetch::Coalesced,
             loss: LossKernel::Megatron,
             moe_dispatch: MoeDispatch::AllToAll,
+        }
+    }
+
+    /// Bytes an element of a sequence-parallel all-gather takes. torchtitan's tensorwise fp8
+    /// plan (`Float8ColwiseParallel`, `Float8RowwiseParallel`, `PrepareFloat8ModuleInput` in
+    /// torchao's `float8_tensor_parallel.py`) casts before the gather, forward and backward;
+    /// rowwise recipes gather in bf16 ("float8 all-gather with TP is only supported for
+    /// tensorwise", torchtitan 820504e `parallelize_llama.py`). Reduce-scatters stay in bf16.
+    pub fn tp_gather_bytes(&self) -> f64 {
+        if self.framework == Framework::Fsdp && self.precision == Precision::Fp8 {
+            1.0
+        } else {
+            2.0
         }
     }
 

@@ -71,6 +71,16 @@ pub trait ComputeModel {
     }
 }
 
+/// Share of tensorwise fp8's saving over bf16 that the rowwise recipe keeps. torchao's float8
+/// README (pytorch/ao before b79503772; torchao 0.10, PyTorch 2.7: Llama3-8B, FSDP2 on 8 H100,
+/// seq 8192, batch 1, torch.compile, per-op SAC) measured 6150 tokens/s in bf16, 7689.5 with
+/// tensorwise scaling and 6768 with rowwise: (1/6150 - 1/6768) / (1/6150 - 1/7689.5) = 0.456.
+/// The recipes differ only in their GEMMs and the casts into them (PyTorch's row-wise
+/// `_scaled_mm` is a CUTLASS kernel where tensorwise calls cuBLAS, pytorch/pytorch#147971, and
+/// row scales need a cast along each axis), so a rowwise GEMM takes (1 - share) of the bf16
+/// time plus share of the tensorwise one.
+pub const ROWWISE_SAVING_SHARE: f64 = (1.0 / 6150.0 - 1.0 / 6768.0) / (1.0 / 6150.0 - 1.0 / 7689.5);
+
 /// CTA tiles cuBLAS picks among for smaller problems, with their throughput against the
 /// largest tile: a smaller tile fills more SMs but reuses each loaded element fewer times
 /// (NVIDIA "Matrix Multiplication Background" user guide, "Tile quantization": 256x128 is the
@@ -97,6 +107,9 @@ pub struct NominalCompute {
     tile: (f64, f64),
     sms: f64,
     host_s_per_kernel: f64,
+    /// Tensorwise GEMM time over the recipe's: below 1 for rowwise fp8, whose measured GEMM
+    /// figures (a tensorwise cuBLAS sweep) it scales too.
+    recipe: f64,
     /// Fitted GEMM half-dimension and relative uncertainty, when measured.
     measured: Option<(f64, f64)>,
 }
@@ -107,8 +120,17 @@ impl NominalCompute {
     pub fn new(gpu: &Gpu, precision: Precision, flash: FlashKernel, eff: &Efficiency) -> Self {
         let k: &ArchKernels = arch_kernels(gpu.arch);
         let (peak, gemm_peak) = match (precision, gpu.fp8_flops) {
-            (Precision::Fp8, Some(fp8)) => (fp8, k.fp8_gemm_peak),
+            (Precision::Fp8 | Precision::Fp8Rowwise, Some(fp8)) => (fp8, k.fp8_gemm_peak),
             _ => (gpu.bf16_flops, k.gemm_peak),
+        };
+        let recipe = match (precision, gpu.fp8_flops) {
+            (Precision::Fp8Rowwise, Some(fp8)) => {
+                // Tensorwise runs r times as fast as bf16 at every shape (one tile model for
+                // both), so rowwise takes (1 - share) r + share tensorwise GEMM times.
+                let r = fp8 * k.fp8_gemm_peak / (gpu.bf16_flops * k.gemm_peak);
+                1.0 / ((1.0 - ROWWISE_SAVING_SHARE) * r + ROWWISE_SAVING_SHARE)
+            }
+            _ => 1.0,
         };
         let attention = match flash {
             FlashKernel::Flash1 => k.flash1,
@@ -121,7 +143,8 @@ impl NominalCompute {
             attention_flops: gpu.bf16_flops * attention,
             attention_curve: seq_curve(gpu.arch, flash),
             memory_bytes_per_s: gpu.hbm_bytes_per_s * k.memory,
-            gemm_peak,
+            gemm_peak: gemm_peak * recipe,
+            recipe,
             tile: k.tile,
             sms: f64::from(gpu.sms),
             host_s_per_kernel: eff.host_s_per_kernel,
@@ -138,7 +161,7 @@ impl NominalCompute {
         rms: f64,
         memory_bytes_per_s: Option<f64>,
     ) -> Self {
-        self.gemm_peak = gemm_peak;
+        self.gemm_peak = gemm_peak * self.recipe;
         self.measured = Some((gemm_half_dim, rms));
         if let Some(bw) = memory_bytes_per_s {
             self.memory_bytes_per_s = bw;
@@ -245,6 +268,28 @@ mod tests {
         assert!(e < 0.5 * a100.gemm_efficiency(8192.0, 8192.0, 8192.0));
         // A small k starves the k-loop: the out-projection at TP=8 has k = 128.
         assert!(a100.gemm_efficiency(1024.0, 1024.0, 128.0) < 0.5);
+    }
+
+    #[test]
+    fn rowwise_fp8_keeps_the_share_of_the_tensorwise_saving_torchao_measured() {
+        // (1/6150 - 1/6768) / (1/6150 - 1/7689.5) = 1.4847e-5 / 3.2554e-5 = 0.4561.
+        assert!((ROWWISE_SAVING_SHARE - 0.4561).abs() < 1e-4);
+        // H100: tensorwise runs 1978.9 x 0.66 / (989.4 x 0.76) = 1.737x bf16; rowwise
+        // takes 0.5439 of the bf16 time plus 0.4561 of the tensorwise one:
+        // 1 / (1 - 0.4561 x (1 - 1/1.737)) = 1.240x bf16, 0.4712 of the fp8 peak.
+        let h100 = catalog::gpu("h100-sxm").unwrap();
+        let at = |p| NominalCompute::new(h100, p, FlashKernel::Flash2, &NOMINAL);
+        let (m, n, k) = (16384.0, 8192.0, 8192.0);
+        let bf16 = at(Precision::Bf16).gemm_s(m, n, k);
+        let tensorwise = bf16 / at(Precision::Fp8).gemm_s(m, n, k);
+        let rowwise = bf16 / at(Precision::Fp8Rowwise).gemm_s(m, n, k);
+        assert!((tensorwise - 1.737).abs() < 1e-3, "{tensorwise}");
+        assert!((rowwise - 1.240).abs() < 1e-3, "{rowwise}");
+        let rw = at(Precision::Fp8Rowwise);
+        assert!((rw.gemm_peak - 0.4712).abs() < 1e-4, "{}", rw.gemm_peak);
+        // A measured (tensorwise cuBLAS) sweep is scaled the same way.
+        let measured = rw.with_measured(0.70, 100.0, 0.0, None);
+        assert!((measured.gemm_peak - 0.70 * 0.4712 / 0.66).abs() < 1e-4);
     }
 
     #[test]

@@ -154,7 +154,7 @@ impl Scenario {
     /// Peak FLOP/s of one GPU at the training precision, the MFU denominator.
     pub fn peak_flops(&self) -> f64 {
         match self.training.precision {
-            crate::mesh::Precision::Fp8 => self
+            crate::mesh::Precision::Fp8 | crate::mesh::Precision::Fp8Rowwise => self
                 .cluster
                 .gpu
                 .fp8_flops
@@ -262,9 +262,7 @@ impl Scenario {
         if mesh.cp > 1 {
             w.push(Pitfall::ContextParallel { cp: mesh.cp });
         }
-        if self.training.precision == crate::mesh::Precision::Fp8
-            && self.cluster.gpu.fp8_flops.is_none()
-        {
+        if self.training.precision.is_fp8() && self.cluster.gpu.fp8_flops.is_none() {
             w.push(Pitfall::NoFp8 {
                 gpu: self.cluster.gpu.id,
             });

@@ -113,10 +113,13 @@ pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> String {
         a.push("--use-flash-attn".into());
     }
     a.push("--bf16".into());
-    if t.precision == Precision::Fp8 {
+    if t.precision.is_fp8() {
         a.push("--fp8-format hybrid".into());
     }
     let mut out = String::new();
+    if t.precision == Precision::Fp8Rowwise {
+        out.push_str("# priced with torchao's rowwise fp8 scaling, which Transformer Engine does not run; --emit torchtitan states it\n");
+    }
     if m.zero_stage >= 2 {
         out.push_str(&format!(
             "# Megatron-LM shards optimizer states only (ZeRO-1, --use-distributed-optimizer); ZeRO-{} needs --emit deepspeed or --emit torchtitan\n",
@@ -216,6 +219,10 @@ pub fn torchtitan(model: &ModelShape, t: &Training, m: &Mesh) -> String {
             ));
         }
     }
+    // torchtitan's async TP (`_micro_pipeline_tp`) is an inductor pass: it needs compile.
+    if t.tp_comm_overlap && m.tp > 1 && t.fused_elementwise {
+        split.push_str("enable_async_tensor_parallel = true\n");
+    }
     let mut s = format!(
         "[parallelism]\ndata_parallel_replicate_degree = {replicate}\ndata_parallel_shard_degree = {shard}\n\
          fsdp_reshard_after_forward = \"{}\"\ntensor_parallel_degree = {}\ncontext_parallel_degree = {}\n\
@@ -247,11 +254,16 @@ pub fn torchtitan(model: &ModelShape, t: &Training, m: &Mesh) -> String {
         // Fused norms, rotary and gating were priced: torch.compile is what fuses them.
         t.fused_elementwise,
     );
-    if t.precision == Precision::Fp8 {
-        // The converter swaps nn.Linear for Float8Linear; without it the section does nothing.
-        s.push_str(
+    // The converter swaps nn.Linear for Float8Linear; without it the section does nothing.
+    // Only tensorwise scaling gathers in fp8; rowwise gathers in bf16, as it was priced.
+    match t.precision {
+        Precision::Fp8 => s.push_str(
             "\n[model]\nconverters = [\"float8\"]\n\n[float8]\nenable_fsdp_float8_all_gather = true\n",
-        );
+        ),
+        Precision::Fp8Rowwise => s.push_str(
+            "\n[model]\nconverters = [\"float8\"]\n\n[float8]\nrecipe_name = \"rowwise\"\n",
+        ),
+        Precision::Bf16 => {}
     }
     s
 }
@@ -492,6 +504,36 @@ mod tests {
         );
         assert_eq!(kv["compile"], "true");
         assert_eq!(kv["converters"], "[\"float8\"]");
+    }
+
+    #[test]
+    fn torchtitan_states_async_tp_and_the_fp8_recipe_that_were_priced() {
+        let model = catalog::model("llama3-70b").unwrap().shape;
+        let m = Mesh {
+            cp: 1,
+            ..mesh(1, 1, 0, Recompute::Full)
+        };
+        let emit = |precision, tp_comm_overlap| {
+            let t = Training {
+                precision,
+                tp_comm_overlap,
+                ..training(ReduceDtype::Fp32)
+            };
+            torchtitan(&model, &t, &m)
+        };
+        let rowwise = emit(Precision::Fp8Rowwise, true);
+        let kv = toml_keys(&rowwise);
+        assert_eq!(kv["enable_async_tensor_parallel"], "true");
+        assert_eq!(kv["recipe_name"], "rowwise");
+        assert!(
+            !kv.contains_key("enable_fsdp_float8_all_gather"),
+            "{rowwise}"
+        );
+        let tensorwise = emit(Precision::Fp8, false);
+        let kv = toml_keys(&tensorwise);
+        assert!(!kv.contains_key("enable_async_tensor_parallel"));
+        assert!(!kv.contains_key("recipe_name"));
+        assert_eq!(kv["enable_fsdp_float8_all_gather"], "true");
     }
 
     #[test]

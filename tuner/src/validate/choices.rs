@@ -141,6 +141,27 @@ fn compiled(run: &Run) -> bool {
     has_word(&n, "compile") && !off.iter().any(|o| n.contains(o))
 }
 
+/// Where a torchtitan run says it ran async TP (`enable_async_tensor_parallel`), which the
+/// runs format has no field for: its notes, as one item of the recipe ("+ async TP"), or,
+/// where the notes of a with/without pair say the same thing (they name both columns of the
+/// source's table), its id ("-async-tp" against "-vanilla-tp"; the group names the study, not
+/// the run, and is not read).
+fn async_tp(run: &Run) -> Option<&'static str> {
+    if notes(run).contains("+ async tp") {
+        Some("async TP (the notes say so)")
+    } else if has_word(&run.id.to_lowercase(), "async-tp") {
+        Some("async TP (the run id says so)")
+    } else {
+        None
+    }
+}
+
+/// Whether an fp8 run scaled per row, where its notes say so ("float8-rowwise").
+fn rowwise(run: &Run) -> bool {
+    let n = notes(run);
+    has_word(&n, "float8-rowwise") || has_word(&n, "rowwise")
+}
+
 /// Whether a run's source is one of Megatron-Bridge's performance tables, whose MoE recipes
 /// force balanced routing (`moe_router_force_load_balancing = True`) and dispatch through
 /// the `flex` dispatcher with HybridEP (`perf_recipes/qwen/h100/qwen3_moe.py`).
@@ -206,7 +227,13 @@ pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
         _ => ReduceDtype::Bf16,
     };
     choices.insert("grad_reduce".into(), grad_reduce.to_string());
-    let precision = l.precision.unwrap_or(Precision::Bf16);
+    let precision = match l.precision.unwrap_or(Precision::Bf16) {
+        Precision::Fp8 if rowwise(run) => {
+            choices.insert("fp8_recipe".into(), "rowwise (the notes say so)".into());
+            Precision::Fp8Rowwise
+        }
+        p => p,
+    };
     // llm-foundry's benchmarks ran its Triton FlashAttention port; Megatron-Core reaches
     // cuDNN's fused attention through Transformer Engine; the rest call FlashAttention-2.
     let flash_kernel = if llm_foundry {
@@ -273,11 +300,16 @@ pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
         choices.insert("moe_dispatch".into(), moe_dispatch.to_string());
     }
     // Megatron-Core recipes on Hopper turn on --tp-comm-overlap with sequence parallelism
-    // (Transformer Engine userbuffers need sm_90).
-    let tp_comm_overlap = framework == Framework::Megatron
-        && megatron_core
-        && run.cluster.gpu.starts_with('h')
-        && l.tp > 1;
+    // (Transformer Engine userbuffers need sm_90); torchtitan's async TP is opt-in.
+    let async_tp = async_tp(run).filter(|_| l.tp > 1);
+    if let Some(why) = async_tp {
+        choices.insert("tp_comm_overlap".into(), why.into());
+    }
+    let tp_comm_overlap = async_tp.is_some()
+        || framework == Framework::Megatron
+            && megatron_core
+            && run.cluster.gpu.starts_with('h')
+            && l.tp > 1;
     (
         Training {
             seq_len: run.model.seq_len,
@@ -419,6 +451,51 @@ mod tests {
         run.source = "Megatron-LM README (2024)".into();
         assert!(fused(&run));
         assert!(!training(&run).1.contains_key("torch_compile"));
+    }
+
+    #[test]
+    fn async_tp_and_rowwise_scaling_come_from_what_the_run_says() {
+        let mut run = table2().swap_remove(6);
+        run.source =
+            "pytorch/torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md".into();
+        run.layout.precision = Some(Precision::Fp8);
+        assert!(run.layout.tp > 1);
+        let priced = |run: &Run| {
+            let (t, choices) = training(run);
+            (t.tp_comm_overlap, t.precision, choices)
+        };
+        // Both columns of the source's table named in the notes of both runs say nothing.
+        let table = "fp8 (float8-tensorwise). FSDP 32 x TP 8, torch.compile (file: 'Vanilla TP \
+                     tokens/sec' / 'Async TP tokens/sec')";
+        run.notes = Some(table.into());
+        run.id = "torchtitan2025-h100-70b-256gpu-float8-tensorwise-vanilla-tp".into();
+        let (overlap, precision, choices) = priced(&run);
+        assert!(!overlap && precision == Precision::Fp8);
+        assert!(!choices.contains_key("tp_comm_overlap"));
+        run.id = "torchtitan2025-h100-70b-256gpu-float8-tensorwise-async-tp".into();
+        let (overlap, _, choices) = priced(&run);
+        assert!(overlap);
+        assert_eq!(choices["tp_comm_overlap"], "async TP (the run id says so)");
+        // The recipe list in the notes; a group or an id that merely contains "asynctp"
+        // does not count.
+        run.id = "torchtitan2024-h100-405b-512gpu-1f1b-fp8".into();
+        run.group = "torchtitan-h100-asynctp-llama3-70b-fp8".into();
+        assert!(!priced(&run).0);
+        run.notes = Some("fp8 (Float8) + torch.compile + async TP. FSDP 8 x TP 8 x PP 8".into());
+        assert_eq!(
+            priced(&run).2["tp_comm_overlap"],
+            "async TP (the notes say so)"
+        );
+        // Without TP there is nothing to overlap.
+        run.layout.tp = 1;
+        assert!(!priced(&run).0);
+        // Rowwise only where the notes say so, and only for an fp8 run.
+        run.notes = Some("fp8 (float8-rowwise). FSDP 8 x TP 8".into());
+        let (_, precision, choices) = priced(&run);
+        assert_eq!(precision, Precision::Fp8Rowwise);
+        assert_eq!(choices["fp8_recipe"], "rowwise (the notes say so)");
+        run.layout.precision = Some(Precision::Bf16);
+        assert_eq!(priced(&run).1, Precision::Bf16);
     }
 
     #[test]
