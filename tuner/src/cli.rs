@@ -595,7 +595,11 @@ fn validate_command(
         .map(Output::from);
     }
     let efficiency = if fit {
-        validate::fitting::fit(&files, &PRIOR, None)
+        // The global fit may also continue from the catalog's own values: no run is held out
+        // of it, so where it starts leaks nothing.
+        let mut starts = validate::fitting::starts(&PRIOR);
+        starts.push(NOMINAL);
+        validate::fitting::fit(&files, &starts, None)
     } else {
         NOMINAL
     };

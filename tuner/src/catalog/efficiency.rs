@@ -175,20 +175,20 @@ pub const NOMINAL: Efficiency = Efficiency {
     eager_elementwise: 2.0,
     // Prior: PyTorch eager dispatch costs 5-20 us of host time per operator and a CUDA launch
     // 3-5 us (PyTorch performance tuning guide, "CUDA graphs"). Fitted globally (`tuner
-    // validate --fit` on data/*.yaml): 57.0 us per counted kernel of a forward pass, which
+    // validate --fit` on data/*.yaml): 57.3 us per counted kernel of a forward pass, which
     // covers the uncounted views, copies and hooks of an eager layer; only vTrain's
     // launch-bound runs pin it.
-    host_s_per_kernel: 57.02e-6,
+    host_s_per_kernel: 57.29e-6,
     // Prior 0.5: PyTorch's autograd engine (`torch/csrc/autograd/engine.cpp`) runs the
     // backward graph on a per-device thread and calls C++ derivatives for built-in ops; Python
     // runs only in custom `autograd.Function`s (Megatron's and Transformer Engine's have
     // them), never `nn.Module.__call__` or its hooks, so a backward kernel carries fewer
     // Python frames than a forward one. No measurement gives the ratio. Fitted globally:
-    // 0.595, 34 us a backward kernel. With one host rate for both passes (the catalog until
+    // 0.557, 32 us a backward kernel. With one host rate for both passes (the catalog until
     // 2026-12) a layer flipped from host-bound to GPU-bound at one microbatch size for all
     // its passes; vTrain's runs show the forward turning GPU-bound later than the backward
     // (its median 7.3% -> 5.5%).
-    host_bwd_share: 0.5952,
+    host_bwd_share: 0.5570,
     // c10d's list all-gather copies the flat NCCL output into each of the ranks' tensors, and
     // its list reduce-scatter copies each into a flat input, one `copy_` per rank
     // (`ProcessGroupNCCL::allgather`, `flatten_for_scatter_gather`); the copies are tiny, so
@@ -203,16 +203,16 @@ pub const NOMINAL: Efficiency = Efficiency {
     // sized to the SMs waits on the SMs it holds.
     overlap_slowdown: 1.0 - 1.0 / 1.189,
     // Prior: Sinha et al. 2022 ("Not all GPUs are created equal", SC'22) measure 1-3% spread
-    // of the same kernel across the A100s/V100s of production clusters. Fitted globally: 2.4%,
+    // of the same kernel across the A100s/V100s of production clusters. Fitted globally: 2.3%,
     // inside that range; a 6,144-GPU step waits 4.2 sigma, 10%, longer than its mean GPU.
-    straggler_sigma: 0.02380,
+    straggler_sigma: 0.02295,
     // Korthikanti et al. 2022 Table 4 time the replay of a 22B layer at 7.6 ms against a
     // 7.7 ms forward (0.99). Fitted globally it lands at 0.80: the full-recompute runs
     // (vTrain's, llm-foundry's, Korthikanti's) come out slower than measured with 0.99, and
     // the fit takes that out of the one knob they share. It sat at 0.60, the bottom of its
     // range, while torchtitan's 500 W H100s were priced as 700 W parts (their full-AC runs
     // pulled it down); what the remaining 0.19 stands in for is not found yet.
-    recompute_pass: 0.8028,
+    recompute_pass: 0.8052,
     // Fused Adam (apex / torch foreach): read fp32 param, grad, m, v; write param, m, v and
     // the bf16 copy: 4+4+4+4 read, 4+4+4+2 write, ~32 bytes.
     optimizer_bytes_per_param: 32.0,
@@ -227,16 +227,16 @@ pub const NOMINAL: Efficiency = Efficiency {
     // Scale-out: InfiniBand NDR/HDR nccl-tests busbw reaches ~90% of line rate on an idle
     // fabric and one rail (network_idle_busbw); jobs that drive every rail at once, across a
     // multi-level fat tree shared with their own pipeline traffic, see less. No public sweep
-    // measures that in-job share: fitted globally, 0.575 of line rate under one leaf.
-    network_busbw: 0.5746,
+    // measures that in-job share: fitted globally, 0.550 of line rate under one leaf.
+    network_busbw: 0.5497,
     // Prior 10% per tier: multi-tier Clos fabrics lose bandwidth to ECMP hash collisions and
     // polarization on the uplinks (Qian et al., "Alibaba HPN", SIGCOMM 2024, §2; Gangidi et
     // al., "RDMA over Ethernet for distributed training at Meta scale", SIGCOMM 2024, §5).
-    // Fitted globally: 4.1%. The runs pin it weakly: it has moved between 0.007% and 12.5% as
-    // other terms changed (12.5% while torchtitan's 500 W parts were priced at 700 W, 0.007%
-    // while one host rate served both passes), trading against the in-job share above; runs
-    // from larger fabrics would pin it.
-    tier_contention: 0.04096,
+    // Fitted globally: 0, the bottom of its range. The runs pin it weakly: it has moved
+    // between 0 and 12.5% as other terms changed (12.5% while torchtitan's 500 W parts were
+    // priced at 700 W, 4.1% before DTensor's re-layout copies were priced), trading against
+    // the in-job share above; runs from larger fabrics would pin it.
+    tier_contention: 0.0,
     network_idle_busbw: 0.90,
 };
 

@@ -330,9 +330,9 @@ mod tests {
     /// A fabric run found one DGX H100's NIC at 22.5 GB/s per pair on the idle fabric, half
     /// of the 45 GB/s (0.90 of 400 Gb/s) the others reach. A data-parallel all-reduce of 16
     /// nodes, one member each, moves 1 GB x 2 x 15/16 = 1.875 GB per rank through that NIC at
-    /// the catalog's in-job share of it, 0.5746 / 0.90: 22.5 x 0.63844 = 14.365 GB/s, so at
-    /// least 1.875 / 14.365 = 0.130526 s, where the catalog alone says about half. A pipeline
-    /// send/recv of 1 GB crosses one rail: at least 1 / 14.365 = 0.0696136 s. Inside a node
+    /// the catalog's in-job share of it, 0.5497 / 0.90: 22.5 x 0.61078 = 13.7425 GB/s, so at
+    /// least 1.875 / 13.7425 = 0.136438 s, where the catalog alone says about half. A pipeline
+    /// send/recv of 1 GB crosses one rail: at least 1 / 13.7425 = 0.0727669 s. Inside a node
     /// the NIC does not count.
     #[test]
     fn the_slowest_nic_bounds_every_inter_node_term() {
@@ -343,13 +343,13 @@ mod tests {
         assert_eq!((dp.members_per_node, dp.link), (1, LinkClass::Network));
         let t = m.time_s(Collective::AllReduce, &dp, 1e9);
         let in_job = 22.5e9 * NOMINAL.network_busbw / NOMINAL.network_idle_busbw;
-        assert!((in_job / 14.365e9 - 1.0).abs() < 1e-12, "{in_job}");
-        assert!((t / 0.130526 - 1.0).abs() < 1e-5, "{t}");
+        assert!((in_job / 13.7425e9 - 1.0).abs() < 1e-12, "{in_job}");
+        assert!((t / 0.136438 - 1.0).abs() < 1e-5, "{t}");
         assert!(nominal.time_s(Collective::AllReduce, &dp, 1e9) < 0.6 * t);
         assert_eq!(m.source(Collective::AllReduce, &dp), Source::Extrapolated);
         let pp = span(2, 8, &c);
         let t = m.time_s(Collective::SendRecv, &pp, 1e9);
-        assert!((t / 0.0696136 - 1.0).abs() < 1e-5, "{t}");
+        assert!((t / 0.0727669 - 1.0).abs() < 1e-5, "{t}");
         let tp = span(8, 1, &c);
         assert_eq!(
             m.time_s(Collective::AllReduce, &tp, 1e9),

@@ -19,8 +19,11 @@ pub struct Knob {
     pub range: (f64, f64),
 }
 
+/// How many efficiencies are fitted.
+const FITTED_COUNT: usize = 6;
+
 /// The fitted efficiencies; every other figure of the catalog cites a measurement.
-pub const FITTED: &[Knob] = &[
+pub const FITTED: &[Knob; FITTED_COUNT] = &[
     Knob {
         name: "host_s_per_kernel",
         field: |e| &mut e.host_s_per_kernel,
@@ -79,11 +82,20 @@ const SIMPLEX_SIZE: f64 = 0.15;
 /// Objective evaluations the refinement may spend (each prices every run once).
 const SIMPLEX_BUDGET: usize = 400;
 
-/// Fits [`FITTED`] from `start`, scoring the runs whose source is not `held_out`: three
-/// rounds of a 16-point scan over each knob's range (the objective has plateaus: a host bound does
-/// nothing until it passes the GPU time), multiplicative steps from 10% down to 1%, then a
-/// Nelder-Mead simplex from there, kept where it scores lower.
-pub fn fit(files: &[RunsFile], start: &Efficiency, held_out: Option<&str>) -> Efficiency {
+/// Where every knob also starts, as a share of its range: the objective has more than one
+/// minimum, and starts that depend on no run keep a held-out source out of its own fit.
+const SPREAD: [f64; 3] = [0.25, 0.5, 0.75];
+
+/// `prior` and the same with every knob at each share of [`SPREAD`]: where a fit starts.
+pub fn starts(prior: &Efficiency) -> Vec<Efficiency> {
+    std::iter::once(prior.clone())
+        .chain(SPREAD.map(|u| from_unit(prior, &[u; FITTED_COUNT])))
+        .collect()
+}
+
+/// Fits [`FITTED`] from each of `starts`, scoring the runs whose source is not `held_out`; the
+/// lowest objective wins (the first start when there are none).
+pub fn fit(files: &[RunsFile], starts: &[Efficiency], held_out: Option<&str>) -> Efficiency {
     let objective = |e: &Efficiency| {
         let (runs, _) = predict_all(files, e);
         let kept: Vec<&RunPrediction> = runs
@@ -92,6 +104,17 @@ pub fn fit(files: &[RunsFile], start: &Efficiency, held_out: Option<&str>) -> Ef
             .collect();
         score(&kept)
     };
+    starts
+        .iter()
+        .map(|s| fit_from(&objective, s))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map_or_else(|| starts[0].clone(), |(e, _)| e)
+}
+
+/// One start of the fit: three rounds of a 16-point scan over each knob's range (the objective
+/// has plateaus: a host bound does nothing until it passes the GPU time), multiplicative steps
+/// from 10% down to 1%, then a Nelder-Mead simplex from there, kept where it scores lower.
+fn fit_from(objective: &impl Fn(&Efficiency) -> f64, start: &Efficiency) -> (Efficiency, f64) {
     let mut best = start.clone();
     let mut best_score = objective(&best);
     let try_value = |best: &mut Efficiency, best_score: &mut f64, knob: &Knob, value: f64| {
@@ -132,11 +155,11 @@ pub fn fit(files: &[RunsFile], start: &Efficiency, held_out: Option<&str>) -> Ef
     // The knobs trade against each other (a slower network against a larger straggler
     // spread, host time against recomputation), and coordinate steps stall on those ridges:
     // a simplex moves along them.
-    let (simplex, simplex_score) = nelder_mead(&objective, &best, SIMPLEX_SIZE, SIMPLEX_BUDGET);
+    let (simplex, simplex_score) = nelder_mead(objective, &best, SIMPLEX_SIZE, SIMPLEX_BUDGET);
     if simplex_score < best_score {
-        simplex
+        (simplex, simplex_score)
     } else {
-        best
+        (best, best_score)
     }
 }
 
@@ -259,7 +282,7 @@ pub fn leave_one_source_out(files: &[RunsFile], start: &Efficiency) -> Vec<HeldO
     sources
         .into_iter()
         .map(|source| {
-            let e = fit(files, start, Some(&source));
+            let e = fit(files, &starts(start), Some(&source));
             let (runs, _) = predict_all(files, &e);
             let errors: Vec<f64> = runs
                 .iter()
