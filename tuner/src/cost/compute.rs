@@ -75,10 +75,11 @@ pub trait ComputeModel {
 /// README (pytorch/ao before b79503772; torchao 0.10, PyTorch 2.7: Llama3-8B, FSDP2 on 8 H100,
 /// seq 8192, batch 1, torch.compile, per-op SAC) measured 6150 tokens/s in bf16, 7689.5 with
 /// tensorwise scaling and 6768 with rowwise: (1/6150 - 1/6768) / (1/6150 - 1/7689.5) = 0.456.
-/// The recipes differ only in their GEMMs and the casts into them (PyTorch's row-wise
-/// `_scaled_mm` is a CUTLASS kernel where tensorwise calls cuBLAS, pytorch/pytorch#147971, and
-/// row scales need a cast along each axis), so a rowwise GEMM takes (1 - share) of the bf16
-/// time plus share of the tensorwise one.
+/// The recipes differ in their GEMMs, the casts into them (PyTorch's row-wise `_scaled_mm` is a
+/// CUTLASS kernel where tensorwise calls cuBLAS, pytorch/pytorch#147971, and row scales need a
+/// cast along each axis) and FSDP's parameter all-gather (fp8 in the tensorwise row, bf16 in
+/// the rowwise one), which FSDP overlaps on one node; the share charges all of it to the GEMMs:
+/// a rowwise GEMM takes (1 - share) of the bf16 time plus share of the tensorwise one.
 pub const ROWWISE_SAVING_SHARE: f64 = (1.0 / 6150.0 - 1.0 / 6768.0) / (1.0 / 6150.0 - 1.0 / 7689.5);
 
 /// CTA tiles cuBLAS picks among for smaller problems, with their throughput against the

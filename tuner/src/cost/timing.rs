@@ -260,7 +260,20 @@ fn replay(x: &Inputs, avg: &Layer, comm: f64, host: f64) -> Replay {
         Recompute::None => none,
         r if r.per_op(x.training.framework) => {
             let gpu = avg.op_sac_gemm + avg.elementwise;
-            let kernels = (avg.kernels - OP_SAC_SAVED_KERNELS).max(0.0);
+            // Nor the two reduce-scatters of sequence parallelism, whose outputs it saves,
+            // with their re-layout copies where DTensor makes them.
+            let (mesh, t) = (x.mesh, x.training);
+            let scatters = if mesh.tp > 1 && mesh.sequence_parallel {
+                let copies = t.framework.sp_copies() && !t.tp_comm_overlap;
+                if copies {
+                    4.0
+                } else {
+                    2.0
+                }
+            } else {
+                0.0
+            };
+            let kernels = (avg.kernels - OP_SAC_SAVED_KERNELS - scatters).max(0.0);
             Replay {
                 gpu,
                 launch: launch_excess(gpu + avg.tp_replayed, kernels, host),
@@ -320,7 +333,7 @@ pub fn step_time(x: &Inputs) -> Breakdown {
     // With TP overlap the collectives run under the GEMMs they feed, chunk by chunk; Transformer
     // Engine's userbuffers do that over NVLink only. torchtitan's async TP is priced by the
     // copies it saves (`layer`), not by overlap: its measured end-to-end gains (8% on Llama3
-    // 70B in PyTorch's async-TP post, 1.09-1.16x in torchtitan's 2025-06 table) are what those
+    // 70B in PyTorch's async-TP post, 1.04-1.16x in torchtitan's 2025-06 table) are what those
     // copies cost.
     let overlaps = x.training.tp_comm_overlap && !x.training.framework.sp_copies();
     let tp_exposed = if overlaps && x.placement.tp.link == LinkClass::Nvlink {

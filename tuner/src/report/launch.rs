@@ -220,8 +220,12 @@ pub fn torchtitan(model: &ModelShape, t: &Training, m: &Mesh) -> String {
         }
     }
     // torchtitan's async TP (`_micro_pipeline_tp`) is an inductor pass: it needs compile.
-    if t.tp_comm_overlap && m.tp > 1 && t.fused_elementwise {
-        split.push_str("enable_async_tensor_parallel = true\n");
+    if t.tp_comm_overlap && m.tp > 1 {
+        split.push_str(if t.fused_elementwise {
+            "enable_async_tensor_parallel = true\n"
+        } else {
+            "# async TP was priced; torchtitan runs it only under compile: set compile = true and enable_async_tensor_parallel = true\n"
+        });
     }
     let mut s = format!(
         "[parallelism]\ndata_parallel_replicate_degree = {replicate}\ndata_parallel_shard_degree = {shard}\n\
@@ -522,6 +526,11 @@ mod tests {
             torchtitan(&model, &t, &m)
         };
         let rowwise = emit(Precision::Fp8Rowwise, true);
+        // Each key in its own section.
+        let at = |key: &str| rowwise.find(key).unwrap();
+        assert!(at("[parallelism]") < at("enable_async_tensor_parallel"));
+        assert!(at("enable_async_tensor_parallel") < at("[training]"));
+        assert!(at("[float8]") < at("recipe_name"));
         let kv = toml_keys(&rowwise);
         assert_eq!(kv["enable_async_tensor_parallel"], "true");
         assert_eq!(kv["recipe_name"], "rowwise");

@@ -301,7 +301,7 @@ pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
     }
     // Megatron-Core recipes on Hopper turn on --tp-comm-overlap with sequence parallelism
     // (Transformer Engine userbuffers need sm_90); torchtitan's async TP is opt-in.
-    let async_tp = async_tp(run).filter(|_| l.tp > 1);
+    let async_tp = async_tp(run).filter(|_| l.tp > 1 && framework == Framework::Fsdp);
     if let Some(why) = async_tp {
         choices.insert("tp_comm_overlap".into(), why.into());
     }
@@ -478,7 +478,7 @@ mod tests {
         assert_eq!(choices["tp_comm_overlap"], "async TP (the run id says so)");
         // The recipe list in the notes; a group or an id that merely contains "asynctp"
         // does not count.
-        run.id = "torchtitan2024-h100-405b-512gpu-1f1b-fp8".into();
+        run.id = "torchtitan2024-h100-70b-256gpu-2d-asynctp-fp8".into();
         run.group = "torchtitan-h100-asynctp-llama3-70b-fp8".into();
         assert!(!priced(&run).0);
         run.notes = Some("fp8 (Float8) + torch.compile + async TP. FSDP 8 x TP 8 x PP 8".into());

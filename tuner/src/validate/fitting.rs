@@ -93,8 +93,8 @@ pub fn starts(prior: &Efficiency) -> Vec<Efficiency> {
         .collect()
 }
 
-/// Fits [`FITTED`] from each of `starts`, scoring the runs whose source is not `held_out`; the
-/// lowest objective wins (the first start when there are none).
+/// Fits [`FITTED`] from each of `starts` (from the priors when there are none), scoring the
+/// runs whose source is not `held_out`; the lowest objective wins.
 pub fn fit(files: &[RunsFile], starts: &[Efficiency], held_out: Option<&str>) -> Efficiency {
     let objective = |e: &Efficiency| {
         let (runs, _) = predict_all(files, e);
@@ -104,11 +104,13 @@ pub fn fit(files: &[RunsFile], starts: &[Efficiency], held_out: Option<&str>) ->
             .collect();
         score(&kept)
     };
+    let priors = [crate::catalog::PRIOR];
+    let starts = if starts.is_empty() { &priors } else { starts };
     starts
         .iter()
         .map(|s| fit_from(&objective, s))
         .min_by(|a, b| a.1.total_cmp(&b.1))
-        .map_or_else(|| starts[0].clone(), |(e, _)| e)
+        .map_or(crate::catalog::PRIOR, |(e, _)| e)
 }
 
 /// One start of the fit: three rounds of a 16-point scan over each knob's range (the objective
