@@ -426,6 +426,13 @@ impl Training {
         }
     }
 
+    /// Whether each sequence-parallel gather and scatter carries DTensor's re-layout copy
+    /// ([`Framework::sp_copies`]): not under async TP, whose fused gather-matmul and
+    /// matmul-scatter take the sharded layout as it is.
+    pub fn sp_relayout_copies(&self) -> bool {
+        self.framework.sp_copies() && !self.tp_comm_overlap
+    }
+
     /// Tokens in one global batch.
     pub fn tokens_per_step(&self) -> f64 {
         f64::from(self.global_batch) * f64::from(self.seq_len)

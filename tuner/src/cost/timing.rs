@@ -262,10 +262,8 @@ fn replay(x: &Inputs, avg: &Layer, comm: f64, host: f64) -> Replay {
             let gpu = avg.op_sac_gemm + avg.elementwise;
             // Nor the two reduce-scatters of sequence parallelism, whose outputs it saves,
             // with their re-layout copies where DTensor makes them.
-            let (mesh, t) = (x.mesh, x.training);
-            let scatters = if mesh.tp > 1 && mesh.sequence_parallel {
-                let copies = t.framework.sp_copies() && !t.tp_comm_overlap;
-                if copies {
+            let scatters = if x.mesh.tp > 1 && x.mesh.sequence_parallel {
+                if x.training.sp_relayout_copies() {
                     4.0
                 } else {
                     2.0
@@ -565,10 +563,8 @@ fn layer(x: &Inputs, moe_layer: bool) -> Layer {
         let g = &x.placement.tp;
         if mesh.sequence_parallel {
             kernels += 4.0;
-            // A re-laying copy reads and writes the whole tensor beside each collective,
-            // unless async TP's fused gather-matmul and matmul-scatter take the sharded layout
-            // as it is.
-            let relays = x.training.framework.sp_copies() && !x.training.tp_comm_overlap;
+            // A re-laying copy reads and writes the whole tensor beside each collective.
+            let relays = x.training.sp_relayout_copies();
             let relay = |bytes: f64| {
                 if relays {
                     c.memory_s(2.0 * bytes)

@@ -121,12 +121,12 @@ pub fn gpu_named_in_notes(run: &Run) -> Option<&'static str> {
 }
 
 /// Whether torch.compile ran: the layout's `torch_compile` where the file sets it, else
-/// whether the notes name it and not as off.
-fn compiled(run: &Run) -> bool {
+/// whether the run's `notes` name it and not as off.
+fn compiled(run: &Run, notes: &str) -> bool {
     if let Some(on) = run.layout.torch_compile {
         return on;
     }
-    let n = notes(run).replace("torch.compile", "compile");
+    let n = notes.replace("torch.compile", "compile");
     let off = [
         "compile=off",
         "compile off",
@@ -146,8 +146,8 @@ fn compiled(run: &Run) -> bool {
 /// where the notes of a with/without pair say the same thing (they name both columns of the
 /// source's table), its id ("-async-tp" against "-vanilla-tp"; the group names the study, not
 /// the run, and is not read).
-fn async_tp(run: &Run) -> Option<&'static str> {
-    if notes(run).contains("+ async tp") {
+fn async_tp(run: &Run, notes: &str) -> Option<&'static str> {
+    if notes.contains("+ async tp") {
         Some("async TP (the notes say so)")
     } else if has_word(&run.id.to_lowercase(), "async-tp") {
         Some("async TP (the run id says so)")
@@ -157,9 +157,8 @@ fn async_tp(run: &Run) -> Option<&'static str> {
 }
 
 /// Whether an fp8 run scaled per row, where its notes say so ("float8-rowwise").
-fn rowwise(run: &Run) -> bool {
-    let n = notes(run);
-    has_word(&n, "float8-rowwise") || has_word(&n, "rowwise")
+fn rowwise(notes: &str) -> bool {
+    has_word(notes, "rowwise")
 }
 
 /// Whether a run's source is one of Megatron-Bridge's performance tables, whose MoE recipes
@@ -178,6 +177,7 @@ pub fn forced_balance(run: &Run) -> bool {
 /// The training inputs of a run and the choices made for what it left unpublished.
 pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
     let l = &run.layout;
+    let notes = notes(run);
     let mut choices = BTreeMap::new();
     let date = published(&run.source);
     let framework = framework(run, date);
@@ -228,7 +228,7 @@ pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
     };
     choices.insert("grad_reduce".into(), grad_reduce.to_string());
     let precision = match l.precision.unwrap_or(Precision::Bf16) {
-        Precision::Fp8 if rowwise(run) => {
+        Precision::Fp8 if rowwise(&notes) => {
             choices.insert("fp8_recipe".into(), "rowwise (the notes say so)".into());
             Precision::Fp8Rowwise
         }
@@ -253,7 +253,7 @@ pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
     // torch.compile fuses them (off by default, so only where the notes say it ran); Megatron,
     // Megatron-DeepSpeed and llm-foundry fuse them by hand.
     let eager_stack = text.contains("torchtitan") || text.contains("automodel");
-    let fused_elementwise = !eager_stack || compiled(run);
+    let fused_elementwise = !eager_stack || compiled(run, &notes);
     choices.insert("fused_elementwise".into(), fused_elementwise.to_string());
     if eager_stack {
         let compile = if fused_elementwise {
@@ -301,7 +301,7 @@ pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
     }
     // Megatron-Core recipes on Hopper turn on --tp-comm-overlap with sequence parallelism
     // (Transformer Engine userbuffers need sm_90); torchtitan's async TP is opt-in.
-    let async_tp = async_tp(run).filter(|_| l.tp > 1 && framework == Framework::Fsdp);
+    let async_tp = async_tp(run, &notes).filter(|_| l.tp > 1 && framework == Framework::Fsdp);
     if let Some(why) = async_tp {
         choices.insert("tp_comm_overlap".into(), why.into());
     }
