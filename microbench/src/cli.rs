@@ -330,14 +330,16 @@ pub struct FabricArgs {
 /// Import flags.
 #[derive(Debug, Clone, Args)]
 pub struct ImportArgs {
-    /// nccl-tests output files.
+    /// nccl-tests output files, or CSV tables: nccl-tests-shaped (vTrain's lookup tables),
+    /// GEMM sweeps (m, n, k, dtype, layout, time or TFLOP/s), attention timings (batch, seq,
+    /// heads, head_dim, causal, pass, time or TFLOP/s).
     #[arg(required = true)]
     pub files: Vec<std::path::PathBuf>,
     /// The collective, when the log does not name its *_perf binary; the records' spelling
     /// (all_reduce, ...) is accepted too.
     #[arg(long, value_enum)]
     pub collective: Option<Collective>,
-    /// The rank count, when the log does not fix it.
+    /// The rank count, when the log or the table's file name does not fix it.
     #[arg(long)]
     pub ranks: Option<u32>,
     /// intra_node or inter_node, when the log does not show it.

@@ -720,14 +720,17 @@ fn import(args: &ImportArgs, json: bool) -> Result<ExitCode> {
     for file in &args.files {
         let name = file.display();
         // InputError names the file and says why; `reading` keeps the message's old shape.
+        let file_name = file
+            .file_name()
+            .map_or(String::new(), |n| n.to_string_lossy().into_owned());
         let parsed = record::read_bounded(file, record::MAX_LOG_BYTES)
             .map_err(|e| anyhow::anyhow!("reading {e}"))
             .and_then(|text| {
-                nccl_tests::parse_with(&text, &opts).with_context(|| name.to_string())
+                record::import::import(&text, &file_name, &opts).with_context(|| name.to_string())
             });
         match parsed {
             Ok(parsed) => {
-                for w in &parsed.warnings {
+                for w in &parsed.notes {
                     eprintln!("microbench: {name}: {w}");
                 }
                 records.extend(parsed.records);
@@ -762,9 +765,16 @@ fn print_records(records: &[Record], json: bool) -> Result<()> {
     if !gemms.is_empty() {
         out.push_str(&report::gemm_table(&gemms));
     }
+    let attention: Vec<&Record> = records
+        .iter()
+        .filter(|r| r.kind == Kind::Attention)
+        .collect();
+    if !attention.is_empty() {
+        out.push_str(&report::attention_table(&attention));
+    }
     let copies: Vec<&Record> = records
         .iter()
-        .filter(|r| !r.kind.is_collective() && r.kind != Kind::Gemm)
+        .filter(|r| !r.kind.is_collective() && !matches!(r.kind, Kind::Gemm | Kind::Attention))
         .collect();
     if !copies.is_empty() {
         out.push_str(&report::copy_table(&copies));

@@ -30,6 +30,33 @@ pub fn gemm_table(records: &[&Record]) -> String {
     out
 }
 
+/// Attention records as a table: shape, pass, time in us and TFLOP/s in FlashAttention's
+/// convention.
+pub fn attention_table(records: &[&Record]) -> String {
+    let mut out = String::from(
+        "#  dtype  batch     seq  heads  head_dim  causal     pass      time(us)   TFLOP/s\n",
+    );
+    for r in records {
+        let Some(a) = r.detail.attention else {
+            continue;
+        };
+        let _ = writeln!(
+            out,
+            "  {:>5}  {:>5}  {:>6}  {:>5}  {:>8}  {:>6}  {:>7}  {:>12.1}  {:>8.1}",
+            r.dtype,
+            a.batch,
+            a.seq,
+            a.heads,
+            a.head_dim,
+            a.causal,
+            a.pass,
+            r.timing.time_s * 1e6,
+            r.flops.unwrap_or(f64::NAN) / 1e12
+        );
+    }
+    out
+}
+
 /// Copy records as a table: path, size, time in us, algbw and busbw in GB/s (1e9 B/s).
 pub fn copy_table(records: &[&Record]) -> String {
     let mut out = String::from(
@@ -124,7 +151,7 @@ fn gpus(r: &Record) -> String {
 pub fn summary(records: &[Record]) -> String {
     let mut best: Vec<(&Record, f64)> = Vec::new();
     for r in records {
-        let value = if r.kind == Kind::Gemm {
+        let value = if matches!(r.kind, Kind::Gemm | Kind::Attention) {
             r.flops
         } else {
             r.busbw
@@ -155,7 +182,7 @@ pub fn summary(records: &[Record]) -> String {
         );
     }
     for (r, value) in best {
-        let figure = if r.kind == Kind::Gemm {
+        let figure = if matches!(r.kind, Kind::Gemm | Kind::Attention) {
             format!("{:.1} TFLOP/s", value / 1e12)
         } else {
             format!("busbw {:.2} GB/s at {} B", value / 1e9, r.bytes)

@@ -7,7 +7,8 @@
 
 use crate::Kind;
 
-/// The busbw/algbw factor for `kind` over `ranks` ranks; `None` for GEMM, which has no bus.
+/// The busbw/algbw factor for `kind` over `ranks` ranks; `None` for GEMM and attention, which
+/// have no bus.
 ///
 /// - all-reduce: 2(n-1)/n (each rank sends and receives (n-1)/n of the buffer twice);
 /// - all-gather, reduce-scatter, all-to-all: (n-1)/n;
@@ -18,7 +19,7 @@ use crate::Kind;
 pub fn busbw_factor(kind: Kind, ranks: u32) -> Option<f64> {
     let n = f64::from(ranks);
     match kind {
-        Kind::Gemm => None,
+        Kind::Gemm | Kind::Attention => None,
         Kind::AllReduce => Some(2.0 * (n - 1.0) / n),
         Kind::AllGather | Kind::ReduceScatter | Kind::AllToAll => Some((n - 1.0) / n),
         Kind::SendRecv | Kind::H2d | Kind::D2h => Some(1.0),
@@ -59,7 +60,7 @@ mod tests {
         for kind in Kind::ALL {
             assert_eq!(
                 busbw_factor(*kind, 4).is_none(),
-                *kind == Kind::Gemm,
+                matches!(kind, Kind::Gemm | Kind::Attention),
                 "{kind}"
             );
         }

@@ -23,6 +23,9 @@ named_enum! {
         D2h => "d2h",
         /// Device to device copy within one GPU's memory.
         HbmCopy => "hbm_copy",
+        /// A fused attention kernel on one GPU (FlashAttention and its kin), timed by the
+        /// shape in `detail.attention`.
+        Attention => "attention",
     }
 }
 
@@ -79,6 +82,9 @@ named_enum! {
         NcclTests => "nccl_tests",
         /// Not a clock: the sim backend's model.
         Model => "model",
+        /// A table another tool wrote (a GEMM sweep, attention timings, a lookup table): its
+        /// own timer, whatever it was.
+        Imported => "imported",
     }
 }
 
@@ -102,6 +108,18 @@ mod tests {
             err.starts_with("kind `allreduce`: expected one of gemm, all_reduce"),
             "{err}"
         );
+    }
+}
+
+named_enum! {
+    /// Which pass of an attention kernel a time covers.
+    AttentionPass, "pass" {
+        /// The forward kernel.
+        Fwd => "fwd",
+        /// The backward kernel.
+        Bwd => "bwd",
+        /// Forward and backward together, as FlashAttention's benchmarks time them.
+        FwdBwd => "fwd_bwd",
     }
 }
 

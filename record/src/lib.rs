@@ -10,9 +10,12 @@
 //!   so an endless or runaway input is refused by size before it is parsed.
 //! - [`nccl_tests::parse`] reads real nccl-tests logs into records, and [`nccl_tests::write`]
 //!   prints records in the nccl-tests column layout.
+//! - [`tables::parse`] reads CSV tables of measurements (nccl-tests-shaped lookup tables such
+//!   as vTrain's, GEMM sweeps, attention-kernel timings) into records, and [`import`] reads
+//!   any file either kind of reader takes.
 //! - [`datasheet`] holds the GPU datasheet figures that the tuner's catalog and the sim share.
 //!
-//! The crate depends on serde (and thiserror) only, so the tuner reads measurements without
+//! The crate depends on serde, csv and thiserror only, so the tuner reads measurements without
 //! CUDA or NVML in its build.
 #![deny(missing_docs)]
 
@@ -21,19 +24,21 @@ mod names;
 mod busbw;
 pub mod datasheet;
 mod dtype;
+pub mod import;
 mod input;
 mod kind;
 #[cfg(feature = "manual")]
 pub mod manual;
 pub mod nccl_tests;
 mod record;
+pub mod tables;
 
 pub use busbw::busbw_factor;
 pub use dtype::Dtype;
 pub use input::{read_bounded, InputError, MAX_JSON_LINES_BYTES, MAX_LOG_BYTES};
-pub use kind::{Backend, Clock, GemmLayout, Kind, Scope};
+pub use kind::{AttentionPass, Backend, Clock, GemmLayout, Kind, Scope};
 pub use names::UnknownName;
 pub use record::{
-    read_json_lines, Detail, Gemm, Group, Invalid, JsonLinesError, LineError, Record, Timing,
-    Versions,
+    read_json_lines, AttentionShape, Detail, Gemm, Group, Invalid, JsonLinesError, LineError,
+    Record, Timing, Versions,
 };

@@ -73,6 +73,50 @@ pub struct Detail {
     /// 0's), so that a reader leaving a node out can leave out what it took part in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<Vec<String>>,
+    /// For `kind = attention`, the shape and pass timed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention: Option<AttentionShape>,
+    /// The GPU model the point ran on, as NVML or the source names it ("NVIDIA A100-SXM4-80GB"),
+    /// where the record itself must say it: a table or log read without a snapshot around it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_model: Option<String>,
+}
+
+/// The shape of a timed attention call, in FlashAttention's benchmark terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttentionShape {
+    /// Sequences per call.
+    pub batch: u64,
+    /// Tokens per sequence (queries and keys alike).
+    pub seq: u64,
+    /// Query heads.
+    pub heads: u64,
+    /// Width of one head.
+    pub head_dim: u64,
+    /// Whether the mask is causal (half the score matrix computed).
+    pub causal: bool,
+    /// The pass timed.
+    pub pass: crate::AttentionPass,
+}
+
+impl AttentionShape {
+    /// FLOPs of the timed pass as FlashAttention's benchmarks count them: 4 b s^2 h d for the
+    /// forward's two matmuls over the full square, halved under a causal mask, the backward at
+    /// 2.5 times the forward (Dao 2023, arXiv 2307.08691, section 3.1 and its benchmark script).
+    pub fn flop(self) -> f64 {
+        let square = 4.0 * self.batch as f64 * (self.seq as f64).powi(2) * self.heads as f64;
+        let fwd = square * self.head_dim as f64 / if self.causal { 2.0 } else { 1.0 };
+        fwd * match self.pass {
+            crate::AttentionPass::Fwd => 1.0,
+            crate::AttentionPass::Bwd => 2.5,
+            crate::AttentionPass::FwdBwd => 3.5,
+        }
+    }
+
+    /// Bytes of Q, K, V and the output in 16-bit elements.
+    pub fn bytes(self) -> u64 {
+        4 * 2 * self.batch * self.seq * self.heads * self.head_dim
+    }
 }
 
 /// Which devices took part.
@@ -232,6 +276,37 @@ impl Record {
             timestamp: None,
             versions: Versions::default(),
             detail: Detail::default(),
+        }
+    }
+}
+
+impl Record {
+    /// An attention call on one GPU: flops = [`AttentionShape::flop`] / time_s.
+    pub fn attention(
+        backend: Backend,
+        group: Group,
+        shape: AttentionShape,
+        dtype: Dtype,
+        timing: Timing,
+    ) -> Record {
+        Record {
+            kind: Kind::Attention,
+            backend,
+            group,
+            bytes: shape.bytes(),
+            dtype,
+            in_place: false,
+            gemm: None,
+            flops: Some(shape.flop() / timing.time_s),
+            timing,
+            algbw: None,
+            busbw: None,
+            timestamp: None,
+            versions: Versions::default(),
+            detail: Detail {
+                attention: Some(shape),
+                ..Detail::default()
+            },
         }
     }
 }
@@ -483,11 +558,14 @@ mod tests {
             peer_node: Some("n2".into()),
             ranks_per_node: Some(8),
             nodes: Some(vec!["n0".into(), "n2".into()]),
+            attention: None,
+            gpu_model: Some("NVIDIA H100 80GB HBM3".into()),
         };
         let line = serde_json::to_string(&r).unwrap();
         let value: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(value["layout"], "nt");
         assert_eq!(value["peer_node"], "n2");
+        assert_eq!(value["gpu_model"], "NVIDIA H100 80GB HBM3");
         assert_eq!(value["nodes"], serde_json::json!(["n0", "n2"]));
         assert_eq!(read_json_lines(&line).unwrap(), vec![r]);
     }
@@ -502,7 +580,7 @@ mod tests {
             "1 of 1 non-blank lines are not valid measurement records: line 2: not a measurement \
              record: unknown variant `allreduce`, expected one of `gemm`, `all_reduce`, \
              `all_gather`, `reduce_scatter`, `all_to_all`, `send_recv`, `p2p_copy`, `h2d`, `d2h`, \
-             `hbm_copy` (column 20)"
+             `hbm_copy`, `attention` (column 20)"
         );
     }
 }

@@ -41,7 +41,8 @@ pub struct MeasureArgs {
     /// Prometheus request timeout, e.g. 30s.
     #[arg(long, default_value = "30s")]
     pub timeout: String,
-    /// Snapshot files, microbench JSON lines or nccl-tests logs.
+    /// Snapshot files, microbench JSON lines, nccl-tests logs, CSV tables (nccl-tests-shaped,
+    /// GEMM sweeps, attention timings) or directories of them.
     #[arg(long, num_args = 1..)]
     pub measurements: Vec<PathBuf>,
     /// Ignore measurements older than this, e.g. 7d.
@@ -136,8 +137,7 @@ impl MeasureArgs {
             snapshot = Some(snap);
         }
         for path in &self.measurements {
-            let text = tuner::input::read_text(path, tuner::input::MEASUREMENTS)?;
-            files::read(&text, &path.display().to_string(), &mut m)?;
+            files::read_path(path, &mut m)?;
         }
         let max_age = self
             .max_age

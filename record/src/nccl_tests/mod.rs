@@ -13,7 +13,7 @@
 //! and when nothing is left the error says why ([`ParseError::NoValidRows`]). Read files
 //! through [`crate::read_bounded`] with [`crate::MAX_LOG_BYTES`].
 
-mod convention;
+pub(crate) mod convention;
 mod parse;
 mod ranks;
 mod write;

@@ -82,6 +82,12 @@ pub trait CollectiveModel {
     }
     /// Where the figure for this collective and group comes from.
     fn source(&self, collective: Collective, group: &GroupSpan) -> Source;
+    /// Where the figure for one call of `bytes` comes from: a measured curve prices only sizes
+    /// near those it swept.
+    fn origin(&self, collective: Collective, group: &GroupSpan, bytes: f64) -> Source {
+        let _ = bytes;
+        self.source(collective, group)
+    }
     /// Relative 1-sigma uncertainty of the figure: the fit residuals for measured figures, 0
     /// for catalog ones (whose error validate measures instead).
     fn uncertainty(&self, _collective: Collective, _group: &GroupSpan) -> f64 {

@@ -1,5 +1,7 @@
 //! Kernel time on one GPU: the [`ComputeModel`] interface and its nominal implementation.
 
+use record::GemmLayout;
+
 use crate::catalog::efficiency::{arch_kernels, ArchKernels};
 use crate::catalog::{Arch, Efficiency, Gpu};
 use crate::mesh::{FlashKernel, Precision};
@@ -44,13 +46,59 @@ fn share_on(curve: &[f64; 6], seq: f64) -> f64 {
     (curve[i] * (1.0 - f) + curve[i + 1] * f) / curve[5]
 }
 
+/// A kernel whose figure a model can say the origin of ([`ComputeModel::origin`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Kernel {
+    /// A GEMM in BLAS terms: C (m x n) = op(A) (m x k) . op(B) (k x n) in `layout`.
+    Gemm {
+        /// Operand layout.
+        layout: GemmLayout,
+        /// m, n, k.
+        shape: [f64; 3],
+    },
+    /// A fused attention call over sequences of `seq` tokens, heads `head_dim` wide.
+    Attention {
+        /// Tokens per sequence (or ring block).
+        seq: f64,
+        /// Width of one head.
+        head_dim: f64,
+    },
+    /// Memory-bound kernels.
+    Memory,
+}
+
+/// The three GEMMs of a linear layer over `t` tokens from `inp` to `out` features, as cuBLAS
+/// runs them (column-major, so PyTorch's row-major `x . W^T` has m and n swapped): the
+/// forward tn (m = out, n = t, k = inp), the input gradient nn (m = inp, n = t, k = out) and
+/// the weight gradient nt (m = inp, n = out, k = t).
+pub fn linear_gemms(t: f64, out: f64, inp: f64) -> [(GemmLayout, [f64; 3]); 3] {
+    [
+        (GemmLayout::Tn, [out, t, inp]),
+        (GemmLayout::Nn, [inp, t, out]),
+        (GemmLayout::Nt, [inp, out, t]),
+    ]
+}
+
 /// Time of the kernels of one GPU.
 pub trait ComputeModel {
-    /// One GEMM of an (m x k) by (k x n) product.
+    /// One GEMM of an (m x k) by (k x n) product, m the rows of the activations.
     fn gemm_s(&self, m: f64, n: f64, k: f64) -> f64;
+    /// Forward and backward (input and weight gradients together) of a linear layer over `t`
+    /// tokens from `inp` to `out` features. At one rate per FLOP the backward is twice the
+    /// forward (Narayanan et al. 2021 §3.2); a model that prices shapes and layouts apart
+    /// prices the three GEMMs of [`linear_gemms`].
+    fn linear_s(&self, t: f64, out: f64, inp: f64) -> (f64, f64) {
+        let fwd = self.gemm_s(t, out, inp);
+        (fwd, 2.0 * fwd)
+    }
     /// Fused attention forward executing `flops` in calls over sequences (or ring blocks) of
-    /// `seq` tokens; the backward takes [`FLASH_BACKWARD`] times as long.
-    fn attention_s(&self, flops: f64, seq: f64) -> f64;
+    /// `seq` tokens with heads `head_dim` wide.
+    fn attention_s(&self, flops: f64, seq: f64, head_dim: f64) -> f64;
+    /// Its backward, [`FLASH_BACKWARD`] times the forward's FLOPs: at the forward's rate
+    /// unless the backward was measured.
+    fn attention_bwd_s(&self, flops: f64, seq: f64, head_dim: f64) -> f64 {
+        FLASH_BACKWARD * self.attention_s(flops, seq, head_dim)
+    }
     /// Memory-bound kernels moving `bytes` through HBM.
     fn memory_s(&self, bytes: f64) -> f64;
     /// Host time to issue one kernel of a forward pass: a forward pass over a layer takes at
@@ -60,6 +108,12 @@ pub trait ComputeModel {
     /// Where the GEMM figures come from.
     fn source(&self) -> super::collective::Source {
         super::collective::Source::Nominal
+    }
+    /// Where the figure of one kernel comes from: measured, extrapolated past what was
+    /// measured, or the catalog's.
+    fn origin(&self, kernel: Kernel) -> super::collective::Source {
+        let _ = kernel;
+        self.source()
     }
     /// Relative 1-sigma uncertainty of the GEMM figures.
     fn uncertainty(&self) -> f64 {
@@ -111,8 +165,6 @@ pub struct NominalCompute {
     /// Tensorwise GEMM time over the recipe's: below 1 for rowwise fp8, whose measured GEMM
     /// figures (a tensorwise cuBLAS sweep) it scales too.
     recipe: f64,
-    /// Fitted GEMM half-dimension and relative uncertainty, when measured.
-    measured: Option<(f64, f64)>,
 }
 
 impl NominalCompute {
@@ -149,25 +201,32 @@ impl NominalCompute {
             tile: k.tile,
             sms: f64::from(gpu.sms),
             host_s_per_kernel: eff.host_s_per_kernel,
-            measured: None,
         }
     }
 
-    /// The same model with GEMM efficiency fitted to measurements: e_max / ((1 + d0/min(n,k))
-    /// (1 + d0/m)) with relative uncertainty `rms`, and, when measured, the memory bandwidth.
-    pub fn with_measured(
-        mut self,
-        gemm_peak: f64,
-        gemm_half_dim: f64,
-        rms: f64,
-        memory_bytes_per_s: Option<f64>,
-    ) -> Self {
-        self.gemm_peak = gemm_peak * self.recipe;
-        self.measured = Some((gemm_half_dim, rms));
-        if let Some(bw) = memory_bytes_per_s {
-            self.memory_bytes_per_s = bw;
-        }
-        self
+    /// The recipe's speed against the GEMMs a sweep measures (tensorwise cuBLAS): below 1 for
+    /// rowwise fp8, 1 otherwise.
+    pub fn recipe(&self) -> f64 {
+        self.recipe
+    }
+
+    /// The peak FLOP/s GEMM efficiencies are against: the precision's datasheet figure.
+    pub fn peak_flops(&self) -> f64 {
+        self.peak_flops
+    }
+
+    /// HBM bandwidth the memory-bound kernels reach, bytes/s (reads plus writes).
+    pub fn memory_bytes_per_s(&self) -> f64 {
+        self.memory_bytes_per_s
+    }
+
+    /// FLOP/s of fused attention at `seq` tokens: the kernel's plateau times the share of it
+    /// the call keeps at its length.
+    pub fn attention_rate(&self, seq: f64) -> f64 {
+        let share = self
+            .attention_curve
+            .map_or(1.0, |curve| share_on(curve, seq));
+        self.attention_flops * share
     }
 
     /// Share of the SMs' tile slots that an m x n output keeps busy with a tm x tn tile: the
@@ -180,13 +239,9 @@ impl NominalCompute {
         (m * n) / (tiles * tm * tn) * tiles / (waves * self.sms)
     }
 
-    /// GEMM efficiency against peak. Nominal: the best CTA tile's occupancy times its relative
-    /// throughput, times k / (k + 96) for the k-loop's pipeline. Measured: the fitted
-    /// e_max / ((1 + d0/min(n,k)) (1 + d0/m)).
+    /// GEMM efficiency against peak: the best CTA tile's occupancy times its relative
+    /// throughput, times k / (k + 96) for the k-loop's pipeline.
     pub fn gemm_efficiency(&self, m: f64, n: f64, k: f64) -> f64 {
-        if let Some((d0, _)) = self.measured {
-            return self.gemm_peak / ((1.0 + d0 / n.min(k)) * (1.0 + d0 / m));
-        }
         let (tm, tn) = self.tile;
         let best = SMALL_TILES
             .iter()
@@ -201,11 +256,8 @@ impl ComputeModel for NominalCompute {
         2.0 * m * n * k / (self.peak_flops * self.gemm_efficiency(m, n, k))
     }
 
-    fn attention_s(&self, flops: f64, seq: f64) -> f64 {
-        let share = self
-            .attention_curve
-            .map_or(1.0, |curve| share_on(curve, seq));
-        flops / (self.attention_flops * share)
+    fn attention_s(&self, flops: f64, seq: f64, _head_dim: f64) -> f64 {
+        flops / self.attention_rate(seq)
     }
 
     fn memory_s(&self, bytes: f64) -> f64 {
@@ -214,18 +266,6 @@ impl ComputeModel for NominalCompute {
 
     fn host_s_per_kernel(&self) -> f64 {
         self.host_s_per_kernel
-    }
-
-    fn source(&self) -> super::collective::Source {
-        if self.measured.is_some() {
-            super::collective::Source::Measured
-        } else {
-            super::collective::Source::Nominal
-        }
-    }
-
-    fn uncertainty(&self) -> f64 {
-        self.measured.map_or(0.0, |(_, rms)| rms)
     }
 }
 
@@ -289,8 +329,7 @@ mod tests {
         let rw = at(Precision::Fp8Rowwise);
         assert!((rw.gemm_peak - 0.4712).abs() < 1e-4, "{}", rw.gemm_peak);
         // A measured (tensorwise cuBLAS) sweep is scaled the same way.
-        let measured = rw.with_measured(0.70, 100.0, 0.0, None);
-        assert!((measured.gemm_peak - 0.70 * 0.4712 / 0.66).abs() < 1e-4);
+        assert!((rw.recipe() - 0.4712 / 0.66).abs() < 1e-4);
     }
 
     #[test]
@@ -318,15 +357,17 @@ mod tests {
         let f2 = NominalCompute::new(h100, Precision::Bf16, FlashKernel::Flash2, &NOMINAL);
         let f3 = NominalCompute::new(h100, Precision::Bf16, FlashKernel::Newest, &NOMINAL);
         let flops = 1e12;
-        assert!((flops / f2.attention_s(flops, 16384.0) - 0.33 * 989.4e12).abs() < 1e6);
-        assert!(f3.attention_s(flops, 16384.0) < 0.75 * f2.attention_s(flops, 16384.0));
+        assert!((flops / f2.attention_s(flops, 16384.0, 128.0) - 0.33 * 989.4e12).abs() < 1e6);
+        assert!(
+            f3.attention_s(flops, 16384.0, 128.0) < 0.75 * f2.attention_s(flops, 16384.0, 128.0)
+        );
         // FlashAttention-1's generation: Ampere's 0.33 of 312 TFLOP/s times the measured
         // H100/A100 ratio of FlashAttention-1 (137/83 TFLOP/s, causal, head dim 128, 16k
         // tokens) = 170 TFLOP/s, 0.1718 of the H100's 989.4.
         let f1 = NominalCompute::new(h100, Precision::Bf16, FlashKernel::Flash1, &NOMINAL);
         let derived: f64 = 0.33 * 312e12 * 137.0 / 83.0;
         assert!((derived / 989.4e12 - 0.1718).abs() < 1e-4, "{derived}");
-        assert!((flops / f1.attention_s(flops, 16384.0) / derived - 1.0).abs() < 1e-3);
+        assert!((flops / f1.attention_s(flops, 16384.0, 128.0) / derived - 1.0).abs() < 1e-3);
     }
 
     #[test]
@@ -349,7 +390,7 @@ mod tests {
         assert_eq!(share(FlashKernel::Flash1, 512.0), 1.0);
         let h100 = catalog::gpu("h100-sxm").unwrap();
         let f2 = NominalCompute::new(h100, Precision::Bf16, FlashKernel::Flash2, &NOMINAL);
-        let t = f2.attention_s(1e12, 2048.0) / f2.attention_s(1e12, 16384.0);
+        let t = f2.attention_s(1e12, 2048.0, 128.0) / f2.attention_s(1e12, 16384.0, 128.0);
         assert!((t - 335.0 / 298.0).abs() < 1e-12, "{t}");
     }
 }

@@ -34,10 +34,21 @@ pub struct MeasuredCollectives {
 enum Answer<'a> {
     /// Same collective, scope, rank count and members per node.
     Exact(&'a FleetCurve),
+    /// Same collective and scope, measured at rank counts on either side of the group's.
+    Between(&'a FleetCurve, &'a FleetCurve),
     /// Same collective and scope, another rank count or members per node.
     Nearest(&'a FleetCurve),
     /// Nothing measured.
     None,
+}
+
+/// A curve's time at `bytes`: its measured table inside the sizes it measured, the fitted
+/// curve elsewhere.
+fn measured_time_s(f: &FleetCurve, bytes: f64) -> f64 {
+    f.table
+        .as_ref()
+        .and_then(|t| t.time_s(bytes))
+        .unwrap_or_else(|| f.curve.time_s(bytes))
 }
 
 impl MeasuredCollectives {
@@ -90,12 +101,32 @@ impl MeasuredCollectives {
             Answer::Exact(f) | Answer::Nearest(f) if !f.covers(bytes) => {
                 self.nominal.time_s(c, group, bytes)
             }
+            Answer::Between(a, b) if !(a.covers(bytes) && b.covers(bytes)) => {
+                self.nominal.time_s(c, group, bytes)
+            }
             // Across nodes the job shares the fabric that was measured idle: its bytes move
             // as a larger message would on the idle fabric.
             Answer::Exact(f) if group.link == LinkClass::Network => {
-                f.curve.time_s(bytes / self.nominal.network_contention())
+                measured_time_s(f, bytes / self.nominal.network_contention())
             }
-            Answer::Exact(f) => f.curve.time_s(bytes),
+            Answer::Exact(f) => measured_time_s(f, bytes),
+            // Between two measured rank counts the bus bandwidth at this size is interpolated
+            // in log2(ranks): it carries both counts' latency and protocol at the size, which
+            // the ring model below would have to assume.
+            Answer::Between(a, b) => {
+                let shared = if group.link == LinkClass::Network {
+                    self.nominal.network_contention()
+                } else {
+                    1.0
+                };
+                let busbw = |f: &FleetCurve| {
+                    bytes * c.busbw_factor(f.ranks) / measured_time_s(f, bytes / shared)
+                };
+                let (la, lb) = (f64::from(a.ranks).log2(), f64::from(b.ranks).log2());
+                let w = (f64::from(group.ranks).log2() - la) / (lb - la);
+                let bw = busbw(a) + w * (busbw(b) - busbw(a));
+                bytes * c.busbw_factor(group.ranks) / bw
+            }
             // Ring model: bus bandwidth holds across rank counts, latency grows with the steps
             // (Thakur et al. 2005, §4); the measured busbw carries over, alpha scales.
             Answer::Nearest(f) => {
@@ -134,6 +165,14 @@ impl MeasuredCollectives {
             |f: &FleetCurve| !drives_nics(c, group) || f.members_per_node == group.members_per_node;
         if let Some(exact) = list.iter().find(|f| f.ranks == group.ranks && members(f)) {
             return Answer::Exact(exact);
+        }
+        // Inside a node, rank counts on either side (the list is sorted by ranks).
+        if group.link != LinkClass::Network {
+            let below = list.iter().rev().find(|f| f.ranks < group.ranks);
+            let above = list.iter().find(|f| f.ranks > group.ranks);
+            if let (Some(a), Some(b)) = (below, above) {
+                return Answer::Between(a, b);
+            }
         }
         list.iter()
             .min_by_key(|f| {
@@ -183,7 +222,7 @@ impl CollectiveModel for MeasuredCollectives {
     fn source(&self, c: Collective, group: &GroupSpan) -> Source {
         match self.lookup(c, group) {
             Answer::Exact(_) => Source::Measured,
-            Answer::Nearest(_) => Source::Extrapolated,
+            Answer::Between(..) | Answer::Nearest(_) => Source::Extrapolated,
             // A measured figure bounds the catalog's: the members inside a node, or the NICs.
             Answer::None
                 if self.intra_floor(c, group).is_some()
@@ -195,9 +234,21 @@ impl CollectiveModel for MeasuredCollectives {
         }
     }
 
+    fn origin(&self, c: Collective, group: &GroupSpan, bytes: f64) -> Source {
+        if group.ranks <= 1 {
+            return Source::Nominal;
+        }
+        match self.lookup(c, group) {
+            Answer::Exact(f) | Answer::Nearest(f) if !f.covers(bytes) => Source::Nominal,
+            Answer::Between(a, b) if !(a.covers(bytes) && b.covers(bytes)) => Source::Nominal,
+            _ => self.source(c, group),
+        }
+    }
+
     fn uncertainty(&self, c: Collective, group: &GroupSpan) -> f64 {
         match self.lookup(c, group) {
             Answer::Exact(f) => f.rms_rel_error,
+            Answer::Between(a, b) => a.rms_rel_error.max(b.rms_rel_error),
             // Extrapolation doubles the fit's spread: the ring model is an assumption on top.
             Answer::Nearest(f) => 2.0 * f.rms_rel_error,
             Answer::None => 0.0,
@@ -230,6 +281,7 @@ mod tests {
             bytes_range: (1024.0, 8.0 * 1024.0 * 1024.0 * 1024.0),
             r2: 0.999,
             curve: crate::fit::alpha_beta::fit(&pts).unwrap(),
+            table: None,
         }
     }
 

@@ -3,6 +3,7 @@
 pub mod collective;
 pub mod compute;
 pub mod measured;
+pub mod measured_compute;
 pub mod memory;
 pub mod timing;
 
@@ -15,6 +16,7 @@ use crate::placement::{GroupSpan, LinkClass, Placement};
 use crate::warnings::Pitfall;
 use collective::{Collective, CollectiveModel, NominalCollectives, Source};
 use compute::{ComputeModel, NominalCompute};
+use measured_compute::MeasuredCompute;
 use memory::MemoryBreakdown;
 use timing::{Breakdown, TermKind};
 
@@ -75,21 +77,19 @@ impl Scenario {
         fits: &crate::fit::Fits,
     ) -> Self {
         let mut s = Self::nominal(model, training, cluster, gpus, efficiency);
-        let mut compute = NominalCompute::new(
+        let nominal = NominalCompute::new(
             &s.cluster.gpu,
             s.training.precision,
             s.training.flash_kernel,
             &s.efficiency,
         );
-        if let Some(g) = &fits.fleet_gemm {
-            compute = compute.with_measured(
-                g.peak_efficiency,
-                g.half_dim,
-                g.rms_rel_error,
-                fits.fleet_memory,
-            );
-        }
-        s.compute = Box::new(compute);
+        s.compute = Box::new(MeasuredCompute::new(
+            nominal,
+            fits.gemm_table.clone(),
+            fits.attention_table.clone(),
+            fits.fleet_memory,
+            fits.fleet_gemm.map_or(0.0, |g| g.rms_rel_error),
+        ));
         s.collectives = Box::new(measured::MeasuredCollectives::new(
             NominalCollectives::new(&s.cluster, &s.efficiency),
             &fits.fleet,

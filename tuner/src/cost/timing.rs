@@ -7,7 +7,7 @@
 use serde::Serialize;
 
 use super::collective::{Collective, CollectiveModel};
-use super::compute::{ComputeModel, FLASH_BACKWARD};
+use super::compute::ComputeModel;
 use crate::catalog::Efficiency;
 use crate::mesh::{Framework, Mesh, ParamFetch, Recompute, Training};
 use crate::model::{FfnAct, ModelShape};
@@ -187,6 +187,8 @@ pub struct Inputs<'a> {
 struct Layer {
     /// GEMMs.
     gemm: f64,
+    /// Their input and weight gradients.
+    gemm_bwd: f64,
     /// Attention core.
     attention: f64,
     /// Backward of the attention core.
@@ -212,10 +214,10 @@ impl Layer {
         self.gemm + self.attention + self.elementwise
     }
 
-    /// Backward: data and weight gradients of every GEMM (Narayanan et al. 2021 §3.2), the
-    /// attention backward, and the elementwise kernels' gradients.
+    /// Backward: data and weight gradients of every GEMM, the attention backward, and the
+    /// elementwise kernels' gradients.
     fn bwd(&self) -> f64 {
-        2.0 * self.gemm + self.attention_bwd + 2.0 * self.elementwise
+        self.gemm_bwd + self.attention_bwd + 2.0 * self.elementwise
     }
 }
 
@@ -317,6 +319,7 @@ pub fn step_time(x: &Inputs) -> Breakdown {
     let mix = |f: fn(&Layer) -> f64| (1.0 - moe_share) * f(&dense) + moe_share * f(&moe);
     let avg = Layer {
         gemm: mix(|l| l.gemm),
+        gemm_bwd: mix(|l| l.gemm_bwd),
         op_sac_gemm: mix(|l| l.op_sac_gemm),
         attention: mix(|l| l.attention),
         attention_bwd: mix(|l| l.attention_bwd),
@@ -353,8 +356,11 @@ pub fn step_time(x: &Inputs) -> Breakdown {
     let t = tokens_per_microbatch(x);
     let tp_f = f64::from(mesh.tp);
     let vocab = f64::from(model.vocab);
-    // Output layer (3 GEMM passes) and the cross-entropy over its logits, on the last stage.
-    let logits = 3.0 * x.compute.gemm_s(t, vocab / tp_f, f64::from(model.hidden))
+    // Output layer (forward and backward) and the cross-entropy over its logits, on the last
+    // stage.
+    let (logits_fwd, logits_bwd) = x.compute.linear_s(t, vocab / tp_f, f64::from(model.hidden));
+    let logits = logits_fwd
+        + logits_bwd
         + x.compute
             .memory_s(x.training.loss.bytes_per_logit() * t * vocab / tp_f);
     let compute_mb = stage_layers * layer_compute + logits;
@@ -465,6 +471,11 @@ fn unfused_attention_s(c: &dyn ComputeModel, heads: f64, t: f64, s: f64, d: f64)
     c.gemm_s(heads * t, s, d) + c.gemm_s(heads * t, d, s) + c.memory_s(11.0 * heads * t * s)
 }
 
+/// Forward and backward times added pass by pass.
+fn sum(a: (f64, f64), b: (f64, f64)) -> (f64, f64) {
+    (a.0 + b.0, a.1 + b.1)
+}
+
 /// Forward time and communication of one layer for one microbatch on one GPU.
 fn layer(x: &Inputs, moe_layer: bool) -> Layer {
     let (model, mesh, c) = (x.model, x.mesh, x.compute);
@@ -477,7 +488,10 @@ fn layer(x: &Inputs, moe_layer: bool) -> Layer {
     let up = model.ffn_act.matrices() - 1.0;
     let mut kernels = LAYER_KERNELS;
 
-    let attn_gemms = c.gemm_s(t, (q + 2.0 * kv) / tp, h) + c.gemm_s(t, h, q / tp);
+    let attn_gemms = sum(
+        c.linear_s(t, (q + 2.0 * kv) / tp, h),
+        c.linear_s(t, h, q / tp),
+    );
     // torchtitan's per-op checkpointing saves the output of every odd matmul of the layer
     // (wq, wv, w1, then w2 under SwiGLU) and replays the even ones: wk, wo, and w3 (SwiGLU)
     // or w2 (GeLU). Grouped expert GEMMs are not counted as matmuls there.
@@ -512,16 +526,20 @@ fn layer(x: &Inputs, moe_layer: bool) -> Layer {
                 (1.0, local_experts * per_expert)
             };
             kernels += MOE_KERNELS + 2.0 * launches;
-            let routed = launches * (c.gemm_s(rows, up * fe / tp, h) + c.gemm_s(rows, h, fe / tp));
+            let (fwd, bwd) = sum(
+                c.linear_s(rows, up * fe / tp, h),
+                c.linear_s(rows, h, fe / tp),
+            );
+            let routed = (launches * fwd, launches * bwd);
             let shared = if moe.shared_experts > 0 {
                 let fs = fe * f64::from(moe.shared_experts);
-                c.gemm_s(t, up * fs / tp, h) + c.gemm_s(t, h, fs / tp)
+                sum(c.linear_s(t, up * fs / tp, h), c.linear_s(t, h, fs / tp))
             } else {
-                0.0
+                (0.0, 0.0)
             };
-            routed + shared + c.gemm_s(t, e, h)
+            sum(sum(routed, shared), c.linear_s(t, e, h))
         }
-        _ => c.gemm_s(t, up * f / tp, h) + c.gemm_s(t, h, f / tp),
+        _ => sum(c.linear_s(t, up * f / tp, h), c.linear_s(t, h, f / tp)),
     };
     // Causal attention: 4·t·s·q/tp FLOPs over the full square, half of it executed by fused
     // kernels; the unfused path computes the full square and moves the score matrix through
@@ -529,8 +547,15 @@ fn layer(x: &Inputs, moe_layer: bool) -> Layer {
     // bytes per score), and its backward costs twice its forward.
     let (attention, attention_bwd) = if x.training.flash_attention {
         // Each kernel call covers a sequence, or with context parallelism one ring block.
-        let fwd = c.attention_s(2.0 * t * s * q / tp, s / f64::from(mesh.cp));
-        (fwd, FLASH_BACKWARD * fwd)
+        let (flops, block, d) = (
+            2.0 * t * s * q / tp,
+            s / f64::from(mesh.cp),
+            model.head_dim(),
+        );
+        (
+            c.attention_s(flops, block, d),
+            c.attention_bwd_s(flops, block, d),
+        )
     } else {
         kernels += UNFUSED_ATTENTION_KERNELS - 1.0;
         let fwd = unfused_attention_s(c, f64::from(model.heads) / tp, t, s, model.head_dim());
@@ -618,7 +643,8 @@ fn layer(x: &Inputs, moe_layer: bool) -> Layer {
         0.0
     };
     Layer {
-        gemm: attn_gemms + mlp_gemms,
+        gemm: attn_gemms.0 + mlp_gemms.0,
+        gemm_bwd: attn_gemms.1 + mlp_gemms.1,
         op_sac_gemm,
         attention,
         attention_bwd,
@@ -931,7 +957,7 @@ mod tests {
         fn gemm_s(&self, m: f64, n: f64, k: f64) -> f64 {
             2.0 * m * n * k * 1e-15
         }
-        fn attention_s(&self, flops: f64, _seq: f64) -> f64 {
+        fn attention_s(&self, flops: f64, _seq: f64, _head_dim: f64) -> f64 {
             flops * 1e-15
         }
         fn memory_s(&self, bytes: f64) -> f64 {

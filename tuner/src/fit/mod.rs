@@ -3,9 +3,12 @@
 //! fleet view over nodes.
 
 pub mod alpha_beta;
+pub mod attention_table;
 pub mod fleet;
 pub mod gemm;
+pub mod gemm_table;
 pub mod pairs;
+pub mod size_table;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -16,9 +19,12 @@ use crate::placement::{span, GroupSpan};
 use serde::Serialize;
 
 use alpha_beta::Curve;
+use attention_table::AttentionTable;
 use fleet::{Aggregate, Straggler};
 use gemm::GemmCurve;
+use gemm_table::GemmTable;
 use pairs::NicFigure;
+use size_table::SizeTable;
 
 /// How to turn per-node curves into fleet figures.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,6 +75,9 @@ pub struct NodeCurve {
     pub busbw_bytes_per_s: f64,
     /// Smallest and largest size swept, bytes.
     pub bytes_range: (f64, f64),
+    /// The measured times by size.
+    #[serde(skip)]
+    pub table: Option<SizeTable>,
 }
 
 /// A fleet figure for one collective, scope and rank count.
@@ -98,6 +107,9 @@ pub struct FleetCurve {
     pub bytes_range: (f64, f64),
     /// Worst R² of log time among the node fits.
     pub r2: f64,
+    /// The aggregated node times at the sizes every node measured, which price those sizes.
+    #[serde(skip)]
+    pub table: Option<SizeTable>,
 }
 
 /// Least R² of log time a curve needs to price anything: below it the fit does not explain its
@@ -152,6 +164,15 @@ pub struct Fits {
     pub gemm: Vec<NodeGemm>,
     /// Fleet GEMM curve.
     pub fleet_gemm: Option<GemmCurve>,
+    /// Measured GEMM efficiency by shape and layout over the kept nodes, which prices GEMMs.
+    #[serde(skip)]
+    pub gemm_table: Option<GemmTable>,
+    /// The dtype of the GEMMs in `gemm_table`: the one asked for, or fp16 standing in for
+    /// bf16 (one tensor-core rate) when only fp16 was measured.
+    pub gemm_table_dtype: Option<Dtype>,
+    /// Measured attention rates over the kept nodes.
+    #[serde(skip)]
+    pub attention_table: Option<AttentionTable>,
     /// Per-node HBM copy bandwidth, reads plus writes, bytes/s.
     pub memory: Vec<(String, f64)>,
     /// Fleet HBM bandwidth.
@@ -295,6 +316,7 @@ pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
                     curve,
                     busbw_bytes_per_s,
                     bytes_range,
+                    table: SizeTable::new(&pts),
                 })
             },
         )
@@ -393,7 +415,10 @@ pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
             let factor = busbw_factor(*kind, *ranks).unwrap_or(1.0);
             let nodes_rms = cs.iter().map(|c| c.curve.rms_rel_error).fold(0.0, f64::max);
             let nodes_r2 = cs.iter().map(|c| c.curve.r2).fold(f64::INFINITY, f64::min);
+            let tables: Option<Vec<&SizeTable>> = cs.iter().map(|c| c.table.as_ref()).collect();
+            let table = tables.and_then(|t| SizeTable::aggregate(&t, agg));
             Some(FleetCurve {
+                table,
                 kind: *kind,
                 scope: *scope,
                 ranks: *ranks,
@@ -436,6 +461,33 @@ pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
         .map(|m| m.1)
         .collect();
     let fleet_nic = pairs::fleet_nic_busbw(&nics, kept, agg);
+    let kept_records: Vec<&Record> = records
+        .iter()
+        .filter(|r| r.group.node.as_deref().is_none_or(kept))
+        .collect();
+    let gemms_of = |dtype: Dtype| -> Vec<&Record> {
+        kept_records
+            .iter()
+            .copied()
+            .filter(|r| r.kind == Kind::Gemm && r.dtype == dtype)
+            .collect()
+    };
+    let (gemm_table, gemm_table_dtype) =
+        match GemmTable::new(&gemms_of(opts.gemm_dtype), peak_flops, agg) {
+            Some(t) => (Some(t), Some(opts.gemm_dtype)),
+            None if opts.gemm_dtype == Dtype::Bf16 => {
+                let t = GemmTable::new(&gemms_of(Dtype::Fp16), peak_flops, agg);
+                let dtype = t.as_ref().map(|_| Dtype::Fp16);
+                (t, dtype)
+            }
+            None => (None, None),
+        };
+    let attention: Vec<Record> = kept_records
+        .iter()
+        .filter(|r| r.kind == Kind::Attention)
+        .map(|r| (*r).clone())
+        .collect();
+    let attention_table = AttentionTable::new(&attention, agg);
     let mut nodes: Vec<String> = curves
         .iter()
         .map(|c| c.node.clone())
@@ -452,6 +504,9 @@ pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
         fleet,
         gemm,
         fleet_gemm,
+        gemm_table,
+        gemm_table_dtype,
+        attention_table,
         fleet_memory: (!kept_mem.is_empty()).then(|| agg.rate(&kept_mem)),
         memory,
         nics,

@@ -1,7 +1,10 @@
-//! Measurement files: snapshots, microbench JSON lines and nccl-tests logs, told apart by their
-//! content.
+//! Measurement files: snapshots, microbench JSON lines, nccl-tests logs and CSV tables
+//! (nccl-tests-shaped lookup tables, GEMM sweeps, attention timings), told apart by their
+//! content; a directory stands for the files in it.
 
-use record::{nccl_tests, read_json_lines, Record};
+use std::path::Path;
+
+use record::{nccl_tests, read_json_lines, tables, Record};
 
 use super::snapshot::{Snapshot, FORMAT_VERSION};
 use super::Measurements;
@@ -16,6 +19,8 @@ pub enum FileKind {
     JsonLines,
     /// An nccl-tests log.
     NcclTests,
+    /// A CSV table ([`record::tables`]).
+    Table,
 }
 
 /// Tells a file's kind from its opening: a snapshot names its `format_version` first (this
@@ -24,7 +29,11 @@ pub enum FileKind {
 pub fn kind_of(text: &str) -> FileKind {
     let trimmed = text.trim_start();
     if !trimmed.starts_with('{') {
-        return FileKind::NcclTests;
+        return if tables::is_table(text) {
+            FileKind::Table
+        } else {
+            FileKind::NcclTests
+        };
     }
     let head: String = trimmed.chars().take(256).collect();
     if head.contains("\"format_version\"") {
@@ -104,8 +113,76 @@ pub fn read(text: &str, origin: &str, into: &mut Measurements) -> Result<(), Tun
             ));
             into.records.extend(parsed.records);
         }
+        FileKind::Table => {
+            let name = Path::new(origin)
+                .file_name()
+                .map_or(origin.to_string(), |n| n.to_string_lossy().into_owned());
+            let parsed = tables::parse(text, &name, &nccl_tests::ImportOptions::default())
+                .map_err(|e| TunerError::BadInput {
+                    field: origin.to_string(),
+                    value: format!("{e}"),
+                    allowed: format!(
+                        "a {} the tuner reads (where the file name does not state the rank \
+                             count or the collective, `microbench import FILE --ranks N \
+                             --collective C --json` writes records that state them)",
+                        tables::TableKind::Collective.describe()
+                    ),
+                })?;
+            for n in &parsed.notes {
+                into.notes.push(format!("{origin}: {n}"));
+            }
+            into.sources.push(format!(
+                "{origin} ({}, {} records{})",
+                parsed.kind.describe(),
+                parsed.records.len(),
+                parsed
+                    .gpu_model
+                    .as_ref()
+                    .map_or(String::new(), |g| format!(", {g}"))
+            ));
+            into.records.extend(parsed.records);
+        }
     }
     Ok(())
+}
+
+/// Reads the file at `path`, or every regular file in the directory at `path` (in name order,
+/// leaving out names that start with `.`), each through the measurements file bound.
+pub fn read_path(path: &Path, into: &mut Measurements) -> Result<(), TunerError> {
+    if path.is_dir() {
+        let io = |e: std::io::Error| TunerError::Io {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        };
+        let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(path)
+            .map_err(io)?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| {
+                p.is_file()
+                    && !p
+                        .file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+            })
+            .collect();
+        files.sort();
+        if files.is_empty() {
+            return Err(TunerError::Io {
+                path: path.display().to_string(),
+                message: "a directory with no measurement files in it".into(),
+            });
+        }
+        for file in files {
+            read_one(&file, into)?;
+        }
+        return Ok(());
+    }
+    read_one(path, into)
+}
+
+fn read_one(path: &Path, into: &mut Measurements) -> Result<(), TunerError> {
+    let text = crate::input::read_text(path, crate::input::MEASUREMENTS)?;
+    read(&text, &path.display().to_string(), into)
 }
 
 fn bad(origin: &str, e: impl std::fmt::Display) -> TunerError {

@@ -1,0 +1,94 @@
+//! Attention-kernel timings: one row per shape, `batch, seq, heads, head_dim`, optionally
+//! `causal` (default true: training's decoder mask), `pass` (fwd, bwd, fwd_bwd; default fwd)
+//! and `dtype` (default bf16), and a time per call or a FLOP rate in FlashAttention's
+//! convention ([`crate::AttentionShape::flop`]).
+
+use super::header::Name;
+use super::{dtype, one_gpu, refuse, time_of, Row, Table, TableError, MAX_DIM};
+use crate::nccl_tests::ImportOptions;
+use crate::{AttentionPass, AttentionShape, Backend, Clock, Dtype, Record, Timing};
+
+fn causal(row: &Row, table: &Table, i: usize) -> Result<bool, TableError> {
+    match row.cell(i).to_lowercase().as_str() {
+        "true" | "1" | "yes" | "causal" => Ok(true),
+        "false" | "0" | "no" | "full" => Ok(false),
+        other => Err(refuse(
+            row.line,
+            format!(
+                "column `{}` is `{other}`: expected true or false",
+                table.columns[i].raw
+            ),
+        )),
+    }
+}
+
+fn pass(row: &Row, table: &Table, i: usize) -> Result<AttentionPass, TableError> {
+    match row.cell(i).to_lowercase().as_str() {
+        "fwd" | "forward" => Ok(AttentionPass::Fwd),
+        "bwd" | "backward" => Ok(AttentionPass::Bwd),
+        "fwd_bwd" | "fwd+bwd" | "fwdbwd" | "forward+backward" => Ok(AttentionPass::FwdBwd),
+        other => Err(refuse(
+            row.line,
+            format!(
+                "column `{}` is `{other}`: expected fwd, bwd or fwd_bwd",
+                table.columns[i].raw
+            ),
+        )),
+    }
+}
+
+/// Records of an attention table, one per row.
+pub(crate) fn records(
+    table: &Table,
+    opts: &ImportOptions,
+    notes: &mut Vec<String>,
+) -> Result<Vec<Record>, TableError> {
+    let batch = table.need(Name::Batch, "batch")?;
+    let seq = table.need(Name::Seq, "seq")?;
+    let heads = table.need(Name::Heads, "heads")?;
+    let head_dim = table.need(Name::HeadDim, "head_dim")?;
+    let (causal_col, pass_col, type_col) = (
+        table.find(Name::Causal),
+        table.find(Name::Pass),
+        table.find(Name::Type),
+    );
+    if causal_col.is_none() {
+        notes
+            .push("no causal column: every row is read as causal, as decoder training runs".into());
+    }
+    if pass_col.is_none() {
+        notes.push("no pass column: every row is read as a forward pass".into());
+    }
+    if type_col.is_none() {
+        notes.push("no dtype column: every row is read as bf16".into());
+    }
+    if table.find(Name::Flops).is_some() {
+        notes.push(
+            "FLOP rates are read in FlashAttention's convention: 4 b s^2 h d a forward, halved \
+             when causal, the backward 2.5x"
+                .into(),
+        );
+    }
+    let mut records = Vec::with_capacity(table.rows.len());
+    for row in &table.rows {
+        let shape = AttentionShape {
+            batch: row.count(table, batch, MAX_DIM)?,
+            seq: row.count(table, seq, MAX_DIM)?,
+            heads: row.count(table, heads, MAX_DIM)?,
+            head_dim: row.count(table, head_dim, MAX_DIM)?,
+            causal: causal_col.map_or(Ok(true), |i| causal(row, table, i))?,
+            pass: pass_col.map_or(Ok(AttentionPass::Fwd), |i| pass(row, table, i))?,
+        };
+        let dtype = type_col.map_or(Ok(Dtype::Bf16), |i| dtype(row, table, i))?;
+        let time = time_of(table, row, shape.flop(), notes)?;
+        let timing = Timing::without_spread(time, None, Clock::Imported);
+        records.push(Record::attention(
+            Backend::Cuda,
+            one_gpu(opts),
+            shape,
+            dtype,
+            timing,
+        ));
+    }
+    Ok(records)
+}

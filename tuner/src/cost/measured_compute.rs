@@ -1,0 +1,256 @@
+//! Kernel times from measurements: GEMMs by shape and layout from a sweep, fused attention by
+//! length and head width, HBM bandwidth from copies; the catalog's model where nothing was
+//! measured, and its shape curve anchored to the nearest measurement where a kernel lies
+//! outside what was.
+//!
+//! Anchoring, not the catalog's own figure, prices a shape past the sweep: the catalog's
+//! efficiencies are a datasheet generation's, and on the measured GPU they may be off by a
+//! third (a new part whose figures are extrapolated), while its shape curve (tile and wave
+//! quantization, the k-loop) is what carries from the nearest measured shape to this one.
+
+use record::GemmLayout;
+
+use super::collective::Source;
+use super::compute::{linear_gemms, ComputeModel, Kernel, NominalCompute};
+use crate::fit::attention_table::{AttentionLookup, AttentionTable};
+use crate::fit::gemm_table::{GemmTable, Lookup};
+
+/// A compute model priced from measurements where they exist.
+#[derive(Debug)]
+pub struct MeasuredCompute {
+    nominal: NominalCompute,
+    gemms: Option<GemmTable>,
+    attention: Option<AttentionTable>,
+    memory_bytes_per_s: Option<f64>,
+    uncertainty: f64,
+}
+
+impl MeasuredCompute {
+    /// The catalog's model with measured GEMMs (their efficiency against the precision's
+    /// datasheet peak), attention rates and HBM bandwidth where given; `uncertainty` is the
+    /// GEMM figures' relative spread.
+    pub fn new(
+        nominal: NominalCompute,
+        gemms: Option<GemmTable>,
+        attention: Option<AttentionTable>,
+        memory_bytes_per_s: Option<f64>,
+        uncertainty: f64,
+    ) -> Self {
+        MeasuredCompute {
+            nominal,
+            gemms,
+            attention,
+            memory_bytes_per_s,
+            uncertainty,
+        }
+    }
+
+    /// Efficiency of a GEMM in BLAS terms, and whether it was measured, extrapolated from the
+    /// nearest measured shape or left to the catalog.
+    fn gemm_efficiency(&self, layout: GemmLayout, [m, n, k]: [f64; 3]) -> (f64, Source) {
+        // The catalog's tile model has the activations' rows first; BLAS terms put them in n.
+        let catalog = |s: [f64; 3]| self.nominal.gemm_efficiency(s[1], s[0], s[2]);
+        let Some(table) = &self.gemms else {
+            return (catalog([m, n, k]), Source::Nominal);
+        };
+        let recipe = self.nominal.recipe();
+        // cuBLAS runs a tile of either orientation, so a GEMM's efficiency barely changes with
+        // m and n swapped; a sweep written in row-major terms has them so.
+        let found = match table.lookup(layout, m, n, k) {
+            Lookup::Outside { .. } => match table.lookup(layout, n, m, k) {
+                inside @ Lookup::Inside(_) => inside,
+                _ => table.lookup(layout, m, n, k),
+            },
+            inside => inside,
+        };
+        match found {
+            Lookup::Inside(e) => (e * recipe, Source::Measured),
+            Lookup::Outside {
+                efficiency,
+                nearest,
+            } => (
+                efficiency * recipe * catalog([m, n, k]) / catalog(nearest),
+                Source::Extrapolated,
+            ),
+        }
+    }
+
+    fn gemm_time(&self, layout: GemmLayout, shape: [f64; 3]) -> f64 {
+        let flop = 2.0 * shape[0] * shape[1] * shape[2];
+        flop / (self.nominal.peak_flops() * self.gemm_efficiency(layout, shape).0)
+    }
+
+    /// FLOP/s of a fused attention pass, with the table's answer.
+    fn attention_rate(&self, seq: f64, head_dim: f64, bwd: bool) -> Option<(f64, AttentionLookup)> {
+        let table = self.attention.as_ref()?;
+        let found = table.lookup(seq, head_dim);
+        let measured = if bwd {
+            found.rates.bwd
+        } else {
+            found.rates.fwd
+        };
+        let rate = match found.outside_at {
+            // The catalog's length curve, from the edge of the sweep to this call.
+            Some(edge) => {
+                measured * self.nominal.attention_rate(seq) / self.nominal.attention_rate(edge)
+            }
+            None => measured,
+        };
+        Some((rate, found))
+    }
+}
+
+impl ComputeModel for MeasuredCompute {
+    fn gemm_s(&self, m: f64, n: f64, k: f64) -> f64 {
+        self.gemm_time(GemmLayout::Tn, [n, m, k])
+    }
+
+    fn linear_s(&self, t: f64, out: f64, inp: f64) -> (f64, f64) {
+        let [fwd, dgrad, wgrad] = linear_gemms(t, out, inp).map(|(l, s)| self.gemm_time(l, s));
+        (fwd, dgrad + wgrad)
+    }
+
+    fn attention_s(&self, flops: f64, seq: f64, head_dim: f64) -> f64 {
+        match self.attention_rate(seq, head_dim, false) {
+            Some((rate, _)) => flops / rate,
+            None => self.nominal.attention_s(flops, seq, head_dim),
+        }
+    }
+
+    fn attention_bwd_s(&self, flops: f64, seq: f64, head_dim: f64) -> f64 {
+        match self.attention_rate(seq, head_dim, true) {
+            Some((rate, _)) => super::compute::FLASH_BACKWARD * flops / rate,
+            None => self.nominal.attention_bwd_s(flops, seq, head_dim),
+        }
+    }
+
+    fn memory_s(&self, bytes: f64) -> f64 {
+        bytes
+            / self
+                .memory_bytes_per_s
+                .unwrap_or(self.nominal.memory_bytes_per_s())
+    }
+
+    fn host_s_per_kernel(&self) -> f64 {
+        self.nominal.host_s_per_kernel()
+    }
+
+    fn source(&self) -> Source {
+        if self.gemms.is_some() {
+            Source::Measured
+        } else {
+            Source::Nominal
+        }
+    }
+
+    fn origin(&self, kernel: Kernel) -> Source {
+        match kernel {
+            Kernel::Gemm { layout, shape } => self.gemm_efficiency(layout, shape).1,
+            Kernel::Attention { seq, head_dim } => {
+                match self.attention_rate(seq, head_dim, false) {
+                    None => Source::Nominal,
+                    Some((_, f)) if f.outside_at.is_some() || f.other_head_dim.is_some() => {
+                        Source::Extrapolated
+                    }
+                    Some(_) => Source::Measured,
+                }
+            }
+            Kernel::Memory if self.memory_bytes_per_s.is_some() => Source::Measured,
+            Kernel::Memory => Source::Nominal,
+        }
+    }
+
+    fn uncertainty(&self) -> f64 {
+        self.uncertainty
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{self, NOMINAL};
+    use crate::fit::fleet::Aggregate;
+    use crate::mesh::{FlashKernel, Precision};
+    use record::{Backend, Clock, Dtype, Gemm, Group, Record, Scope, Timing};
+
+    fn nominal() -> NominalCompute {
+        let a100 = catalog::gpu("a100-sxm-80gb").unwrap();
+        NominalCompute::new(a100, Precision::Bf16, FlashKernel::Flash2, &NOMINAL)
+    }
+
+    fn gemm(m: u64, n: u64, k: u64, layout: GemmLayout, tflops: f64) -> Record {
+        let shape = Gemm { m, n, k };
+        let group = Group {
+            node: None,
+            gpus: vec![],
+            scope: Scope::IntraNode,
+            ranks: 1,
+        };
+        let mut r = Record::gemm(
+            Backend::Cuda,
+            group,
+            shape,
+            Dtype::Bf16,
+            Timing::without_spread(shape.flop() / (tflops * 1e12), None, Clock::Imported),
+        );
+        r.detail.layout = Some(layout);
+        r
+    }
+
+    /// A linear layer of 4096 tokens from 1024 to 3072 features on an A100 (312 TFLOP/s): the
+    /// forward is cuBLAS's tn 3072 x 4096 x 1024, measured at 156 TFLOP/s (2 x 3072 x 4096 x
+    /// 1024 / 156e12 = 165.2 us); the input gradient nn 1024 x 4096 x 3072 at 124.8 (206.5 us),
+    /// the weight gradient nt 1024 x 3072 x 4096 at 104 (247.8 us): backward 454.3 us where one
+    /// rate would say 330.4.
+    #[test]
+    fn each_gemm_of_a_linear_layer_is_priced_by_its_own_layout_and_shape() {
+        let recs = [
+            gemm(3072, 4096, 1024, GemmLayout::Tn, 156.0),
+            gemm(1024, 4096, 3072, GemmLayout::Nn, 124.8),
+            gemm(1024, 3072, 4096, GemmLayout::Nt, 104.0),
+        ];
+        let refs: Vec<&Record> = recs.iter().collect();
+        let peak = 312e12;
+        let table = GemmTable::new(&refs, peak, Aggregate::Slowest);
+        let c = MeasuredCompute::new(nominal(), table, None, None, 0.0);
+        let (fwd, bwd) = c.linear_s(4096.0, 3072.0, 1024.0);
+        let flop = 2.0 * 3072.0 * 4096.0 * 1024.0;
+        assert!((fwd - flop / 156e12).abs() < 1e-12, "{fwd}");
+        assert!((fwd / 165.2e-6 - 1.0).abs() < 1e-3);
+        let expected = flop / 124.8e12 + flop / 104e12;
+        assert!((bwd - expected).abs() < 1e-12, "{bwd}");
+        assert!((bwd / 454.3e-6 - 1.0).abs() < 1e-3);
+        assert_eq!(
+            c.origin(Kernel::Gemm {
+                layout: GemmLayout::Nt,
+                shape: [1024.0, 3072.0, 4096.0]
+            }),
+            Source::Measured
+        );
+    }
+
+    /// Past the sweep the catalog's shape curve carries the measured level: a shape twice as
+    /// large in every dimension keeps the measured 0.5 times the catalog's ratio between the
+    /// two shapes, and is called extrapolated.
+    #[test]
+    fn past_the_sweep_the_catalog_curve_is_anchored_to_the_nearest_measurement() {
+        let recs = [gemm(4096, 4096, 4096, GemmLayout::Tn, 156.0)];
+        let refs: Vec<&Record> = recs.iter().collect();
+        let table = GemmTable::new(&refs, 312e12, Aggregate::Slowest);
+        let catalog_model = nominal();
+        let ratio = catalog_model.gemm_efficiency(8192.0, 8192.0, 8192.0)
+            / catalog_model.gemm_efficiency(4096.0, 4096.0, 4096.0);
+        let c = MeasuredCompute::new(catalog_model, table, None, None, 0.0);
+        let (e, source) = c.gemm_efficiency(GemmLayout::Tn, [8192.0; 3]);
+        assert!((e - 0.5 * ratio).abs() < 1e-12, "{e}");
+        assert_eq!(source, Source::Extrapolated);
+        // Nothing measured: the catalog.
+        let plain = MeasuredCompute::new(nominal(), None, None, Some(1.5e12), 0.0);
+        assert_eq!(
+            plain.gemm_s(8192.0, 8192.0, 8192.0),
+            nominal().gemm_s(8192.0, 8192.0, 8192.0)
+        );
+        assert_eq!(plain.origin(Kernel::Memory), Source::Measured);
+        assert!((plain.memory_s(3e12) - 2.0).abs() < 1e-12);
+    }
+}
