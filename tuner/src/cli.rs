@@ -91,6 +91,14 @@ enum Command {
         /// Refit the fitted efficiencies without each source in turn and score that source.
         #[arg(long, conflicts_with = "fit")]
         leave_one_source_out: bool,
+        /// Price every run also from measurements: these files or directories serve each run
+        /// on the GPU they measured that names no `cluster.measurements` of its own.
+        #[arg(long, num_args = 1.., conflicts_with = "leave_one_source_out")]
+        measurements: Vec<PathBuf>,
+        /// The GPU (catalog id) of `--measurements` sets that name none (CSV tables, JSON
+        /// lines and logs without a device list).
+        #[arg(long, requires = "measurements")]
+        measurements_gpu: Option<String>,
         /// Output format; JSON and YAML documents start with `schema_version` (now 1).
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
@@ -497,8 +505,20 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             summary,
             fit,
             leave_one_source_out,
+            measurements,
+            measurements_gpu,
             format,
-        } => validate_command(&runs, summary, fit, leave_one_source_out, format)?,
+        } => validate_command(
+            &runs,
+            ValidateMode {
+                summary_only: summary,
+                fit,
+                leave_one_source_out,
+            },
+            &measurements,
+            measurements_gpu.as_deref(),
+            format,
+        )?,
         Command::Models { format } => {
             let list = ModelList::new();
             render(format, &list, || table::models(&list))?.into()
@@ -569,13 +589,25 @@ fn render<T: serde::Serialize>(
     })
 }
 
-fn validate_command(
-    paths: &[PathBuf],
+/// How validate scores: the flags that choose its efficiencies and its output.
+struct ValidateMode {
     summary_only: bool,
     fit: bool,
     leave_one_source_out: bool,
+}
+
+fn validate_command(
+    paths: &[PathBuf],
+    mode: ValidateMode,
+    measurements: &[PathBuf],
+    measurements_gpu: Option<&str>,
     format: Format,
 ) -> anyhow::Result<Output> {
+    let ValidateMode {
+        summary_only,
+        fit,
+        leave_one_source_out,
+    } = mode;
     let files = paths
         .iter()
         .map(|p| {
@@ -603,8 +635,30 @@ fn validate_command(
     } else {
         NOMINAL
     };
-    let v = validate::validate(&files, &efficiency);
-    render(format, &v, || table::validation(&v, summary_only)).map(Output::from)
+    let assumed = measurements_gpu
+        .map(|id| {
+            tuner::catalog::gpu(id).map(|g| g.id).map_err(|_| {
+                bad_flag(
+                    "--measurements-gpu",
+                    id,
+                    "a catalog GPU id (tuner clusters lists them)",
+                )
+            })
+        })
+        .transpose()?;
+    let mut serving = validate::measured::Serving::load(&files, measurements, assumed)?;
+    let v = if serving.any() {
+        validate::validate_measured(&files, &efficiency, &mut serving)
+    } else {
+        validate::validate(&files, &efficiency)
+    };
+    let notes = v
+        .measured
+        .as_ref()
+        .map(|m| m.notes.clone())
+        .unwrap_or_default();
+    let data = render(format, &v, || table::validation(&v, summary_only))?;
+    Ok(Output { data, notes })
 }
 
 fn emit(kind: Emit, scenario: &Scenario, e: &Evaluation) -> String {

@@ -19,6 +19,17 @@ pub enum LinkClass {
     Network,
 }
 
+impl LinkClass {
+    /// The name JSON spells it with.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LinkClass::Nvlink => "nvlink",
+            LinkClass::Pcie => "pcie",
+            LinkClass::Network => "network",
+        }
+    }
+}
+
 /// How one communicator spreads over the cluster.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct GroupSpan {

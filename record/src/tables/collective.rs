@@ -197,13 +197,15 @@ pub(crate) fn records(
             ));
             1e-6
         }
-        None => return Err(refuse(
-            table.header_line,
-            format!(
+        None => {
+            return Err(refuse(
+                table.header_line,
+                format!(
                 "column `{}` names no unit: write it as time(s), time(ms), time(us) or time(ns)",
                 table.columns[groups[0].time].raw
             ),
-        )),
+            ))
+        }
     };
     let busbw_unit = |i: usize| table.columns[i].unit.map_or(1e9, |u| u.factor);
     let type_col = table.find(Name::Type);

@@ -42,6 +42,15 @@ enum Answer<'a> {
     None,
 }
 
+/// Whether an answer's curves price `bytes`: sizes near those they swept.
+fn covers(answer: &Answer, bytes: f64) -> bool {
+    match answer {
+        Answer::Exact(f) | Answer::Nearest(f) => f.covers(bytes),
+        Answer::Between(a, b) => a.covers(bytes) && b.covers(bytes),
+        Answer::None => false,
+    }
+}
+
 /// A curve's time at `bytes`: its measured table inside the sizes it measured, the fitted
 /// curve elsewhere.
 fn measured_time_s(f: &FleetCurve, bytes: f64) -> f64 {
@@ -87,8 +96,26 @@ impl MeasuredCollectives {
         bytes * c.busbw_factor(group.ranks) / busbw
     }
 
+    /// Where only the all-reduce was measured for a group, the all-reduce that an
+    /// all-gather or reduce-scatter is half of: a ring all-reduce runs as a reduce-scatter and
+    /// then an all-gather over the same ring, each moving (n-1)/n of the buffer per rank
+    /// (Patarasuk and Yuan 2009, §3; NCCL's ring all-reduce), so each takes half its time.
+    fn halved_all_reduce(&self, c: Collective, group: &GroupSpan) -> Option<Answer<'_>> {
+        let halves = matches!(c, Collective::AllGather | Collective::ReduceScatter);
+        if !halves || !matches!(self.lookup(c, group), Answer::None) {
+            return None;
+        }
+        let ar = self.lookup(Collective::AllReduce, group);
+        (!matches!(ar, Answer::None)).then_some(ar)
+    }
+
     /// The time from fitted curves (or the catalog where none answers).
     fn fitted_time_s(&self, c: Collective, group: &GroupSpan, bytes: f64) -> f64 {
+        if let Some(ar) = self.halved_all_reduce(c, group) {
+            if covers(&ar, bytes) {
+                return 0.5 * self.fitted_time_s(Collective::AllReduce, group, bytes);
+            }
+        }
         if let (Answer::None, Some(intra)) = (self.lookup(c, group), self.intra_floor(c, group)) {
             // No inter-node measurement: the catalog prices the network, but the collective can
             // be no faster than its members inside one node measured on their own.
@@ -98,10 +125,9 @@ impl MeasuredCollectives {
         }
         match self.lookup(c, group) {
             // A curve prices only sizes near those it swept (issue 13).
-            Answer::Exact(f) | Answer::Nearest(f) if !f.covers(bytes) => {
-                self.nominal.time_s(c, group, bytes)
-            }
-            Answer::Between(a, b) if !(a.covers(bytes) && b.covers(bytes)) => {
+            a @ (Answer::Exact(_) | Answer::Nearest(_) | Answer::Between(..))
+                if !covers(&a, bytes) =>
+            {
                 self.nominal.time_s(c, group, bytes)
             }
             // Across nodes the job shares the fabric that was measured idle: its bytes move
@@ -220,6 +246,9 @@ impl CollectiveModel for MeasuredCollectives {
     }
 
     fn source(&self, c: Collective, group: &GroupSpan) -> Source {
+        if self.halved_all_reduce(c, group).is_some() {
+            return Source::Extrapolated;
+        }
         match self.lookup(c, group) {
             Answer::Exact(_) => Source::Measured,
             Answer::Between(..) | Answer::Nearest(_) => Source::Extrapolated,
@@ -238,9 +267,16 @@ impl CollectiveModel for MeasuredCollectives {
         if group.ranks <= 1 {
             return Source::Nominal;
         }
+        if let Some(ar) = self.halved_all_reduce(c, group) {
+            return if covers(&ar, bytes) {
+                Source::Extrapolated
+            } else {
+                Source::Nominal
+            };
+        }
         match self.lookup(c, group) {
-            Answer::Exact(f) | Answer::Nearest(f) if !f.covers(bytes) => Source::Nominal,
-            Answer::Between(a, b) if !(a.covers(bytes) && b.covers(bytes)) => Source::Nominal,
+            Answer::None => self.source(c, group),
+            a if !covers(&a, bytes) => Source::Nominal,
             _ => self.source(c, group),
         }
     }

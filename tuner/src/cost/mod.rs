@@ -6,6 +6,7 @@ pub mod measured;
 pub mod measured_compute;
 pub mod memory;
 pub mod timing;
+pub mod trace;
 
 use serde::Serialize;
 
@@ -196,6 +197,25 @@ impl Scenario {
                 0.0
             },
         }
+    }
+
+    /// Which figures price `mesh`: each kernel and collective of its step, by class, with
+    /// where its figure comes from.
+    pub fn coverage(&self, mesh: &Mesh) -> Vec<trace::Covered> {
+        let placement = Placement::of(mesh, &self.cluster);
+        let coverage = std::cell::RefCell::new(trace::Coverage::default());
+        let compute = trace::TracedCompute::new(self.compute.as_ref(), &coverage);
+        let collectives = trace::TracedCollectives::new(self.collectives.as_ref(), &coverage);
+        timing::step_time(&timing::Inputs {
+            model: &self.model,
+            training: &self.training,
+            mesh,
+            placement: &placement,
+            compute: &compute,
+            collectives: &collectives,
+            efficiency: &self.efficiency,
+        });
+        coverage.into_inner().classes()
     }
 
     /// The pitfalls of an evaluated mesh.

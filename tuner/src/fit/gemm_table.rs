@@ -148,6 +148,9 @@ impl Points {
     }
 }
 
+/// A looked-up shape: its layout and m, n, k.
+type ShapeKey = (Option<GemmLayout>, [u64; 3]);
+
 /// Measured GEMM efficiency per layout, from one dtype's GEMM records.
 #[derive(Debug)]
 pub struct GemmTable {
@@ -157,7 +160,7 @@ pub struct GemmTable {
     pub shapes: usize,
     /// Layouts measured on their own.
     pub layouts: Vec<GemmLayout>,
-    cache: Mutex<HashMap<(Option<GemmLayout>, [u64; 3]), Lookup>>,
+    cache: Mutex<HashMap<ShapeKey, Lookup>>,
 }
 
 impl Clone for GemmTable {

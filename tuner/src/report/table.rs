@@ -414,13 +414,17 @@ pub fn clusters(list: &ClusterList) -> String {
 pub fn validation(v: &Validation, summary_only: bool) -> String {
     let mut out = String::new();
     if !summary_only {
-        let mut t = table(&[
-            "run",
-            "predicted s",
-            "observed s",
-            "error",
-            "chosen for unpublished knobs",
-        ]);
+        let measured = v.measured.is_some();
+        let mut header = vec!["run", "predicted s", "observed s", "error"];
+        if measured {
+            header.extend([
+                "measured s",
+                "measured error",
+                "what the measurements changed",
+            ]);
+        }
+        header.push("chosen for unpublished knobs");
+        let mut t = table(&header);
         for r in &v.runs {
             let choices: Vec<String> = r
                 .choices
@@ -428,13 +432,35 @@ pub fn validation(v: &Validation, summary_only: bool) -> String {
                 .filter(|(k, _)| *k != "attention")
                 .map(|(k, v)| format!("{k}={v}"))
                 .collect();
-            t.add_row(vec![
+            let mut row = vec![
                 Cell::new(&r.id),
                 Cell::new(format!("{:.3}", r.predicted_iteration_time_s)),
                 Cell::new(format!("{:.3}", r.observed_iteration_time_s)),
                 Cell::new(format!("{:+.1}%", r.error * 100.0)),
-                Cell::new(choices.join(" ")),
-            ]);
+            ];
+            if measured {
+                match (&r.measured, &r.no_measurements) {
+                    (Some(m), _) => {
+                        let changed: Vec<String> = m.changed.iter().map(|c| c.describe()).collect();
+                        row.extend([
+                            Cell::new(format!("{:.3}", m.predicted_iteration_time_s)),
+                            Cell::new(format!("{:+.1}%", m.error * 100.0)),
+                            Cell::new(if changed.is_empty() {
+                                "no term by more than 1% of the step".to_string()
+                            } else {
+                                changed.join("; ")
+                            }),
+                        ]);
+                    }
+                    (None, why) => row.extend([
+                        Cell::new("-"),
+                        Cell::new("-"),
+                        Cell::new(why.as_deref().unwrap_or("not priced from measurements")),
+                    ]),
+                }
+            }
+            row.push(Cell::new(choices.join(" ")));
+            t.add_row(row);
         }
         right(&mut t, 1);
         out.push_str(&format!("{t}\n"));
@@ -488,6 +514,60 @@ pub fn validation(v: &Validation, summary_only: bool) -> String {
         .map(|(k, x)| format!("{k} = {x:.4e}"))
         .collect();
     out.push_str(&format!("fitted efficiencies: {}\n", fitted.join(", ")));
+    if let Some(m) = &v.measured {
+        out.push_str(&measured_comparison(m));
+    }
+    out
+}
+
+/// Nominal beside measured over the runs priced both ways, by group, file and GPU, and what
+/// priced each class of call.
+fn measured_comparison(m: &crate::validate::MeasuredSummary) -> String {
+    let mut out = format!(
+        "\nnominal against measured, over the {} runs priced both ways ({} without measurements):\n",
+        m.runs, m.without
+    );
+    if m.runs == 0 {
+        return out;
+    }
+    for (title, nominal, measured) in [
+        ("group", &m.nominal.groups, &m.measured.groups),
+        ("file", &m.nominal.by_file, &m.measured.by_file),
+        ("gpu", &m.nominal.by_gpu, &m.measured.by_gpu),
+    ] {
+        let mut t = table(&[
+            title,
+            "runs",
+            "nominal |error|",
+            "measured |error|",
+            "nominal signed",
+            "measured signed",
+        ]);
+        for (a, b) in nominal.iter().zip(measured) {
+            t.add_row(vec![
+                Cell::new(&a.name),
+                Cell::new(a.runs),
+                Cell::new(format!("{:.1}%", a.median_abs_error * 100.0)),
+                Cell::new(format!("{:.1}%", b.median_abs_error * 100.0)),
+                Cell::new(format!("{:+.1}%", a.mean_signed_error * 100.0)),
+                Cell::new(format!("{:+.1}%", b.mean_signed_error * 100.0)),
+            ]);
+        }
+        right(&mut t, 1);
+        out.push_str(&format!("{t}\n"));
+    }
+    out.push_str(&format!(
+        "{} runs: median |error| nominal {:.1}%, measured {:.1}%; mean signed nominal {:+.1}%, measured {:+.1}%\n",
+        m.runs,
+        m.nominal.median_abs_error * 100.0,
+        m.measured.median_abs_error * 100.0,
+        m.nominal.mean_signed_error * 100.0,
+        m.measured.mean_signed_error * 100.0,
+    ));
+    out.push_str("priced from (runs):\n");
+    for (line, runs) in &m.priced_from {
+        out.push_str(&format!("  {line} ({runs})\n"));
+    }
     out
 }
 

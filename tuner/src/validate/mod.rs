@@ -5,6 +5,7 @@
 
 mod choices;
 pub mod fitting;
+pub mod measured;
 mod stats;
 pub mod summary;
 
@@ -15,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::catalog::{self, Cluster, Efficiency};
 use crate::cost::{Evaluation, Scenario};
 use crate::error::{bad_input, TunerError};
-use crate::mesh::{Framework, Precision, Recompute};
+use crate::mesh::{Framework, Mesh, Precision, Recompute, Training};
 use crate::model::{FfnAct, ModelShape, Moe};
 use crate::search::{for_each_evaluation, Constraints};
 pub use stats::{median, spearman};
@@ -85,6 +86,10 @@ pub struct RunCluster {
     pub gpus_per_node: u32,
     pub nics_per_node: u32,
     pub nic_gbps: f64,
+    /// Measurement files or directories of this run's own cluster, relative to the runs file
+    /// (an extension of format 1): the run is priced from them beside the catalog.
+    #[serde(default)]
+    pub measurements: Vec<String>,
 }
 
 /// What attention kernel a run used.
@@ -177,6 +182,29 @@ pub struct RunPrediction {
     pub choices: BTreeMap<String, String>,
     /// Notes, such as a layout our memory model says does not fit.
     pub notes: Vec<String>,
+    /// The same run priced from its cluster's measurements, when validate was given any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measured: Option<measured::MeasuredPrediction>,
+    /// Why the run has no measured price, when validate was given measurements.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_measurements: Option<String>,
+}
+
+/// Nominal against measured pricing over the runs priced both ways.
+#[derive(Debug, Clone, Serialize)]
+pub struct MeasuredSummary {
+    /// Runs priced both ways.
+    pub runs: usize,
+    /// Runs without measurements, priced nominal only.
+    pub without: usize,
+    /// Nominal scores over the runs priced both ways.
+    pub nominal: Summary,
+    /// Measured scores over the same runs.
+    pub measured: Summary,
+    /// What priced each class of kernel and collective, with the number of runs so priced.
+    pub priced_from: Vec<(String, usize)>,
+    /// What the measurement files said or lacked.
+    pub notes: Vec<String>,
 }
 
 /// A run that could not be priced, and why.
@@ -201,6 +229,9 @@ pub struct Validation {
     pub summary: Summary,
     /// The fitted efficiencies this validation used.
     pub fitted: Vec<(String, f64)>,
+    /// Nominal against measured, when validate was given measurements.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measured: Option<MeasuredSummary>,
 }
 
 /// Parses a runs file; `origin` names it in errors and reports.
@@ -297,8 +328,20 @@ impl Run {
     }
 }
 
-/// Predicts one run.
+/// Predicts one run from the catalog.
 pub fn predict(run: &Run, efficiency: &Efficiency) -> Result<RunPrediction, TunerError> {
+    price(run, efficiency, &Scenario::nominal).map(|(p, _, _)| p)
+}
+
+/// Builds the scenario a run is priced in: the catalog's, or measured.
+type Build<'a> = dyn Fn(ModelShape, Training, Cluster, u32, Efficiency) -> Scenario + 'a;
+
+/// Prices one run in the scenario `build` makes, with the scenario and the chosen mesh.
+fn price(
+    run: &Run,
+    efficiency: &Efficiency,
+    build: &Build,
+) -> Result<(RunPrediction, Scenario, Mesh), TunerError> {
     let shape = run.shape()?;
     let part = choices::gpu_named_in_notes(run);
     let gpu_id = part.unwrap_or(&run.cluster.gpu);
@@ -326,7 +369,7 @@ pub fn predict(run: &Run, efficiency: &Efficiency) -> Result<RunPrediction, Tune
             "forced (the recipe's moe_router_force_load_balancing)".into(),
         );
     }
-    let scenario = Scenario::nominal(shape, training.clone(), cluster, gpus, efficiency);
+    let scenario = build(shape, training.clone(), cluster, gpus, efficiency);
     // A careful user shards no more than the model needs: among the ZeRO stages left open,
     // the lowest one with a layout that fits, then the fastest layout at that stage.
     let mut best_fit: Option<Evaluation> = None;
@@ -390,7 +433,8 @@ pub fn predict(run: &Run, efficiency: &Efficiency) -> Result<RunPrediction, Tune
             "a positive number of seconds",
         ));
     }
-    Ok(RunPrediction {
+    let mesh = chosen.mesh;
+    let prediction = RunPrediction {
         id: run.id.clone(),
         group: run.group.clone(),
         source: run.source_key(),
@@ -410,7 +454,10 @@ pub fn predict(run: &Run, efficiency: &Efficiency) -> Result<RunPrediction, Tune
         breakdown: chosen.breakdown,
         choices,
         notes,
-    })
+        measured: None,
+        no_measurements: None,
+    };
+    Ok((prediction, scenario, mesh))
 }
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -429,7 +476,74 @@ pub fn validate(files: &[RunsFile], efficiency: &Efficiency) -> Validation {
         skipped,
         summary,
         fitted: fitting::fitted_values(efficiency),
+        measured: None,
     }
+}
+
+/// [`validate`], and every run priced again from the measurements `serving` holds for it.
+pub fn validate_measured(
+    files: &[RunsFile],
+    efficiency: &Efficiency,
+    serving: &mut measured::Serving,
+) -> Validation {
+    let mut v = validate(files, efficiency);
+    let by_id: BTreeMap<(&str, &str), (&RunsFile, &Run)> = files
+        .iter()
+        .flat_map(|f| {
+            f.runs
+                .iter()
+                .map(move |r| ((f.origin.as_str(), r.id.as_str()), (f, r)))
+        })
+        .collect();
+    let mut served = std::collections::BTreeSet::new();
+    let mut priced_from: BTreeMap<String, usize> = BTreeMap::new();
+    for p in &mut v.runs {
+        let Some((file, run)) = by_id.get(&(p.file.as_str(), p.id.as_str())) else {
+            continue;
+        };
+        match serving.price(file, run, p, efficiency) {
+            measured::Served::Priced(m) => {
+                served.extend(m.measurements.iter().cloned());
+                for line in &m.priced_from_summary {
+                    *priced_from.entry(line.clone()).or_default() += 1;
+                }
+                p.measured = Some(*m);
+            }
+            measured::Served::Without(why) => p.no_measurements = Some(why),
+        }
+    }
+    let both: Vec<RunPrediction> = v
+        .runs
+        .iter()
+        .filter(|r| r.measured.is_some())
+        .cloned()
+        .collect();
+    let as_measured: Vec<RunPrediction> = both
+        .iter()
+        .map(|r| {
+            let m = r.measured.as_ref().expect("filtered");
+            RunPrediction {
+                predicted_iteration_time_s: m.predicted_iteration_time_s,
+                predicted_tokens_per_s: r.predicted_tokens_per_s * r.predicted_iteration_time_s
+                    / m.predicted_iteration_time_s,
+                error: m.error,
+                ..r.clone()
+            }
+        })
+        .collect();
+    let mut notes = serving.set_notes();
+    notes.extend(serving.unused(&served));
+    let mut lines: Vec<(String, usize)> = priced_from.into_iter().collect();
+    lines.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    v.measured = Some(MeasuredSummary {
+        runs: both.len(),
+        without: v.runs.len() - both.len(),
+        nominal: summary::summarize(&both),
+        measured: summary::summarize(&as_measured),
+        priced_from: lines,
+        notes,
+    });
+    v
 }
 
 /// Predicts every run of every file, without the summaries: the fit's objective needs only
