@@ -103,6 +103,40 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
+    /// Write a runs file (format 1, as `validate --runs` reads) from training logs: Megatron-LM,
+    /// Megatron-DeepSpeed, NeMo, Megatron-Bridge, torchtitan, DeepSpeed. One run per log.
+    JobsFromLogs {
+        /// Training logs, one run each (id from the file stem).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Write the runs file here instead of stdout.
+        #[arg(short = 'o', long)]
+        output: Option<PathBuf>,
+        /// GPU catalog id (`tuner clusters` lists the parts), where a log does not say.
+        #[arg(long)]
+        gpu: Option<String>,
+        /// GPUs of each job, where a log does not say.
+        #[arg(long)]
+        gpus: Option<u32>,
+        /// GPUs per node, where a log does not say.
+        #[arg(long)]
+        gpus_per_node: Option<u32>,
+        /// Scale-out NICs per node.
+        #[arg(long)]
+        nics_per_node: Option<u32>,
+        /// Line rate of one NIC, Gbit/s.
+        #[arg(long, allow_negative_numbers = true)]
+        nic_gbps: Option<f64>,
+        /// Global batch in sequences, where a log does not say.
+        #[arg(long)]
+        global_batch: Option<u32>,
+        /// Iteration lines to drop as warm-up (default: the first 10%, at least 2).
+        #[arg(long)]
+        warmup: Option<usize>,
+        /// The runs' group (default: jobs-<file stem>).
+        #[arg(long)]
+        group: Option<String>,
+    },
     /// Fit latency/bandwidth curves and GEMM efficiency to measurements and show them.
     Fit {
         #[command(flatten)]
@@ -519,6 +553,46 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             measurements_gpu.as_deref(),
             format,
         )?,
+        Command::JobsFromLogs {
+            files,
+            output,
+            gpu,
+            gpus,
+            gpus_per_node,
+            nics_per_node,
+            nic_gbps,
+            global_batch,
+            warmup,
+            group,
+        } => {
+            let o = tuner::jobs::Overrides {
+                gpu,
+                gpus,
+                gpus_per_node,
+                nics_per_node,
+                nic_gbps,
+                global_batch,
+                warmup,
+                group,
+            };
+            let paths: Vec<&std::path::Path> = files.iter().map(PathBuf::as_path).collect();
+            let (yaml, mut notes) = tuner::jobs::jobs_from_logs(&paths, &o).map_err(|e| {
+                if e.is_usage() {
+                    manual::usage(e)
+                } else {
+                    anyhow::Error::from(e)
+                }
+            })?;
+            let data = match output {
+                Some(path) => {
+                    tuner::output::write_atomically(&path, yaml.as_bytes())?;
+                    notes.push(format!("wrote {} ({} runs)", path.display(), files.len()));
+                    String::new()
+                }
+                None => yaml,
+            };
+            Output { data, notes }
+        }
         Command::Models { format } => {
             let list = ModelList::new();
             render(format, &list, || table::models(&list))?.into()

@@ -13,6 +13,7 @@
 //! - [`input`]: files read within a stated bound, and YAML within a node budget.
 //! - [`search`]: enumerate valid meshes, prune by memory, rank by step time.
 //! - [`validate`]: predict published runs and score the predictions.
+//! - [`jobs`]: runs files (format 1) from the training logs of a cluster's own jobs.
 //! - [`report`]: tables, JSON/YAML documents, explanations and launch configs.
 //! - [`output`]: files written whole or not at all, never over a device, FIFO or directory.
 
@@ -24,6 +25,7 @@ pub mod error;
 pub mod fit;
 pub mod ingest;
 pub mod input;
+pub mod jobs;
 pub mod measure;
 pub mod mesh;
 pub mod model;
