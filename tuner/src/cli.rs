@@ -20,6 +20,7 @@ use tuner::validate;
 use tuner::measure::Priced;
 
 use crate::exit::{bad_flag, from_flags, EXIT_STATUS};
+use crate::jobs_cli;
 use crate::measure_args::{self, MeasureArgs};
 use record::manual;
 
@@ -99,44 +100,19 @@ enum Command {
         /// lines and logs without a device list).
         #[arg(long, requires = "measurements")]
         measurements_gpu: Option<String>,
+        /// A calibration profile (`tuner calibrate -o`): its knobs in place of the catalog's.
+        #[arg(long, conflicts_with_all = ["fit", "leave_one_source_out"])]
+        profile: Option<PathBuf>,
         /// Output format; JSON and YAML documents start with `schema_version` (now 1).
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
     /// Write a runs file (format 1, as `validate --runs` reads) from training logs: Megatron-LM,
     /// Megatron-DeepSpeed, NeMo, Megatron-Bridge, torchtitan, DeepSpeed. One run per log.
-    JobsFromLogs {
-        /// Training logs, one run each (id from the file stem).
-        #[arg(required = true)]
-        files: Vec<PathBuf>,
-        /// Write the runs file here instead of stdout.
-        #[arg(short = 'o', long)]
-        output: Option<PathBuf>,
-        /// GPU catalog id (`tuner clusters` lists the parts), where a log does not say.
-        #[arg(long)]
-        gpu: Option<String>,
-        /// GPUs of each job, where a log does not say.
-        #[arg(long)]
-        gpus: Option<u32>,
-        /// GPUs per node, where a log does not say.
-        #[arg(long)]
-        gpus_per_node: Option<u32>,
-        /// Scale-out NICs per node.
-        #[arg(long)]
-        nics_per_node: Option<u32>,
-        /// Line rate of one NIC, Gbit/s.
-        #[arg(long, allow_negative_numbers = true)]
-        nic_gbps: Option<f64>,
-        /// Global batch in sequences, where a log does not say.
-        #[arg(long)]
-        global_batch: Option<u32>,
-        /// Iteration lines to drop as warm-up (default: the first 10%, at least 2).
-        #[arg(long)]
-        warmup: Option<usize>,
-        /// The runs' group (default: jobs-<file stem>).
-        #[arg(long)]
-        group: Option<String>,
-    },
+    JobsFromLogs(jobs_cli::JobsFromLogsArgs),
+    /// Refit the fitted knobs to a cluster's own jobs (runs files, as `jobs-from-logs` writes
+    /// them) with the catalog as the prior, and write the profile `--profile` reads.
+    Calibrate(jobs_cli::CalibrateArgs),
     /// Fit latency/bandwidth curves and GEMM efficiency to measurements and show them.
     Fit {
         #[command(flatten)]
@@ -186,7 +162,7 @@ enum Command {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Format {
+pub(crate) enum Format {
     Table,
     Json,
     Yaml,
@@ -271,6 +247,9 @@ struct JobArgs {
     /// over NVLink from there (DeepEP, Megatron's flex dispatcher).
     #[arg(long, value_enum, default_value_t = MoeDispatch::AllToAll)]
     moe_dispatch: MoeDispatch,
+    /// A calibration profile (`tuner calibrate -o`): its knobs in place of the catalog's.
+    #[arg(long)]
+    profile: Option<PathBuf>,
     /// Output format; JSON and YAML documents start with `schema_version` (now 1).
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
@@ -502,8 +481,10 @@ impl JobArgs {
             moe_dispatch: self.moe_dispatch,
             ..Training::megatron(seq_len, global_batch)
         };
+        let (efficiency, profiled) = efficiency(self.profile.as_deref())?;
+        notes.extend(profiled);
         Ok((
-            Scenario::nominal(model, training, cluster, gpus, NOMINAL),
+            Scenario::nominal(model, training, cluster, gpus, efficiency),
             notes,
         ))
     }
@@ -541,6 +522,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             leave_one_source_out,
             measurements,
             measurements_gpu,
+            profile,
             format,
         } => validate_command(
             &runs,
@@ -548,51 +530,14 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                 summary_only: summary,
                 fit,
                 leave_one_source_out,
+                profile,
             },
             &measurements,
             measurements_gpu.as_deref(),
             format,
         )?,
-        Command::JobsFromLogs {
-            files,
-            output,
-            gpu,
-            gpus,
-            gpus_per_node,
-            nics_per_node,
-            nic_gbps,
-            global_batch,
-            warmup,
-            group,
-        } => {
-            let o = tuner::jobs::Overrides {
-                gpu,
-                gpus,
-                gpus_per_node,
-                nics_per_node,
-                nic_gbps,
-                global_batch,
-                warmup,
-                group,
-            };
-            let paths: Vec<&std::path::Path> = files.iter().map(PathBuf::as_path).collect();
-            let (yaml, mut notes) = tuner::jobs::jobs_from_logs(&paths, &o).map_err(|e| {
-                if e.is_usage() {
-                    manual::usage(e)
-                } else {
-                    anyhow::Error::from(e)
-                }
-            })?;
-            let data = match output {
-                Some(path) => {
-                    tuner::output::write_atomically(&path, yaml.as_bytes())?;
-                    notes.push(format!("wrote {} ({} runs)", path.display(), files.len()));
-                    String::new()
-                }
-                None => yaml,
-            };
-            Output { data, notes }
-        }
+        Command::JobsFromLogs(args) => args.run()?,
+        Command::Calibrate(args) => args.run()?,
         Command::Models { format } => {
             let list = ModelList::new();
             render(format, &list, || table::models(&list))?.into()
@@ -619,9 +564,9 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 
 /// What a command prints: its data on stdout, and notes (defaults taken, aliases resolved,
 /// fallbacks, odd measurements) on stderr, so the data can be piped whatever the notes say.
-struct Output {
-    data: String,
-    notes: Vec<String>,
+pub(crate) struct Output {
+    pub(crate) data: String,
+    pub(crate) notes: Vec<String>,
 }
 
 impl From<String> for Output {
@@ -647,7 +592,7 @@ struct Versioned<'a, T: serde::Serialize> {
 
 /// `value` as a table, or as a JSON or YAML document carrying `schema_version`; `value`
 /// must serialize as a map (a struct), so its fields sit beside the version.
-fn render<T: serde::Serialize>(
+pub(crate) fn render<T: serde::Serialize>(
     format: Format,
     value: &T,
     table: impl FnOnce() -> String,
@@ -663,11 +608,37 @@ fn render<T: serde::Serialize>(
     })
 }
 
+/// Reads and parses runs files (format 1).
+pub(crate) fn read_runs(paths: &[PathBuf]) -> anyhow::Result<Vec<validate::RunsFile>> {
+    paths
+        .iter()
+        .map(|p| {
+            let text = tuner::input::read_text(p, tuner::input::RUNS)?;
+            Ok(validate::parse_runs(&text, &p.display().to_string())?)
+        })
+        .collect()
+}
+
+/// The catalog's efficiencies, with a profile's calibrated knobs where one is given, and the
+/// note that says so.
+fn efficiency(
+    profile: Option<&std::path::Path>,
+) -> anyhow::Result<(catalog::Efficiency, Option<String>)> {
+    match profile {
+        Some(path) => {
+            let p = tuner::calibrate::profile::load(path)?;
+            Ok((p.apply(&NOMINAL), Some(p.note(&path.display().to_string()))))
+        }
+        None => Ok((NOMINAL, None)),
+    }
+}
+
 /// How validate scores: the flags that choose its efficiencies and its output.
 struct ValidateMode {
     summary_only: bool,
     fit: bool,
     leave_one_source_out: bool,
+    profile: Option<PathBuf>,
 }
 
 fn validate_command(
@@ -681,14 +652,10 @@ fn validate_command(
         summary_only,
         fit,
         leave_one_source_out,
+        profile,
     } = mode;
-    let files = paths
-        .iter()
-        .map(|p| {
-            let text = tuner::input::read_text(p, tuner::input::RUNS)?;
-            Ok(validate::parse_runs(&text, &p.display().to_string())?)
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let (calibrated, profiled) = efficiency(profile.as_deref())?;
+    let files = read_runs(paths)?;
     if leave_one_source_out {
         let rows = validate::fitting::leave_one_source_out(&files, &PRIOR);
         #[derive(serde::Serialize)]
@@ -707,7 +674,7 @@ fn validate_command(
         starts.push(NOMINAL);
         validate::fitting::fit(&files, &starts, None)
     } else {
-        NOMINAL
+        calibrated
     };
     let assumed = measurements_gpu
         .map(|id| {
@@ -726,11 +693,8 @@ fn validate_command(
     } else {
         validate::validate(&files, &efficiency)
     };
-    let notes = v
-        .measured
-        .as_ref()
-        .map(|m| m.notes.clone())
-        .unwrap_or_default();
+    let mut notes: Vec<String> = profiled.into_iter().collect();
+    notes.extend(v.measured.iter().flat_map(|m| m.notes.iter().cloned()));
     let data = render(format, &v, || table::validation(&v, summary_only))?;
     Ok(Output { data, notes })
 }
@@ -847,7 +811,7 @@ fn against_nominal(
         scenario.training.clone(),
         scenario.cluster.clone(),
         scenario.gpus,
-        NOMINAL,
+        scenario.efficiency.clone(),
     );
     let mut steps: Vec<f64> = Vec::new();
     search::for_each_evaluation(&nominal, c, |e| {

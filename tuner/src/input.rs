@@ -38,6 +38,14 @@ pub const RUNS: Limit = Limit {
     in_words: "about 90,000 runs",
 };
 
+/// A calibration profile: six knobs and one entry per job (~10 nodes each), 100,000 jobs.
+pub const PROFILE: Limit = Limit {
+    what: "a profile",
+    bytes: 64 << 20,
+    yaml_nodes: 2_000_000,
+    in_words: "about 100,000 jobs",
+};
+
 /// A measurements file (snapshot, JSON lines, nccl-tests log): a 1,000-node snapshot of every
 /// calibration point is ~60 MB.
 pub const MEASUREMENTS: Limit = Limit {

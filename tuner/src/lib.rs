@@ -12,13 +12,16 @@
 //! - [`ingest`]: measurements from snapshot files, JSON lines, nccl-tests logs and Prometheus.
 //! - [`input`]: files read within a stated bound, and YAML within a node budget.
 //! - [`search`]: enumerate valid meshes, prune by memory, rank by step time.
-//! - [`validate`]: predict published runs and score the predictions.
+//! - [`validate`]: predict published runs and score the predictions, from the catalog and
+//!   from each run's own measurements.
+//! - [`calibrate`]: refit the fitted knobs to a cluster's own jobs into a profile.
 //! - [`jobs`]: runs files (format 1) from the training logs of a cluster's own jobs.
 //! - [`report`]: tables, JSON/YAML documents, explanations and launch configs.
 //! - [`output`]: files written whole or not at all, never over a device, FIFO or directory.
 
 #![deny(missing_docs)]
 
+pub mod calibrate;
 pub mod catalog;
 pub mod cost;
 pub mod error;

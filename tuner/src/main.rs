@@ -4,6 +4,7 @@ use clap::Parser;
 
 mod cli;
 mod exit;
+mod jobs_cli;
 mod measure_args;
 
 fn main() -> ExitCode {

@@ -361,11 +361,48 @@ mod tests {
         assert_eq!(m.source(Collective::AllReduce, &g8), Source::Extrapolated);
         let t8 = m.time_s(Collective::AllReduce, &g8, 1e9);
         assert!((t8 - (20e-6 * 3.0 / 2.0 + 1e9 * 1.75 / 10e9)).abs() < 1e-12);
-        assert_eq!(m.source(Collective::AllGather, &g4), Source::Nominal);
+        // Only the all-reduce was measured: an all-gather over the same group takes half of it
+        // (a ring all-reduce is a reduce-scatter and an all-gather), called extrapolated.
+        assert_eq!(m.source(Collective::AllGather, &g4), Source::Extrapolated);
+        let gather = m.time_s(Collective::AllGather, &g4, 1e9);
+        assert!((gather - t / 2.0).abs() < 1e-12, "{gather} vs {t}");
+        assert_eq!(m.source(Collective::SendRecv, &g4), Source::Nominal);
         assert_eq!(
             m.source(Collective::AllReduce, &span(16, 1, &c)),
             Source::Nominal
         );
+    }
+
+    /// vTrain's A100 lookup tables: a measured size is priced at its measured time (93.25 us
+    /// at 2 MiB on 8 GPUs, where the two-piece curve through 1,024 sizes misses by up to a
+    /// third), and a rank count between two measured ones at the bus bandwidth interpolated
+    /// in log2(ranks): 6 ranks between 4 and 8 sit halfway.
+    #[test]
+    fn tables_price_measured_sizes_and_rank_counts_between_them() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../data/vtrain-luts/a100");
+        let mut records = Vec::new();
+        for n in [4, 8] {
+            let name = format!("AR_GPU{n}_1M_1024M_LUT");
+            let text = std::fs::read_to_string(format!("{dir}/{name}")).unwrap();
+            let parsed =
+                record::tables::parse(&text, &name, &record::nccl_tests::ImportOptions::default())
+                    .unwrap();
+            records.extend(parsed.records);
+        }
+        let fits = crate::fit::fit_all(&records, 1.0, &crate::fit::FitOptions::default());
+        let c = catalog::cluster("dgx-a100").unwrap();
+        let m = MeasuredCollectives::new(NominalCollectives::new(&c, &NOMINAL), &fits.fleet, None);
+        let mib = 1048576.0;
+        let t8 = m.time_s(Collective::AllReduce, &span(8, 1, &c), 2.0 * mib);
+        assert!((t8 - 93.25e-6).abs() < 1e-12, "{t8}");
+        let t4 = m.time_s(Collective::AllReduce, &span(4, 1, &c), 2.0 * mib);
+        let g6 = span(6, 1, &c);
+        assert_eq!(m.source(Collective::AllReduce, &g6), Source::Extrapolated);
+        let bus = |t: f64, n: u32| 2.0 * mib * Collective::AllReduce.busbw_factor(n) / t;
+        let w = (6f64.log2() - 2.0) / (3.0 - 2.0);
+        let expected = bus(t4, 4) + w * (bus(t8, 8) - bus(t4, 4));
+        let t6 = m.time_s(Collective::AllReduce, &g6, 2.0 * mib);
+        assert!((bus(t6, 6) / expected - 1.0).abs() < 1e-12);
     }
 
     /// Two DGX A100 measured as one 16-rank all-reduce, eight GPUs per node: 177 GB/s busbw

@@ -8,6 +8,8 @@
 //! third (a new part whose figures are extrapolated), while its shape curve (tile and wave
 //! quantization, the k-loop) is what carries from the nearest measured shape to this one.
 
+use std::sync::Arc;
+
 use record::GemmLayout;
 
 use super::collective::Source;
@@ -19,8 +21,8 @@ use crate::fit::gemm_table::{GemmTable, Lookup};
 #[derive(Debug)]
 pub struct MeasuredCompute {
     nominal: NominalCompute,
-    gemms: Option<GemmTable>,
-    attention: Option<AttentionTable>,
+    gemms: Option<Arc<GemmTable>>,
+    attention: Option<Arc<AttentionTable>>,
     memory_bytes_per_s: Option<f64>,
     uncertainty: f64,
 }
@@ -31,8 +33,8 @@ impl MeasuredCompute {
     /// GEMM figures' relative spread.
     pub fn new(
         nominal: NominalCompute,
-        gemms: Option<GemmTable>,
-        attention: Option<AttentionTable>,
+        gemms: Option<Arc<GemmTable>>,
+        attention: Option<Arc<AttentionTable>>,
         memory_bytes_per_s: Option<f64>,
         uncertainty: f64,
     ) -> Self {
@@ -219,7 +221,7 @@ mod tests {
         ];
         let refs: Vec<&Record> = recs.iter().collect();
         let peak = 312e12;
-        let table = GemmTable::new(&refs, peak, Aggregate::Slowest);
+        let table = GemmTable::new(&refs, peak, Aggregate::Slowest).map(Arc::new);
         let c = MeasuredCompute::new(nominal(), table, None, None, 0.0);
         let (fwd, bwd) = c.linear_s(4096.0, 3072.0, 1024.0);
         let flop = 2.0 * 3072.0 * 4096.0 * 1024.0;
@@ -244,7 +246,7 @@ mod tests {
     fn past_the_sweep_the_catalog_curve_is_anchored_to_the_nearest_measurement() {
         let recs = [gemm(4096, 4096, 4096, GemmLayout::Tn, 156.0)];
         let refs: Vec<&Record> = recs.iter().collect();
-        let table = GemmTable::new(&refs, 312e12, Aggregate::Slowest);
+        let table = GemmTable::new(&refs, 312e12, Aggregate::Slowest).map(Arc::new);
         let catalog_model = nominal();
         let ratio = catalog_model.gemm_efficiency(8192.0, 8192.0, 8192.0)
             / catalog_model.gemm_efficiency(4096.0, 4096.0, 4096.0);

@@ -31,7 +31,7 @@ pub enum Lookup {
 }
 
 /// The points of one layout (or of all pooled).
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Points {
     /// (log2 m, log2 n, log2 k) and efficiency against the datasheet peak.
     pts: Vec<([f64; 3], f64)>,
@@ -161,18 +161,6 @@ pub struct GemmTable {
     /// Layouts measured on their own.
     pub layouts: Vec<GemmLayout>,
     cache: Mutex<HashMap<ShapeKey, Lookup>>,
-}
-
-impl Clone for GemmTable {
-    fn clone(&self) -> Self {
-        GemmTable {
-            by_layout: self.by_layout.clone(),
-            pooled: self.pooled.clone(),
-            shapes: self.shapes,
-            layouts: self.layouts.clone(),
-            cache: Mutex::new(HashMap::new()),
-        }
-    }
 }
 
 impl GemmTable {

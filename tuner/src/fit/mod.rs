@@ -11,6 +11,7 @@ pub mod pairs;
 pub mod size_table;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use record::{busbw_factor, Dtype, Kind, Record, Scope};
 
@@ -77,7 +78,7 @@ pub struct NodeCurve {
     pub bytes_range: (f64, f64),
     /// The measured times by size.
     #[serde(skip)]
-    pub table: Option<SizeTable>,
+    pub table: Option<Arc<SizeTable>>,
 }
 
 /// A fleet figure for one collective, scope and rank count.
@@ -109,7 +110,7 @@ pub struct FleetCurve {
     pub r2: f64,
     /// The aggregated node times at the sizes every node measured, which price those sizes.
     #[serde(skip)]
-    pub table: Option<SizeTable>,
+    pub table: Option<Arc<SizeTable>>,
 }
 
 /// Least R² of log time a curve needs to price anything: below it the fit does not explain its
@@ -166,13 +167,13 @@ pub struct Fits {
     pub fleet_gemm: Option<GemmCurve>,
     /// Measured GEMM efficiency by shape and layout over the kept nodes, which prices GEMMs.
     #[serde(skip)]
-    pub gemm_table: Option<GemmTable>,
+    pub gemm_table: Option<Arc<GemmTable>>,
     /// The dtype of the GEMMs in `gemm_table`: the one asked for, or fp16 standing in for
     /// bf16 (one tensor-core rate) when only fp16 was measured.
     pub gemm_table_dtype: Option<Dtype>,
     /// Measured attention rates over the kept nodes.
     #[serde(skip)]
-    pub attention_table: Option<AttentionTable>,
+    pub attention_table: Option<Arc<AttentionTable>>,
     /// Per-node HBM copy bandwidth, reads plus writes, bytes/s.
     pub memory: Vec<(String, f64)>,
     /// Fleet HBM bandwidth.
@@ -316,7 +317,7 @@ pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
                     curve,
                     busbw_bytes_per_s,
                     bytes_range,
-                    table: SizeTable::new(&pts),
+                    table: SizeTable::new(&pts).map(Arc::new),
                 })
             },
         )
@@ -415,8 +416,10 @@ pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
             let factor = busbw_factor(*kind, *ranks).unwrap_or(1.0);
             let nodes_rms = cs.iter().map(|c| c.curve.rms_rel_error).fold(0.0, f64::max);
             let nodes_r2 = cs.iter().map(|c| c.curve.r2).fold(f64::INFINITY, f64::min);
-            let tables: Option<Vec<&SizeTable>> = cs.iter().map(|c| c.table.as_ref()).collect();
-            let table = tables.and_then(|t| SizeTable::aggregate(&t, agg));
+            let tables: Option<Vec<&SizeTable>> = cs.iter().map(|c| c.table.as_deref()).collect();
+            let table = tables
+                .and_then(|t| SizeTable::aggregate(&t, agg))
+                .map(Arc::new);
             Some(FleetCurve {
                 table,
                 kind: *kind,
@@ -474,9 +477,9 @@ pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
     };
     let (gemm_table, gemm_table_dtype) =
         match GemmTable::new(&gemms_of(opts.gemm_dtype), peak_flops, agg) {
-            Some(t) => (Some(t), Some(opts.gemm_dtype)),
+            Some(t) => (Some(Arc::new(t)), Some(opts.gemm_dtype)),
             None if opts.gemm_dtype == Dtype::Bf16 => {
-                let t = GemmTable::new(&gemms_of(Dtype::Fp16), peak_flops, agg);
+                let t = GemmTable::new(&gemms_of(Dtype::Fp16), peak_flops, agg).map(Arc::new);
                 let dtype = t.as_ref().map(|_| Dtype::Fp16);
                 (t, dtype)
             }
@@ -487,7 +490,7 @@ pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
         .filter(|r| r.kind == Kind::Attention)
         .map(|r| (*r).clone())
         .collect();
-    let attention_table = AttentionTable::new(&attention, agg);
+    let attention_table = AttentionTable::new(&attention, agg).map(Arc::new);
     let mut nodes: Vec<String> = curves
         .iter()
         .map(|c| c.node.clone())

@@ -571,6 +571,40 @@ fn measured_comparison(m: &crate::validate::MeasuredSummary) -> String {
     out
 }
 
+/// A calibration profile: each knob beside its prior, and the jobs' errors three ways.
+pub fn calibration(p: &crate::calibrate::profile::Profile) -> String {
+    let mut t = table(&[
+        "knob",
+        "catalog",
+        "calibrated",
+        "+- 1 sigma",
+        "leave-one-job-out range",
+        "range",
+    ]);
+    for k in &p.knobs {
+        t.add_row(vec![
+            Cell::new(&k.name),
+            Cell::new(format!("{:.4e}", k.prior)),
+            Cell::new(format!("{:.4e}", k.value)),
+            Cell::new(format!("{:.2e}", k.uncertainty)),
+            Cell::new(format!(
+                "{:.4e} - {:.4e}",
+                k.leave_one_out.0, k.leave_one_out.1
+            )),
+            Cell::new(format!("{:.1e} - {:.1e}", k.range.0, k.range.1)),
+        ]);
+    }
+    right(&mut t, 1);
+    let s = &p.scores;
+    format!(
+        "{t}\n{} jobs: median |error| {:.1}% at the catalog's knobs, {:.1}% calibrated (in sample), {:.1}% each job held out of its own calibration\n",
+        s.jobs,
+        s.prior_median_abs_error * 100.0,
+        s.calibrated_median_abs_error * 100.0,
+        s.leave_one_job_out_median_abs_error * 100.0
+    )
+}
+
 fn buckets_table(title: &str, buckets: &[Bucket]) -> Table {
     let mut g = table(&[
         title,

@@ -166,7 +166,7 @@ fn fit_from(objective: &impl Fn(&Efficiency) -> f64, start: &Efficiency) -> (Eff
 }
 
 /// The knobs of `e` as fractions of their ranges.
-fn to_unit(e: &Efficiency) -> Vec<f64> {
+pub(crate) fn to_unit(e: &Efficiency) -> Vec<f64> {
     let mut e = e.clone();
     FITTED
         .iter()
@@ -175,7 +175,7 @@ fn to_unit(e: &Efficiency) -> Vec<f64> {
 }
 
 /// `base` with the knobs set from fractions of their ranges, clamped into them.
-fn from_unit(base: &Efficiency, x: &[f64]) -> Efficiency {
+pub(crate) fn from_unit(base: &Efficiency, x: &[f64]) -> Efficiency {
     let mut e = base.clone();
     for (k, u) in FITTED.iter().zip(x) {
         *(k.field)(&mut e) = k.range.0 + (k.range.1 - k.range.0) * u.clamp(0.0, 1.0);
@@ -185,7 +185,7 @@ fn from_unit(base: &Efficiency, x: &[f64]) -> Efficiency {
 
 /// Nelder-Mead over the knobs' unit cube from `start`, with an initial simplex `size` of each
 /// range wide, for at most `budget` evaluations of `f`.
-fn nelder_mead(
+pub(crate) fn nelder_mead(
     f: &impl Fn(&Efficiency) -> f64,
     start: &Efficiency,
     size: f64,

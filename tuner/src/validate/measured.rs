@@ -331,6 +331,38 @@ impl Serving {
         fits
     }
 
+    /// The fits of the measurements that serve `run` of `file`, priced on `gpu` at
+    /// `precision`, with the sets' names; or why there are none that price anything.
+    pub fn fits_for(
+        &mut self,
+        file: &RunsFile,
+        run: &Run,
+        gpu: &str,
+        precision: Precision,
+    ) -> Result<(Rc<Fits>, Vec<String>), String> {
+        let sets = self.sets_for(file, run, gpu);
+        if sets.is_empty() {
+            return Err(format!("no measurements of {gpu}"));
+        }
+        let Ok(part) = catalog::gpu(gpu) else {
+            return Err(format!("{gpu} is not in the catalog"));
+        };
+        let names: Vec<String> = sets.iter().map(|&i| self.sets[i].origin.clone()).collect();
+        let fits = self.fits(sets, part, precision);
+        let usable = fits.fleet.iter().any(|f| f.unusable().is_none())
+            || fits.gemm_table.is_some()
+            || fits.attention_table.is_some()
+            || fits.fleet_memory.is_some()
+            || fits.fleet_nic.is_some();
+        if !usable {
+            return Err(format!(
+                "{} hold nothing that prices a term",
+                names.join(", ")
+            ));
+        }
+        Ok((fits, names))
+    }
+
     /// Prices `run` of `file` from its measurements, beside its nominal prediction.
     pub fn price(
         &mut self,
@@ -339,26 +371,10 @@ impl Serving {
         nominal: &RunPrediction,
         efficiency: &Efficiency,
     ) -> Served {
-        let sets = self.sets_for(file, run, &nominal.gpu);
-        if sets.is_empty() {
-            return Served::Without(format!("no measurements of {}", nominal.gpu));
-        }
-        let Ok(gpu) = catalog::gpu(&nominal.gpu) else {
-            return Served::Without(format!("{} is not in the catalog", nominal.gpu));
+        let (fits, names) = match self.fits_for(file, run, &nominal.gpu, nominal.precision) {
+            Ok(found) => found,
+            Err(why) => return Served::Without(why),
         };
-        let names: Vec<String> = sets.iter().map(|&i| self.sets[i].origin.clone()).collect();
-        let fits = self.fits(sets, gpu, nominal.precision);
-        let usable = fits.fleet.iter().any(|f| f.unusable().is_none())
-            || fits.gemm_table.is_some()
-            || fits.attention_table.is_some()
-            || fits.fleet_memory.is_some()
-            || fits.fleet_nic.is_some();
-        if !usable {
-            return Served::Without(format!(
-                "{} hold nothing that prices a term",
-                names.join(", ")
-            ));
-        }
         let priced = super::price(run, efficiency, &|model, training, cluster, gpus, eff| {
             Scenario::measured(model, training, cluster, gpus, eff, &fits)
         });

@@ -334,10 +334,10 @@ pub fn predict(run: &Run, efficiency: &Efficiency) -> Result<RunPrediction, Tune
 }
 
 /// Builds the scenario a run is priced in: the catalog's, or measured.
-type Build<'a> = dyn Fn(ModelShape, Training, Cluster, u32, Efficiency) -> Scenario + 'a;
+pub(crate) type Build<'a> = dyn Fn(ModelShape, Training, Cluster, u32, Efficiency) -> Scenario + 'a;
 
 /// Prices one run in the scenario `build` makes, with the scenario and the chosen mesh.
-fn price(
+pub(crate) fn price(
     run: &Run,
     efficiency: &Efficiency,
     build: &Build,

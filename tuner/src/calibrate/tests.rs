@@ -1,0 +1,100 @@
+use super::profile::{Profile, PROFILE_VERSION};
+use super::*;
+use crate::catalog::NOMINAL;
+
+#[test]
+fn huber_is_quadratic_then_linear() {
+    assert_eq!(huber(1.0, 1.5), 0.5);
+    assert_eq!(huber(-1.5, 1.5), 1.125);
+    // Past the knee: c (|x| - c/2) = 1.5 x (3 - 0.75).
+    assert!((huber(3.0, 1.5) - 3.375).abs() < 1e-12);
+}
+
+/// [[4, 2], [2, 3]] x = [2, 1]: the inverse is [[3, -2], [-2, 4]] / 8, so x = [0.5, 0].
+#[test]
+fn solves_positive_definite_systems_and_refuses_others() {
+    let x = solve(&[vec![4.0, 2.0], vec![2.0, 3.0]], &[2.0, 1.0]).unwrap();
+    assert!((x[0] - 0.5).abs() < 1e-12 && x[1].abs() < 1e-12, "{x:?}");
+    assert!(solve(&[vec![1.0, 2.0], vec![2.0, 1.0]], &[1.0, 1.0]).is_none());
+}
+
+fn vtrain(ids: &[&str], scale: f64) -> RunsFile {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../data/vtrain-runs.yaml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut file = validate::parse_runs(&text, "data/vtrain-runs.yaml").unwrap();
+    file.runs.retain(|r| ids.contains(&r.id.as_str()));
+    for r in &mut file.runs {
+        r.observed.iteration_time_s *= scale;
+    }
+    file
+}
+
+/// Three jobs that all ran twice as slow as priced want the host time and everything else
+/// at the slow end of its range; the prior holds every knob off its edge, and the calibrated
+/// price moves toward them without reaching them.
+#[test]
+fn three_jobs_do_not_drag_a_knob_to_the_edge() {
+    let file = vtrain(
+        &[
+            "vtrain-single-0003",
+            "vtrain-single-0009",
+            "vtrain-single-0011",
+        ],
+        2.0,
+    );
+    assert_eq!(file.runs.len(), 3);
+    let (jobs, skipped) = jobs(std::slice::from_ref(&file), &NOMINAL, None);
+    assert!(skipped.is_empty(), "{skipped:?}");
+    let c = calibrate(&jobs, skipped, &NOMINAL);
+    for (k, knob) in c.knobs.iter().zip(FITTED) {
+        let (lo, hi) = knob.range;
+        let u = (k.value - lo) / (hi - lo);
+        let u0 = (k.prior - lo) / (hi - lo);
+        assert!(
+            (u - u0).abs() <= 0.3,
+            "{} moved from {u0:.2} to {u:.2} of its range",
+            k.name
+        );
+        assert!(k.uncertainty > 0.0 && k.uncertainty.is_finite(), "{k:?}");
+    }
+    for j in &c.jobs {
+        assert!(j.calibrated_error > j.prior_error, "{j:?}");
+        assert!(j.calibrated_error < 0.0, "{j:?}");
+    }
+}
+
+#[test]
+fn profiles_round_trip_and_refuse_what_they_cannot_be() {
+    let file = vtrain(&["vtrain-single-0003", "vtrain-single-0009"], 1.1);
+    let (jobs, skipped) = jobs(std::slice::from_ref(&file), &NOMINAL, None);
+    let c = calibrate(&jobs, skipped, &NOMINAL);
+    let p = Profile::new(&c, vec!["jobs.yaml".into()], vec![]);
+    let text = serde_saphyr::to_string(&p).unwrap();
+    let back = Profile::parse(&text, "p.yaml").unwrap();
+    assert_eq!(back, p);
+    assert_eq!(back.scores.jobs, 2);
+    let e = back.apply(&NOMINAL);
+    assert_eq!(fitted_values(&e), fitted_values(&c.efficiency));
+    assert!(back
+        .note("p.yaml")
+        .starts_with("priced with profile p.yaml: knobs calibrated to 2 jobs of jobs.yaml"));
+
+    let newer = text.replace(
+        &format!("profile_version: {PROFILE_VERSION}"),
+        "profile_version: 2",
+    );
+    let err = Profile::parse(&newer, "p.yaml").unwrap_err().to_string();
+    assert!(
+        err.contains("p.yaml: profile_version") && err.contains("written by a newer tuner"),
+        "{err}"
+    );
+    let unknown = text.replace("name: host_s_per_kernel", "name: host_time");
+    let err = Profile::parse(&unknown, "p.yaml").unwrap_err().to_string();
+    assert!(
+        err.contains("knobs.host_time") && err.contains("host_s_per_kernel"),
+        "{err}"
+    );
+    let outside = text.replacen("value: ", "value: -", 1);
+    let err = Profile::parse(&outside, "p.yaml").unwrap_err().to_string();
+    assert!(err.contains("knobs.host_s_per_kernel.value"), "{err}");
+}
