@@ -691,7 +691,8 @@ fn measure(cli: &Cli) -> Result<ExitCode> {
             bar.set_position(p.done as u64);
         }
         if cli.json && streamed.is_ok() {
-            streamed = json_lines(p.records).and_then(|text| emit(&text));
+            let named = with_gpu_models(p.records, &topology);
+            streamed = json_lines(&named).and_then(|text| emit(&text));
         }
         if let Some(f) = p.failure {
             eprintln!("microbench: skipped {}: {}", f.point, f.error);
@@ -705,6 +706,24 @@ fn measure(cli: &Cli) -> Result<ExitCode> {
         print_records(&outcome.records, false)?;
     }
     Ok(partial(!outcome.failures.is_empty()))
+}
+
+/// `records` with the model of the GPU each ran on (its first), so that a file of them says
+/// which GPU it measured without a snapshot around it.
+fn with_gpu_models(records: &[Record], topology: &Topology) -> Vec<Record> {
+    records
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            r.detail.gpu_model = r
+                .group
+                .gpus
+                .first()
+                .and_then(|i| topology.gpus.iter().find(|g| g.index == *i))
+                .map(|g| g.name.clone());
+            r
+        })
+        .collect()
 }
 
 fn import(args: &ImportArgs, json: bool) -> Result<ExitCode> {

@@ -272,6 +272,69 @@ fn import_reads_every_real_log() {
     );
 }
 
+/// The tables clusters and papers publish: vTrain's all-reduce lookup table (rank count and
+/// collective from its file name), a GEMM sweep and attention timings as CSV; a unit the
+/// reader cannot read refuses the file by line.
+#[test]
+fn import_reads_csv_tables() {
+    let lut = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../data/vtrain-luts/a100/AR_GPU8_1M_1024M_LUT"
+    );
+    let a = microbench(&["--json", "import", lut]).success();
+    let records = record::read_json_lines(&stdout(&a)).unwrap();
+    assert_eq!(records.len(), 2048);
+    assert!(records
+        .iter()
+        .all(|r| r.kind == record::Kind::AllReduce && r.group.ranks == 8));
+    assert!(
+        stderr(&a).contains("8 ranks read from the file name"),
+        "{}",
+        stderr(&a)
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let gemm = dir.path().join("gemm.csv");
+    std::fs::write(
+        &gemm,
+        "# gpu: NVIDIA H100 80GB HBM3\nm,n,k,dtype,layout,TFLOP/s\n8192,8192,8192,bf16,tn,720\n8192,8192,8192,bf16,nt,650\n",
+    )
+    .unwrap();
+    let attention = dir.path().join("attention.csv");
+    std::fs::write(
+        &attention,
+        "batch,seq,heads,head_dim,causal,pass,time(ms)\n2,8192,16,128,true,fwd,1.7\n",
+    )
+    .unwrap();
+    let a = microbench(&[
+        "--json",
+        "import",
+        gemm.to_str().unwrap(),
+        attention.to_str().unwrap(),
+    ])
+    .success();
+    let records = record::read_json_lines(&stdout(&a)).unwrap();
+    assert_eq!(records.len(), 3);
+    assert_eq!(records[1].detail.layout, Some(record::GemmLayout::Nt));
+    assert!((records[0].flops.unwrap() / 720e12 - 1.0).abs() < 1e-9);
+    assert_eq!(
+        records[0].detail.gpu_model.as_deref(),
+        Some("NVIDIA H100 80GB HBM3")
+    );
+    assert_eq!(records[2].kind, record::Kind::Attention);
+    let a = microbench(&["import", attention.to_str().unwrap()]).success();
+    assert!(stdout(&a).contains("head_dim"), "{}", stdout(&a));
+
+    let bad = dir.path().join("bad.csv");
+    std::fs::write(&bad, "m,n,k,dtype,time(fortnights)\n1,2,3,bf16,4\n").unwrap();
+    let a = microbench(&["import", bad.to_str().unwrap()]).code(1);
+    assert!(
+        stderr(&a).contains("bad.csv: line 1: column `time(fortnights)`"),
+        "{}",
+        stderr(&a)
+    );
+}
+
 #[test]
 fn import_without_the_collective_asks_for_it() {
     let a = microbench(&["import", log("nccl-tests-44_").to_str().unwrap()]).code(1);

@@ -44,6 +44,8 @@ fn r13_a_multi_node_excerpt_keeps_its_ranks_and_printed_busbw() {
         assert_eq!(r.group.scope, Scope::InterNode);
         assert_eq!(r.group.gpus, Vec::<u32>::new());
         assert_eq!(r.group.node.as_deref(), Some("a100-node01"));
+        // The device list names the GPU, so that the tuner can match the log to runs on it.
+        assert_eq!(r.detail.gpu_model.as_deref(), Some("NVIDIA A100-SXM4-80GB"));
     }
     assert!((largest_busbw_gbs(&parsed.records) - 95.75).abs() < 0.005);
     assert_eq!(

@@ -679,6 +679,13 @@ impl State {
             let mut rec = Record::transfer(kind, backend, group.clone(), bytes, row.dtype, timing);
             rec.in_place = half.in_place;
             rec.versions = versions.clone();
+            // The device list names the GPU; a log that lists no device says nothing of it.
+            rec.detail.gpu_model = self
+                .ctx
+                .devices
+                .first()
+                .map(|d| d.model.clone())
+                .filter(|m| !m.is_empty());
             let algbw = bytes as f64 / half.time_us / 1e3;
             let tolerance = algbw * half.time_rounding_us / half.time_us + 0.005 + 1e-9;
             let busbw = algbw * factor;

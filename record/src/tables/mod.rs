@@ -191,8 +191,15 @@ fn first_line(text: &str) -> Option<(usize, &str)> {
         .find(|(_, l)| !l.is_empty() && !l.starts_with('#'))
 }
 
+/// The header's columns, read for their names only: a unit the reader cannot read still
+/// makes the file a table, which [`parse`] then refuses by line and reason.
 fn split_header(line: &str) -> Result<Vec<Column>, String> {
-    line.split(',').map(header::column).collect()
+    line.split(',')
+        .map(|cell| {
+            header::column(cell)
+                .or_else(|_| header::column(cell.split(['(', '[']).next().unwrap_or(cell)))
+        })
+        .collect()
 }
 
 fn kind_of(columns: &[Column]) -> Option<TableKind> {

@@ -169,6 +169,10 @@ fn attention_timings_in_flash_attentions_convention() {
 fn unknown_headers_and_tables_are_refused_whole() {
     assert!(!is_table("# nThread 1 nGpus 8\n#  size  count  type\n"));
     assert!(is_table("size(B),count,type,time(ns),busbw(GB/s)\n"));
+    // A unit it cannot read still makes it a table, refused by line and reason.
+    assert!(is_table(
+        "size(B),count,type,time(fortnights),busbw(GB/s)\n"
+    ));
     assert!(!is_table("Hi, I ran nccl-tests, and it hangs\n"));
     let err = parse("a,b,c\n1,2,3\n", "x.csv", &ImportOptions::default()).unwrap_err();
     assert!(err.reason.contains("names no table"), "{err}");

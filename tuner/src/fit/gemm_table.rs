@@ -160,6 +160,8 @@ pub struct GemmTable {
     pub shapes: usize,
     /// Layouts measured on their own.
     pub layouts: Vec<GemmLayout>,
+    /// Each measured layout's efficiency against every layout's at its own shapes (median).
+    ratio: BTreeMap<GemmLayout, f64>,
     cache: Mutex<HashMap<ShapeKey, Lookup>>,
 }
 
@@ -199,14 +201,23 @@ impl GemmTable {
             .iter()
             .map(|(s, effs)| (log(*s), effs.iter().sum::<f64>() / effs.len() as f64))
             .collect();
+        let pooled = Points::new(pooled);
+        let ratio = layouts
+            .iter()
+            .map(|(l, pts)| {
+                let ratios = pts.iter().map(|(x, e)| e / pooled.efficiency(*x)).collect();
+                (*l, crate::validate::median(ratios))
+            })
+            .collect();
         Some(GemmTable {
-            shapes: pooled.len(),
+            shapes: pooled.pts.len(),
+            ratio,
             layouts: layouts.keys().copied().collect(),
             by_layout: layouts
                 .into_iter()
                 .map(|(l, pts)| (l, Points::new(pts)))
                 .collect(),
-            pooled: Points::new(pooled),
+            pooled,
             cache: Mutex::new(HashMap::new()),
         })
     }
@@ -219,14 +230,25 @@ impl GemmTable {
         if let Some(hit) = self.cache.lock().ok().and_then(|c| c.get(&key).copied()) {
             return hit;
         }
-        let points = self.by_layout.get(&layout).unwrap_or(&self.pooled);
         let x = shape.map(|v| (v as f64).log2());
+        let own = self.by_layout.get(&layout);
+        // A layout's own points where they surround the shape; else every layout's, at the
+        // layout's measured ratio to them (a sweep often times the gradients' layouts at a
+        // few shapes only).
+        let (points, ratio) = match own {
+            Some(p) if p.inside(x) => (p, 1.0),
+            Some(_) => (
+                &self.pooled,
+                self.ratio.get(&layout).copied().unwrap_or(1.0),
+            ),
+            None => (&self.pooled, 1.0),
+        };
         let found = if points.inside(x) {
-            Lookup::Inside(points.efficiency(x))
+            Lookup::Inside(points.efficiency(x) * ratio)
         } else {
             let clamped = [0, 1, 2].map(|d| x[d].clamp(points.lo[d], points.hi[d]));
             Lookup::Outside {
-                efficiency: points.efficiency(clamped),
+                efficiency: points.efficiency(clamped) * ratio,
                 nearest: clamped.map(f64::exp2),
             }
         };
@@ -326,6 +348,33 @@ mod tests {
         // nn was not measured: every layout's points answer.
         assert!(!t.has_layout(GemmLayout::Nn));
         match t.lookup(GemmLayout::Nn, 1024.0, 4096.0, 4096.0) {
+            Lookup::Inside(e) => assert!((e - 0.4).abs() < 1e-12, "{e}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The forward measured on a grid at 0.5, the weight gradient at one corner only, at 0.4:
+    /// every layout's mean there is 0.45, so the weight gradient runs at 0.4 / 0.45 of it, and
+    /// at 2048^3 (the grid's middle: seven corners at 0.5, one at 0.45) at 0.49375 x 0.889.
+    #[test]
+    fn a_layout_measured_at_few_shapes_keeps_its_ratio_elsewhere() {
+        let mut recs = Vec::new();
+        for m in [1024, 4096] {
+            for n in [1024, 4096] {
+                for k in [1024, 4096] {
+                    recs.push(rec(m, n, k, Some(GemmLayout::Tn), 0.5));
+                }
+            }
+        }
+        recs.push(rec(1024, 1024, 1024, Some(GemmLayout::Nt), 0.4));
+        let refs: Vec<&Record> = recs.iter().collect();
+        let t = GemmTable::new(&refs, 1e15, Aggregate::Slowest).unwrap();
+        let expected = (7.0 * 0.5 + 0.45) / 8.0 * (0.4 / 0.45);
+        match t.lookup(GemmLayout::Nt, 2048.0, 2048.0, 2048.0) {
+            Lookup::Inside(e) => assert!((e - expected).abs() < 1e-12, "{e} vs {expected}"),
+            other => panic!("{other:?}"),
+        }
+        match t.lookup(GemmLayout::Nt, 1024.0, 1024.0, 1024.0) {
             Lookup::Inside(e) => assert!((e - 0.4).abs() < 1e-12, "{e}"),
             other => panic!("{other:?}"),
         }
