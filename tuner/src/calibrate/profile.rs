@@ -4,7 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Calibration, JobFit, KnobFit, ERROR_SCALE, HUBER, PRIOR_WIDTH};
+use super::{
+    Calibration, JobFit, KnobFit, ERROR_SCALE, EXACT_LEAVE_ONE_OUT, HUBER, PRIOR_WIDTH,
+};
 use crate::catalog::Efficiency;
 use crate::error::{bad_input, TunerError};
 use crate::validate::fitting::FITTED;
@@ -24,6 +26,9 @@ pub struct Method {
     pub huber: f64,
     /// Prior width, a share of each knob's range ([`PRIOR_WIDTH`]).
     pub prior_width: f64,
+    /// How each job was held out: a fit of the others, or one Gauss-Newton step from the fit
+    /// of all (past [`EXACT_LEAVE_ONE_OUT`] jobs).
+    pub leave_one_out: String,
 }
 
 /// Median |error| of the jobs three ways.
@@ -82,6 +87,11 @@ impl Profile {
                 error_scale: ERROR_SCALE,
                 huber: HUBER,
                 prior_width: PRIOR_WIDTH,
+                leave_one_out: if c.jobs.len() <= EXACT_LEAVE_ONE_OUT {
+                    "each job's knobs fitted to the other jobs".into()
+                } else {
+                    "one Gauss-Newton step from the fit of every job, without the job".into()
+                },
             },
             scores: Scores {
                 jobs: c.jobs.len(),
