@@ -1,7 +1,7 @@
 //! The measurement record shared by meshfit's parts, and nccl-tests text in and out.
 //!
 //! - [`Record`] is one timed point (a collective at one size, a GEMM shape, a copy), serialised
-//!   as one JSON line. Its fields follow `shared/design.md`: base units (bytes, seconds, bytes
+//!   as one JSON line. Its fields follow `docs/design.md`: base units (bytes, seconds, bytes
 //!   per second, FLOP per second) and the nccl-tests bus bandwidth convention.
 //! - [`busbw_factor`] gives the nccl-tests factor from algorithm to bus bandwidth per [`Kind`].
 //! - [`read_json_lines`] reads `microbench --json` output back, refusing records that cannot

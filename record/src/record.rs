@@ -1,4 +1,4 @@
-//! The measurement record of `shared/design.md`: one timed point, one JSON line.
+//! The measurement record of `docs/design.md`: one timed point, one JSON line.
 
 use crate::{busbw_factor, Backend, Clock, Dtype, GemmLayout, Kind, Scope};
 use serde::{Deserialize, Serialize};

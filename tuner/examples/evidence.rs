@@ -98,7 +98,7 @@ fn main() {
     ];
     let blind = fitting::fit(&dev, &fitting::starts(&PRIOR), Some("vtrain"));
     let targets = std::slice::from_ref(&l20);
-    println!("| prior | pricing | jobs (12-layer) | 20-layer runs, prior | 20-layer runs, profile | jobs held out one at a time, prior | ..., profile |");
+    println!("| prior | pricing | jobs (12-layer) | 20-layer runs, prior | 20-layer runs, profile | the jobs at the prior | each job held out of its profile |");
     println!("| --- | --- | --- | --- | --- | --- | --- |");
     let luts = std::path::PathBuf::from(format!("{DATA}/vtrain-luts/a100"));
     for (name, prior, measured) in [

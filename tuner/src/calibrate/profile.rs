@@ -4,9 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{
-    Calibration, JobFit, KnobFit, ERROR_SCALE, EXACT_LEAVE_ONE_OUT, HUBER, PRIOR_WIDTH,
-};
+use super::{Calibration, JobFit, KnobFit, ERROR_SCALE, EXACT_LEAVE_ONE_OUT, HUBER, PRIOR_WIDTH};
 use crate::catalog::Efficiency;
 use crate::error::{bad_input, TunerError};
 use crate::validate::fitting::FITTED;

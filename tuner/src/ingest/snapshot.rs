@@ -1,4 +1,4 @@
-//! The snapshot file: what the tuner reads offline (shared/design.md, "Snapshot file").
+//! The snapshot file: what the tuner reads offline (docs/design.md, "Snapshot file").
 
 use record::Record;
 use serde::{Deserialize, Serialize};
