@@ -157,7 +157,8 @@ fn hello(cli: &Cli, placement: &Placement, backend: &str) -> Result<Hello> {
 fn sim_job(cli: &Cli, placement: &Placement, work: Work, meeting: &Meeting) -> Result<ExitCode> {
     // Checked here, so a bad profile or fault stops this rank with its own flags named.
     let local = backend(&cli.source)?;
-    let gpus = local.topology()?.gpus.len() as u32;
+    let topology = local.topology()?;
+    let gpus = topology.gpus.len() as u32;
     if placement.local_rank >= gpus {
         return Err(microbench::Error::NoSuchGpu {
             field: "local rank",
@@ -187,7 +188,7 @@ fn sim_job(cli: &Cli, placement: &Placement, work: Work, meeting: &Meeting) -> R
             sim.run(&plan, &mut |_| {})?
         }
     };
-    lead(cli, placement, work, &job, joined, outcome)
+    lead(cli, placement, work, &job, joined, outcome, &topology)
 }
 
 /// What a job rank needs to measure, checked before the rendezvous so that a rank that
@@ -199,6 +200,8 @@ struct Prepared {
     versions: record::Versions,
     /// Rank 0's NCCL unique id.
     id: Option<Vec<u8>>,
+    /// This node's GPUs, whose model names the records carry.
+    topology: Topology,
 }
 
 fn prepare(placement: &Placement) -> Result<Prepared> {
@@ -220,6 +223,7 @@ fn prepare(placement: &Placement) -> Result<Prepared> {
     let mut versions = topology.versions.clone();
     versions.nccl = nccl_version();
     Ok(Prepared {
+        topology: topology.clone(),
         gpu: if busy {
             None
         } else {
@@ -322,7 +326,15 @@ fn nccl_job(cli: &Cli, placement: &Placement, work: Work, meeting: &Meeting) -> 
         records,
         failures: Vec::new(),
     };
-    lead(cli, placement, work, &job, joined, outcome)
+    lead(
+        cli,
+        placement,
+        work,
+        &job,
+        joined,
+        outcome,
+        &prepared.topology,
+    )
 }
 
 /// The steps every rank of an NCCL job runs, with the type and (iterations, warm-up).
@@ -410,7 +422,9 @@ fn lead(
     job: &Job,
     joined: rendezvous::Rendezvous,
     mut outcome: microbench::Outcome,
+    topology: &Topology,
 ) -> Result<ExitCode> {
+    outcome.records = with_gpu_models(&outcome.records, topology);
     // Every collective over all ranks or one per node spans every node that runs.
     let names: Vec<String> = job.nodes.iter().map(|n| n.name.clone()).collect();
     for r in &mut outcome.records {
