@@ -7,6 +7,21 @@ use super::{dtype, one_gpu, refuse, time_of, Table, TableError, MAX_DIM};
 use crate::nccl_tests::ImportOptions;
 use crate::{Backend, Clock, Gemm, GemmLayout, Record, Timing};
 
+/// A transpose flag as BLAS letters: T (or 1, true) or N (0, false).
+fn flag(row: &super::Row, table: &Table, i: usize) -> Result<char, TableError> {
+    match row.cell(i).to_lowercase().as_str() {
+        "t" | "1" | "true" | "yes" => Ok('t'),
+        "n" | "0" | "false" | "no" => Ok('n'),
+        other => Err(refuse(
+            row.line,
+            format!(
+                "column `{}` is `{other}`: expected T or N",
+                table.columns[i].raw
+            ),
+        )),
+    }
+}
+
 /// Records of a GEMM sweep, one per row.
 pub(crate) fn records(
     table: &Table,
@@ -20,8 +35,9 @@ pub(crate) fn records(
     );
     let type_col = table.need(Name::Type, "dtype")?;
     let layout_col = table.find(Name::Layout);
+    let trans = table.find(Name::TransA).zip(table.find(Name::TransB));
     let batch_col = table.find(Name::Batch);
-    if layout_col.is_none() {
+    if layout_col.is_none() && trans.is_none() {
         notes.push("no layout column: every shape is read as measured in all three layouts".into());
     }
     let mut records = Vec::with_capacity(table.rows.len());
@@ -35,17 +51,19 @@ pub(crate) fn records(
             Some(b) => row.count(table, b, MAX_DIM)?,
             None => 1,
         };
-        let layout = match layout_col {
-            Some(l) => Some(
-                row.cell(l)
-                    .to_lowercase()
-                    .parse::<GemmLayout>()
-                    .map_err(|e| {
-                        refuse(row.line, format!("{e} (column `{}`)", table.columns[l].raw))
-                    })?,
-            ),
-            None => None,
-        };
+        let layout =
+            match (layout_col, trans) {
+                (Some(l), _) => Some(row.cell(l).to_lowercase().parse::<GemmLayout>().map_err(
+                    |e| refuse(row.line, format!("{e} (column `{}`)", table.columns[l].raw)),
+                )?),
+                (None, Some((a, b))) => {
+                    let spelled = format!("{}{}", flag(row, table, a)?, flag(row, table, b)?);
+                    Some(spelled.parse::<GemmLayout>().map_err(|e| {
+                        refuse(row.line, format!("{e}: training runs tn, nn and nt"))
+                    })?)
+                }
+                (None, None) => None,
+            };
         let dtype = dtype(row, table, type_col)?;
         let call = time_of(table, row, shape.flop() * batch as f64, notes)?;
         let timing = Timing::without_spread(call / batch as f64, None, Clock::Imported);

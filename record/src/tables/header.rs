@@ -32,6 +32,10 @@ pub(crate) enum Name {
     Batch,
     /// GEMM operand layout (tn, nn, nt).
     Layout,
+    /// Whether A is transposed (T or N), where a sweep writes the layout in two columns.
+    TransA,
+    /// Whether B is transposed.
+    TransB,
     /// Achieved FLOP/s.
     Flops,
     /// Tokens per sequence of an attention call.
@@ -121,11 +125,22 @@ const NAMES: &[(&str, Name)] = &[
     ("count", Name::Count),
     ("type", Name::Type),
     ("dtype", Name::Type),
+    ("precision", Name::Type),
+    ("data_type", Name::Type),
+    ("datatype", Name::Type),
     ("time", Name::Time),
     ("latency", Name::Time),
     ("avg_time", Name::Time),
     ("time_avg", Name::Time),
     ("duration", Name::Time),
+    ("median", Name::Time),
+    ("mean", Name::Time),
+    ("avg", Name::Time),
+    ("median_time", Name::Time),
+    ("mean_time", Name::Time),
+    ("runtime", Name::Time),
+    ("elapsed", Name::Time),
+    ("kernel_time", Name::Time),
     ("algbw", Name::Algbw),
     ("alg_bw", Name::Algbw),
     ("busbw", Name::Busbw),
@@ -144,6 +159,10 @@ const NAMES: &[(&str, Name)] = &[
     ("batch_size", Name::Batch),
     ("b", Name::Batch),
     ("layout", Name::Layout),
+    ("transa", Name::TransA),
+    ("trans_a", Name::TransA),
+    ("transb", Name::TransB),
+    ("trans_b", Name::TransB),
     ("flops", Name::Flops),
     ("throughput", Name::Flops),
     ("seq", Name::Seq),
@@ -211,9 +230,16 @@ pub(crate) fn column(cell: &str) -> Result<Column, String> {
         .map(|c| if c.is_alphanumeric() { c } else { '_' })
         .collect();
     let folded = folded.trim_matches('_').to_string();
-    // A unit in the name itself: `tflops`, `TFLOP/s`, `gb/s`.
+    // A unit in the name itself: `tflops`, `TFLOP/s`, `achieved_tflops`, `gflops_per_s`.
     if unit_part.is_none() {
-        if let Some(unit) = lookup(FLOPS, &name_part.replace(' ', "")) {
+        let compact = name_part.replace(' ', "");
+        let unit = lookup(FLOPS, &compact).or_else(|| {
+            ["pflop", "tflop", "gflop"]
+                .iter()
+                .find(|p| compact.contains(*p))
+                .and_then(|p| lookup(FLOPS, &format!("{p}/s")))
+        });
+        if let Some(unit) = unit {
             return Ok(Column {
                 name: Some(Name::Flops),
                 unit: Some(unit),
@@ -267,6 +293,10 @@ mod tests {
         assert_eq!(read("#wrong"), (Some(Name::Wrong), None));
         assert_eq!(read("time"), (Some(Name::Time), None));
         assert_eq!(read("comment"), (None, None));
+        assert_eq!(read("achieved_tflops"), (Some(Name::Flops), Some(1e12)));
+        assert_eq!(read("median_us"), (Some(Name::Time), Some(1e-6)));
+        assert_eq!(read("Precision"), (Some(Name::Type), None));
+        assert_eq!(read("transB"), (Some(Name::TransB), None));
     }
 
     #[test]

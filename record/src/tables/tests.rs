@@ -114,6 +114,24 @@ fn gemm_sweeps_with_time_or_rate() {
     assert!(p.notes.iter().any(|n| n.contains("all three layouts")));
 }
 
+/// BLAS-style columns as cuBLAS benchmarks print them: transposes as two flags, the rate
+/// in the name.
+#[test]
+fn gemm_sweeps_in_blas_columns() {
+    let text = "M,N,K,transA,transB,Precision,achieved_TFLOPS\n4096,4096,4096,T,N,bf16,600\n4096,4096,4096,N,T,bf16,550\n";
+    let p = parse(text, "g.csv", &ImportOptions::default()).unwrap();
+    let layouts: Vec<_> = p.records.iter().map(|r| r.detail.layout).collect();
+    assert_eq!(layouts, [Some(GemmLayout::Tn), Some(GemmLayout::Nt)]);
+    assert!((p.records[1].flops.unwrap() / 550e12 - 1.0).abs() < 1e-9);
+    let err = parse(
+        "m,n,k,transa,transb,dtype,time(us)\n1,2,3,T,T,bf16,4\n",
+        "g.csv",
+        &ImportOptions::default(),
+    )
+    .unwrap_err();
+    assert!(err.to_string().starts_with("line 2: layout `tt`"), "{err}");
+}
+
 #[test]
 fn gemm_refusals_name_line_and_reason() {
     let bad = |text: &str| {
