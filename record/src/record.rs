@@ -261,26 +261,20 @@ impl Record {
         dtype: Dtype,
         timing: Timing,
     ) -> Record {
-        Record {
-            kind: Kind::Gemm,
+        let bytes = shape.elements() * dtype.size_bytes();
+        let mut r = Record::kernel(
+            Kind::Gemm,
             backend,
             group,
-            bytes: shape.elements() * dtype.size_bytes(),
+            bytes,
             dtype,
-            in_place: false,
-            gemm: Some(shape),
-            flops: Some(shape.flop() / timing.time_s),
+            shape.flop(),
             timing,
-            algbw: None,
-            busbw: None,
-            timestamp: None,
-            versions: Versions::default(),
-            detail: Detail::default(),
-        }
+        );
+        r.gemm = Some(shape);
+        r
     }
-}
 
-impl Record {
     /// An attention call on one GPU: flops = [`AttentionShape::flop`] / time_s.
     pub fn attention(
         backend: Backend,
@@ -289,24 +283,37 @@ impl Record {
         dtype: Dtype,
         timing: Timing,
     ) -> Record {
+        let (bytes, flop) = (shape.bytes(), shape.flop());
+        let mut r = Record::kernel(Kind::Attention, backend, group, bytes, dtype, flop, timing);
+        r.detail.attention = Some(shape);
+        r
+    }
+
+    /// A kernel on one GPU that executes `flop` FLOPs over `bytes` of operands.
+    fn kernel(
+        kind: Kind,
+        backend: Backend,
+        group: Group,
+        bytes: u64,
+        dtype: Dtype,
+        flop: f64,
+        timing: Timing,
+    ) -> Record {
         Record {
-            kind: Kind::Attention,
+            kind,
             backend,
             group,
-            bytes: shape.bytes(),
+            bytes,
             dtype,
             in_place: false,
             gemm: None,
-            flops: Some(shape.flop() / timing.time_s),
+            flops: Some(flop / timing.time_s),
             timing,
             algbw: None,
             busbw: None,
             timestamp: None,
             versions: Versions::default(),
-            detail: Detail {
-                attention: Some(shape),
-                ..Detail::default()
-            },
+            detail: Detail::default(),
         }
     }
 }

@@ -633,6 +633,20 @@ fn efficiency(
     }
 }
 
+/// The catalog GPU `--measurements-gpu` names.
+pub(crate) fn measurements_gpu_id(id: Option<&str>) -> anyhow::Result<Option<&'static str>> {
+    let Some(id) = id else { return Ok(None) };
+    match tuner::catalog::gpu(id) {
+        Ok(g) => Ok(Some(g.id)),
+        Err(_) => Err(bad_flag(
+            "--measurements-gpu",
+            id,
+            "a catalog GPU id (tuner clusters lists them)",
+        )
+        .into()),
+    }
+}
+
 /// How validate scores: the flags that choose its efficiencies and its output.
 struct ValidateMode {
     summary_only: bool,
@@ -676,17 +690,7 @@ fn validate_command(
     } else {
         calibrated
     };
-    let assumed = measurements_gpu
-        .map(|id| {
-            tuner::catalog::gpu(id).map(|g| g.id).map_err(|_| {
-                bad_flag(
-                    "--measurements-gpu",
-                    id,
-                    "a catalog GPU id (tuner clusters lists them)",
-                )
-            })
-        })
-        .transpose()?;
+    let assumed = measurements_gpu_id(measurements_gpu)?;
     let mut serving = validate::measured::Serving::load(&files, measurements, assumed)?;
     let v = if serving.any() {
         validate::validate_measured(&files, &efficiency, &mut serving)

@@ -5,8 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::cli::{read_runs, render, Format, Output};
-use crate::exit::bad_flag;
+use crate::cli::{measurements_gpu_id, read_runs, render, Format, Output};
 use record::manual;
 use tuner::calibrate::{self, profile::Profile};
 use tuner::catalog::NOMINAL;
@@ -108,19 +107,7 @@ pub struct CalibrateArgs {
 impl CalibrateArgs {
     pub fn run(self) -> anyhow::Result<Output> {
         let files = read_runs(&self.runs)?;
-        let assumed = self
-            .measurements_gpu
-            .as_deref()
-            .map(|id| {
-                tuner::catalog::gpu(id).map(|g| g.id).map_err(|_| {
-                    bad_flag(
-                        "--measurements-gpu",
-                        id,
-                        "a catalog GPU id (tuner clusters lists them)",
-                    )
-                })
-            })
-            .transpose()?;
+        let assumed = measurements_gpu_id(self.measurements_gpu.as_deref())?;
         let mut serving = Serving::load(&files, &self.measurements, assumed)?;
         let serving = serving.any().then_some(&mut serving);
         let (jobs, skipped) = calibrate::jobs(&files, &NOMINAL, serving);

@@ -4,37 +4,28 @@
 //! convention ([`crate::AttentionShape::flop`]).
 
 use super::header::Name;
-use super::{dtype, one_gpu, refuse, time_of, Row, Table, TableError, MAX_DIM};
+use super::{dtype, one_gpu, time_of, Row, Table, TableError, MAX_DIM};
 use crate::nccl_tests::ImportOptions;
 use crate::{AttentionPass, AttentionShape, Backend, Clock, Dtype, Record, Timing};
 
 fn causal(row: &Row, table: &Table, i: usize) -> Result<bool, TableError> {
-    match row.cell(i).to_lowercase().as_str() {
-        "true" | "1" | "yes" | "causal" => Ok(true),
-        "false" | "0" | "no" | "full" => Ok(false),
-        other => Err(refuse(
-            row.line,
-            format!(
-                "column `{}` is `{other}`: expected true or false",
-                table.columns[i].raw
-            ),
-        )),
-    }
+    let choices: [(&[&str], bool); 2] = [
+        (&["true", "1", "yes", "causal"], true),
+        (&["false", "0", "no", "full"], false),
+    ];
+    row.choice(table, i, &choices, "true or false")
 }
 
 fn pass(row: &Row, table: &Table, i: usize) -> Result<AttentionPass, TableError> {
-    match row.cell(i).to_lowercase().as_str() {
-        "fwd" | "forward" => Ok(AttentionPass::Fwd),
-        "bwd" | "backward" => Ok(AttentionPass::Bwd),
-        "fwd_bwd" | "fwd+bwd" | "fwdbwd" | "forward+backward" => Ok(AttentionPass::FwdBwd),
-        other => Err(refuse(
-            row.line,
-            format!(
-                "column `{}` is `{other}`: expected fwd, bwd or fwd_bwd",
-                table.columns[i].raw
-            ),
-        )),
-    }
+    let choices: [(&[&str], AttentionPass); 3] = [
+        (&["fwd", "forward"], AttentionPass::Fwd),
+        (&["bwd", "backward"], AttentionPass::Bwd),
+        (
+            &["fwd_bwd", "fwd+bwd", "fwdbwd", "forward+backward"],
+            AttentionPass::FwdBwd,
+        ),
+    ];
+    row.choice(table, i, &choices, "fwd, bwd or fwd_bwd")
 }
 
 /// Records of an attention table, one per row.

@@ -142,23 +142,13 @@ fn kind_of_table(
         return Ok((k, From::Flag));
     }
     if let Some(i) = table.find(Name::Collective) {
-        let first = table.rows[0].cell(i);
+        let first = table.same_in_every_row(i, "collective")?;
         let k = crate::nccl_tests::convention::collective_name(first).ok_or_else(|| {
             refuse(
                 table.rows[0].line,
                 format!("collective `{first}`: expected all_reduce, all_gather, reduce_scatter, all_to_all or send_recv"),
             )
         })?;
-        if let Some(row) = table.rows.iter().find(|r| r.cell(i) != first) {
-            return Err(refuse(
-                row.line,
-                format!(
-                    "collective `{}` where line {} says `{first}`: one table per collective",
-                    row.cell(i),
-                    table.rows[0].line
-                ),
-            ));
-        }
         return Ok((k, From::Column));
     }
     kind_in_name(file_name)

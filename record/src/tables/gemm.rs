@@ -9,17 +9,11 @@ use crate::{Backend, Clock, Gemm, GemmLayout, Record, Timing};
 
 /// A transpose flag as BLAS letters: T (or 1, true) or N (0, false).
 fn flag(row: &super::Row, table: &Table, i: usize) -> Result<char, TableError> {
-    match row.cell(i).to_lowercase().as_str() {
-        "t" | "1" | "true" | "yes" => Ok('t'),
-        "n" | "0" | "false" | "no" => Ok('n'),
-        other => Err(refuse(
-            row.line,
-            format!(
-                "column `{}` is `{other}`: expected T or N",
-                table.columns[i].raw
-            ),
-        )),
-    }
+    let choices: [(&[&str], char); 2] = [
+        (&["t", "1", "true", "yes"], 't'),
+        (&["n", "0", "false", "no"], 'n'),
+    ];
+    row.choice(table, i, &choices, "T or N")
 }
 
 /// Records of a GEMM sweep, one per row.

@@ -112,6 +112,23 @@ impl Table {
         })
     }
 
+    /// The value of column `i`, which every row must hold alike (`what` names it: one table,
+    /// one GPU model or one collective).
+    pub fn same_in_every_row(&self, i: usize, what: &str) -> Result<&str, TableError> {
+        let first = self.rows[0].cell(i);
+        match self.rows.iter().find(|r| r.cell(i) != first) {
+            Some(row) => Err(refuse(
+                row.line,
+                format!(
+                    "`{}` where line {} says `{first}`: one table, one {what}",
+                    row.cell(i),
+                    self.rows[0].line
+                ),
+            )),
+            None => Ok(first),
+        }
+    }
+
     /// The header as written, for messages.
     pub fn spelled(&self) -> String {
         self.columns
@@ -150,6 +167,31 @@ impl Row {
                 ),
             )),
         }
+    }
+
+    /// The cell at `i` as one of `choices` (its spellings, lowercase, and its value), named
+    /// `expected` in the refusal.
+    pub fn choice<T: Copy>(
+        &self,
+        table: &Table,
+        i: usize,
+        choices: &[(&[&str], T)],
+        expected: &str,
+    ) -> Result<T, TableError> {
+        let text = self.cell(i).to_lowercase();
+        choices
+            .iter()
+            .find(|(spellings, _)| spellings.contains(&text.as_str()))
+            .map(|(_, v)| *v)
+            .ok_or_else(|| {
+                refuse(
+                    self.line,
+                    format!(
+                        "column `{}` is `{text}`: expected {expected}",
+                        table.columns[i].raw
+                    ),
+                )
+            })
     }
 
     /// A whole number of at least 1 at column `i` of `table`, within `max`.
@@ -286,17 +328,7 @@ pub fn parse(text: &str, file_name: &str, opts: &ImportOptions) -> Result<Parsed
     }
     let mut gpu_model = gpu_comment(text);
     if let Some(i) = table.find(Name::Gpu) {
-        let first = table.rows[0].cell(i).to_string();
-        if let Some(row) = table.rows.iter().find(|r| r.cell(i) != first) {
-            return Err(refuse(
-                row.line,
-                format!(
-                    "GPU `{}` where line {} says `{first}`: one table, one GPU model",
-                    row.cell(i),
-                    table.rows[0].line
-                ),
-            ));
-        }
+        let first = table.same_in_every_row(i, "GPU model")?.to_string();
         match &gpu_model {
             Some(g) if *g != first && !first.is_empty() => {
                 return Err(refuse(

@@ -158,7 +158,7 @@ fn gemm_refusals_name_line_and_reason() {
     );
     assert!(
         bad("m,n,k,dtype,gpu,time(us)\n1,2,3,bf16,A100,4\n1,2,3,bf16,H100,4\n")
-            .starts_with("line 3: GPU `H100` where line 2 says `A100`")
+            .starts_with("line 3: `H100` where line 2 says `A100`: one table, one GPU model")
     );
 }
 
