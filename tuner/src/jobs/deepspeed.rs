@@ -121,20 +121,15 @@ fn step(t: &str, line: usize, rank: Option<u32>, job: &mut Job) {
     } else {
         None
     };
-    let Some(rate) = rate.filter(|r| *r > 0.0) else {
-        job.skipped.push(format!(
-            "line {line}: step {number} without a positive CurrSamplesPerSec (the line is cut short)"
-        ));
-        return;
-    };
-    job.steps.push(Step {
+    let s = Step {
         number: u64::from(number),
-        value: rate,
+        value: 0.0,
         line,
         rank,
         tflops: None,
         batch: None,
-    });
+    };
+    job.step(s, rate, "CurrSamplesPerSec");
 }
 
 fn apply(

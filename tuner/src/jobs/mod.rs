@@ -194,6 +194,18 @@ pub struct Job {
 }
 
 impl Job {
+    /// Keeps step `number`'s figure from `line` where the line has a positive one, else says
+    /// the line was cut short before its `what`.
+    pub(crate) fn step(&mut self, s: Step, value: Option<f64>, what: &str) {
+        match value.filter(|v| *v > 0.0) {
+            Some(value) => self.steps.push(Step { value, ..s }),
+            None => self.skipped.push(format!(
+                "line {}: step {} without a positive {what} (the line is cut short)",
+                s.line, s.number
+            )),
+        }
+    }
+
     /// An empty job of `family` whose iteration lines print `figure`, measured as `measure`.
     pub fn new(family: Family, measure: Measure, figure: &'static str) -> Job {
         Job {

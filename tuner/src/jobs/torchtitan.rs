@@ -156,20 +156,15 @@ fn step(t: &str, line: usize, rank: Option<u32>, job: &mut Job) {
             .push(format!("line {line}: a step line without its step number"));
         return;
     };
-    let Some(tps) = number_after(t, "tps:").filter(|v| *v > 0.0) else {
-        job.skipped.push(format!(
-            "line {line}: step {number} without a positive tps (the line is cut short)"
-        ));
-        return;
-    };
-    job.steps.push(Step {
+    let s = Step {
         number: u64::from(number),
-        value: tps,
+        value: 0.0,
         line,
         rank,
         tflops: number_after(t, "tflops:").filter(|v| *v > 0.0),
         batch: None,
-    });
+    };
+    job.step(s, number_after(t, "tps:"), "tps");
 }
 
 /// `pp=1, dp_replicate=1, dp_shard=8, cp=1, tp=1, ep=1`.
