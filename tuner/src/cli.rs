@@ -22,6 +22,7 @@ use tuner::measure::Priced;
 use crate::exit::{bad_flag, from_flags, EXIT_STATUS};
 use crate::jobs_cli;
 use crate::measure_args::{self, MeasureArgs};
+use crate::render::{render, Format, Output};
 use record::manual;
 
 /// Ranks hybrid-parallel training layouts (DP x TP x PP x CP x EP, ZeRO, microbatches,
@@ -159,13 +160,6 @@ enum Command {
         #[arg(long)]
         dir: Option<std::path::PathBuf>,
     },
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum Format {
-    Table,
-    Json,
-    Yaml,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -562,63 +556,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-/// What a command prints: its data on stdout, and notes (defaults taken, aliases resolved,
-/// fallbacks, odd measurements) on stderr, so the data can be piped whatever the notes say.
-pub(crate) struct Output {
-    pub(crate) data: String,
-    pub(crate) notes: Vec<String>,
-}
-
-impl From<String> for Output {
-    fn from(data: String) -> Output {
-        Output {
-            data,
-            notes: Vec::new(),
-        }
-    }
-}
-
-/// Version of every JSON and YAML document the tuner prints, in its `schema_version` field.
-/// Raised when a field is removed, renamed or changes meaning; new fields do not raise it.
-const SCHEMA_VERSION: u32 = 1;
-
-/// A document with its schema version as the first field.
-#[derive(serde::Serialize)]
-struct Versioned<'a, T: serde::Serialize> {
-    schema_version: u32,
-    #[serde(flatten)]
-    body: &'a T,
-}
-
-/// `value` as a table, or as a JSON or YAML document carrying `schema_version`; `value`
-/// must serialize as a map (a struct), so its fields sit beside the version.
-pub(crate) fn render<T: serde::Serialize>(
-    format: Format,
-    value: &T,
-    table: impl FnOnce() -> String,
-) -> anyhow::Result<String> {
-    let doc = Versioned {
-        schema_version: SCHEMA_VERSION,
-        body: value,
-    };
-    Ok(match format {
-        Format::Table => table(),
-        Format::Json => serde_json::to_string_pretty(&doc)? + "\n",
-        Format::Yaml => serde_saphyr::to_string(&doc).context("rendering YAML")?,
-    })
-}
-
-/// Reads and parses runs files (format 1).
-pub(crate) fn read_runs(paths: &[PathBuf]) -> anyhow::Result<Vec<validate::RunsFile>> {
-    paths
-        .iter()
-        .map(|p| {
-            let text = tuner::input::read_text(p, tuner::input::RUNS)?;
-            Ok(validate::parse_runs(&text, &p.display().to_string())?)
-        })
-        .collect()
-}
-
 /// The catalog's efficiencies, with a profile's calibrated knobs where one is given, and the
 /// note that says so.
 fn efficiency(
@@ -630,20 +567,6 @@ fn efficiency(
             Ok((p.apply(&NOMINAL), Some(p.note(&path.display().to_string()))))
         }
         None => Ok((NOMINAL, None)),
-    }
-}
-
-/// The catalog GPU `--measurements-gpu` names.
-pub(crate) fn measurements_gpu_id(id: Option<&str>) -> anyhow::Result<Option<&'static str>> {
-    let Some(id) = id else { return Ok(None) };
-    match tuner::catalog::gpu(id) {
-        Ok(g) => Ok(Some(g.id)),
-        Err(_) => Err(bad_flag(
-            "--measurements-gpu",
-            id,
-            "a catalog GPU id (tuner clusters lists them)",
-        )
-        .into()),
     }
 }
 
@@ -669,7 +592,7 @@ fn validate_command(
         profile,
     } = mode;
     let (calibrated, profiled) = efficiency(profile.as_deref())?;
-    let files = read_runs(paths)?;
+    let files = validate::read_runs(paths)?;
     if leave_one_source_out {
         let rows = validate::fitting::leave_one_source_out(&files, &PRIOR);
         #[derive(serde::Serialize)]
@@ -690,7 +613,7 @@ fn validate_command(
     } else {
         calibrated
     };
-    let assumed = measurements_gpu_id(measurements_gpu)?;
+    let assumed = measure_args::measurements_gpu_id(measurements_gpu)?;
     let mut serving = validate::measured::Serving::load(&files, measurements, assumed)?;
     let v = if serving.any() {
         validate::validate_measured(&files, &efficiency, &mut serving)

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::cli::{measurements_gpu_id, read_runs, render, Format, Output};
+use crate::measure_args::measurements_gpu_id;
+use crate::render::{render, Format, Output};
 use record::manual;
 use tuner::calibrate::{self, profile::Profile};
 use tuner::catalog::NOMINAL;
@@ -106,7 +107,7 @@ pub struct CalibrateArgs {
 
 impl CalibrateArgs {
     pub fn run(self) -> anyhow::Result<Output> {
-        let files = read_runs(&self.runs)?;
+        let files = tuner::validate::read_runs(&self.runs)?;
         let assumed = measurements_gpu_id(self.measurements_gpu.as_deref())?;
         let mut serving = Serving::load(&files, &self.measurements, assumed)?;
         let serving = serving.any().then_some(&mut serving);

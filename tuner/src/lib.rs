@@ -12,6 +12,7 @@
 //! - [`ingest`]: measurements from snapshot files, JSON lines, nccl-tests logs and Prometheus.
 //! - [`input`]: files read within a stated bound, and YAML within a node budget.
 //! - [`search`]: enumerate valid meshes, prune by memory, rank by step time.
+//! - [`stats`]: medians and rank correlation.
 //! - [`validate`]: predict published runs and score the predictions, from the catalog and
 //!   from each run's own measurements.
 //! - [`calibrate`]: refit the fitted knobs to a cluster's own jobs into a profile.
@@ -36,6 +37,7 @@ pub mod output;
 pub mod placement;
 pub mod report;
 pub mod search;
+pub mod stats;
 pub mod validate;
 pub mod warnings;
 

@@ -6,6 +6,7 @@ mod cli;
 mod exit;
 mod jobs_cli;
 mod measure_args;
+mod render;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();

@@ -170,6 +170,20 @@ impl MeasureArgs {
     }
 }
 
+/// The catalog GPU `--measurements-gpu` names.
+pub(crate) fn measurements_gpu_id(id: Option<&str>) -> anyhow::Result<Option<&'static str>> {
+    let Some(id) = id else { return Ok(None) };
+    match tuner::catalog::gpu(id) {
+        Ok(g) => Ok(Some(g.id)),
+        Err(_) => Err(bad_flag(
+            "--measurements-gpu",
+            id,
+            "a catalog GPU id (tuner clusters lists them)",
+        )
+        .into()),
+    }
+}
+
 /// The scenario priced from the flags' measurements, or the nominal one when none were given.
 pub fn price(nominal: Scenario, args: &MeasureArgs) -> anyhow::Result<Priced> {
     if !args.any() {

@@ -206,7 +206,7 @@ impl GemmTable {
             .iter()
             .map(|(l, pts)| {
                 let ratios = pts.iter().map(|(x, e)| e / pooled.efficiency(*x)).collect();
-                (*l, crate::validate::median(ratios))
+                (*l, crate::stats::median(ratios))
             })
             .collect();
         Some(GemmTable {

@@ -6,7 +6,6 @@
 mod choices;
 pub mod fitting;
 pub mod measured;
-mod stats;
 pub mod summary;
 
 use std::collections::BTreeMap;
@@ -19,7 +18,7 @@ use crate::error::{bad_input, TunerError};
 use crate::mesh::{Framework, Mesh, Precision, Recompute, Training};
 use crate::model::{FfnAct, ModelShape, Moe};
 use crate::search::{for_each_evaluation, Constraints};
-pub use stats::{median, spearman};
+pub use crate::stats::{median, spearman};
 pub use summary::{Bucket, Summary};
 
 /// A runs file.
@@ -232,6 +231,17 @@ pub struct Validation {
     /// Nominal against measured, when validate was given measurements.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub measured: Option<MeasuredSummary>,
+}
+
+/// Reads and parses runs files (format 1), each through the runs file bound.
+pub fn read_runs(paths: &[std::path::PathBuf]) -> Result<Vec<RunsFile>, TunerError> {
+    paths
+        .iter()
+        .map(|p| {
+            let text = crate::input::read_text(p, crate::input::RUNS)?;
+            parse_runs(&text, &p.display().to_string())
+        })
+        .collect()
 }
 
 /// Parses a runs file; `origin` names it in errors and reports.

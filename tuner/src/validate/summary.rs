@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::stats::{median, spearman};
 use super::RunPrediction;
+use crate::stats::{median, spearman};
 
 /// Accuracy over a set of runs.
 #[derive(Debug, Clone, Serialize)]
