@@ -8,6 +8,7 @@
 //! - [`calibrate`]: one run: plan, the `microbench calibrate --json` child ([`child`]),
 //!   collect, persist. The agent never loads CUDA or NCCL itself (issue 10).
 //! - [`identity`]: the run's own child among the GPU processes, across PID namespaces.
+//! - [`idle`]: whether the GPUs are idle enough to calibrate, before a run and during one.
 //! - [`sampler`]: live counters, host and process figures every few seconds.
 //! - [`state`]: the calibration kept across restarts, written atomically.
 //! - [`fabric`]: the last multi-node fabric run's results, read from the state directory.
@@ -32,6 +33,7 @@ mod error;
 pub mod fabric;
 pub mod http;
 pub mod identity;
+pub mod idle;
 pub mod listener;
 pub mod metrics;
 pub mod negotiation;

@@ -5,8 +5,8 @@
 
 use crate::cache::{Cache, Discovery, DownReason, Process};
 use crate::fabric::{Change, Watcher};
+use crate::idle::now_s;
 use crate::node::Node;
-use crate::scheduler::now_s;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
