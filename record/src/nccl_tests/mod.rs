@@ -16,6 +16,7 @@
 pub(crate) mod convention;
 mod parse;
 mod ranks;
+mod rows;
 mod write;
 
 use crate::{Kind, Record, Scope};

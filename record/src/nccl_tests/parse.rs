@@ -7,30 +7,10 @@
 
 use super::convention::{self, Binary};
 use super::ranks::{self, Evidence, Source};
+use super::rows::{drop_failed, read_row, Layout, Row};
 use super::{ImportOptions, ParseError, Parsed, TableError, Warning};
-use crate::{busbw_factor, Backend, Clock, Dtype, Group, Kind, Record, Scope, Timing, Versions};
+use crate::{busbw_factor, Backend, Clock, Group, Kind, Record, Scope, Timing, Versions};
 use std::collections::BTreeSet;
-
-/// Column layouts: `New` has `redop` and `root` after `type`; `Old` (before nccl-tests 2.0)
-/// does not, and prints `error` (the largest deviation) instead of `#wrong`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Layout {
-    Old,
-    New,
-}
-
-impl Layout {
-    /// Columns before the out-of-place group.
-    fn prefix(self) -> usize {
-        match self {
-            Layout::Old => 3,
-            Layout::New => 5,
-        }
-    }
-}
-
-/// Columns per placement: time, algbw, busbw, #wrong.
-const GROUP: usize = 4;
 
 /// The most device indices a record lists. Every record carries its group, so a log of R
 /// rows and D device lines would need R x D memory; past this many ranks (more than any node
@@ -40,46 +20,6 @@ pub const MAX_LISTED_GPUS: u32 = 64;
 
 /// How many rejected rows a [`ParseError::NoValidRows`] spells out; the rest are counted.
 const SHOWN_REASONS: usize = 3;
-
-/// One placement (out-of-place or in-place) of a row, as printed.
-#[derive(Debug, Clone)]
-pub(super) struct Half {
-    pub(super) in_place: bool,
-    pub(super) time_us: f64,
-    /// Half a unit in the last printed digit of the time: the rounding it carries.
-    pub(super) time_rounding_us: f64,
-    pub(super) algbw_gbs: f64,
-    pub(super) busbw_gbs: f64,
-    /// Half a unit in the last printed digit of algbw and busbw (nccl-tests prints `%6.2f`).
-    pub(super) bw_rounding_gbs: f64,
-    /// nccl-tests found wrong values in this placement's result.
-    failed: bool,
-}
-
-#[derive(Debug, Clone)]
-pub(super) struct Row {
-    pub(super) line: usize,
-    pub(super) layout: Layout,
-    pub(super) size: u64,
-    pub(super) count: u64,
-    pub(super) dtype: Dtype,
-    /// `redop` and `root` of the new layout.
-    pub(super) redop: Option<String>,
-    pub(super) root: Option<i64>,
-    pub(super) halves: Vec<Half>,
-}
-
-impl Row {
-    /// Rows of one table share their columns' shape and grow in size; a row that does not
-    /// starts the next table of a paste that lost the lines between them.
-    fn continues(&self, prev: &Row) -> bool {
-        self.layout == prev.layout
-            && self.dtype == prev.dtype
-            && self.redop == prev.redop
-            && self.root == prev.root
-            && self.size > prev.size
-    }
-}
 
 #[derive(Debug, Clone)]
 struct Device {
@@ -714,153 +654,6 @@ impl State {
     }
 }
 
-/// Takes out the placements nccl-tests marked wrong; returns the rest and the lines of the
-/// rows that lost a placement.
-fn drop_failed(rows: Vec<Row>) -> (Vec<Row>, Vec<usize>) {
-    let mut lines = Vec::new();
-    let kept = rows
-        .into_iter()
-        .filter_map(|mut row| {
-            let before = row.halves.len();
-            row.halves.retain(|h| !h.failed);
-            if row.halves.len() < before {
-                lines.push(row.line);
-            }
-            (!row.halves.is_empty()).then_some(row)
-        })
-        .collect();
-    (kept, lines)
-}
-
-/// Reads a data row. Returns the row (if any half survived) and a truncation warning.
-fn read_row(line: usize, tokens: &[&str]) -> Result<(Option<Row>, Option<Warning>), String> {
-    let size = tokens[0]
-        .parse::<u64>()
-        .map_err(|e| format!("size `{}`: {e}", tokens[0]))?;
-    let count = tokens[1]
-        .parse::<u64>()
-        .map_err(|e| format!("count `{}`: {e}", tokens[1]))?;
-    let dtype = convention::dtype(tokens[2])
-        .ok_or_else(|| format!("type `{}` is not an nccl-tests type", tokens[2]))?;
-    let layout = match tokens.get(3) {
-        Some(t) if t.parse::<f64>().is_ok() => Layout::Old,
-        Some(_) => Layout::New,
-        None => {
-            return Ok((
-                None,
-                Some(Warning::Truncated {
-                    line,
-                    kept_out_of_place: false,
-                }),
-            ))
-        }
-    };
-    let (redop, root) = match layout {
-        Layout::Old => (None, None),
-        Layout::New => {
-            let root = match tokens.get(4) {
-                Some(t) => Some(
-                    t.parse::<i64>()
-                        .map_err(|_| format!("root `{t}` is not an integer"))?,
-                ),
-                None => None,
-            };
-            (Some(tokens[3].to_string()), root)
-        }
-    };
-    let prefix = layout.prefix();
-    if tokens.len() > prefix + 2 * GROUP {
-        return Err(format!(
-            "{} columns, more than nccl-tests prints ({})",
-            tokens.len(),
-            prefix + 2 * GROUP
-        ));
-    }
-    let mut halves = Vec::new();
-    let mut cut = false;
-    for (n, in_place) in [false, true].into_iter().enumerate() {
-        let start = prefix + n * GROUP;
-        match tokens.get(start..start + GROUP) {
-            // microbench prints `N/A` for a placement it did not time.
-            Some(cols) if cols[..3].iter().all(|c| *c == "N/A") => {}
-            Some(cols) => halves.push(read_half(cols, in_place, layout, dtype)?),
-            None => cut = true,
-        }
-    }
-    let truncated = cut.then_some(Warning::Truncated {
-        line,
-        kept_out_of_place: !halves.is_empty(),
-    });
-    let row = (!halves.is_empty()).then_some(Row {
-        line,
-        layout,
-        size,
-        count,
-        dtype,
-        redop,
-        root,
-        halves,
-    });
-    Ok((row, truncated))
-}
-
-/// Reads time, algbw, busbw and #wrong. A time or bandwidth that is not a finite number
-/// (nccl-tests prints `inf` when a timer reads 0) makes the row unreadable rather than a
-/// record with no time (issue 13).
-fn read_half(cols: &[&str], in_place: bool, layout: Layout, dtype: Dtype) -> Result<Half, String> {
-    let placement = if in_place { "in-place" } else { "out-of-place" };
-    let num = |name: &str, t: &str| match t.parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
-        _ => Err(format!(
-            "{placement} {name} `{t}`: expected a finite number of 0 or more"
-        )),
-    };
-    let rounding = |t: &str| {
-        let decimals = t.split_once('.').map_or(0, |(_, frac)| frac.len());
-        0.5 * 10f64.powi(-i32::try_from(decimals).unwrap_or(0))
-    };
-    let time_us = num("time", cols[0])?;
-    if time_us == 0.0 {
-        return Err(format!(
-            "{placement} time `{}`: expected a time above 0 us",
-            cols[0]
-        ));
-    }
-    Ok(Half {
-        in_place,
-        time_us,
-        time_rounding_us: rounding(cols[0]),
-        algbw_gbs: num("algbw", cols[1])?,
-        busbw_gbs: num("busbw", cols[2])?,
-        bw_rounding_gbs: rounding(cols[1]).max(rounding(cols[2])),
-        failed: wrong(cols[3], layout, dtype)
-            .ok_or_else(|| format!("{placement} #wrong `{}` is not a number", cols[3]))?,
-    })
-}
-
-/// Whether nccl-tests' last column marks the result wrong. The new layout counts wrong
-/// elements (`N/A` without `-c 1`); the old one printed the largest deviation, which
-/// nccl-tests counted as an error past `DeltaMaxValue` of the type (src/common.cu before 2.0:
-/// half 5e-2, float 1e-5, double 1e-12, integers exact).
-fn wrong(col: &str, layout: Layout, dtype: Dtype) -> Option<bool> {
-    if col == "N/A" {
-        return Some(false);
-    }
-    let v = col.parse::<f64>().ok().filter(|v| !v.is_nan())?;
-    Some(match layout {
-        Layout::New => v != 0.0,
-        Layout::Old => {
-            let tolerance = match dtype {
-                Dtype::Fp16 | Dtype::Bf16 => 5e-2,
-                Dtype::Fp32 | Dtype::Tf32 => 1e-5,
-                Dtype::Fp64 => 1e-12,
-                _ => 0.0,
-            };
-            v > tolerance
-        }
-    })
-}
-
 /// What a command line says: a launcher's job size and the binary's own flags.
 struct Command {
     launch: Option<Launch>,
@@ -995,15 +788,4 @@ fn read_device(tokens: &[&str]) -> Option<Device> {
         index,
         model,
     })
-}
-
-/// The printed busbw/algbw of a half as an interval: the printed figures carry half a unit
-/// of rounding each.
-pub(super) fn ratio_span(half: &Half) -> Option<(f64, f64)> {
-    let e = half.bw_rounding_gbs;
-    let (a, b) = (half.algbw_gbs, half.busbw_gbs);
-    if a - e <= 0.0 {
-        return None;
-    }
-    Some((((b - e) / (a + e)).max(0.0), (b + e) / (a - e)))
 }

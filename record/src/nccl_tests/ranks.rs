@@ -8,7 +8,7 @@
 //! size / (count x type size) is n for all-gather, reduce-scatter and all-to-all and 1 for
 //! all-reduce and send/recv.
 
-use super::parse::{ratio_span, Layout, Row};
+use super::rows::{ratio_span, Layout, Row};
 use crate::Kind;
 use std::fmt;
 
