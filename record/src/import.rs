@@ -43,9 +43,12 @@ pub fn import(text: &str, file_name: &str, opts: &ImportOptions) -> Result<Impor
     }
     let parsed = nccl_tests::parse_with(text, opts)?;
     Ok(Imported {
+        gpu_model: parsed
+            .records
+            .iter()
+            .find_map(|r| r.detail.gpu_model.clone()),
         records: parsed.records,
         notes: parsed.warnings.iter().map(ToString::to_string).collect(),
-        gpu_model: None,
         what: "nccl-tests log",
     })
 }

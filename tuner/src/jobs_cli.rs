@@ -124,7 +124,7 @@ impl CalibrateArgs {
         }
         let c = calibrate::calibrate(&jobs, skipped, &NOMINAL);
         let names = |p: &[PathBuf]| p.iter().map(|p| p.display().to_string()).collect();
-        let profile = Profile::new(&c, names(&self.runs), names(&self.measurements));
+        let profile = Profile::new(&c, names(&self.runs));
         let yaml = serde_saphyr::to_string(&profile)?;
         tuner::output::write_atomically(&self.output, yaml.as_bytes())?;
         let mut notes: Vec<String> = c
@@ -132,6 +132,12 @@ impl CalibrateArgs {
             .iter()
             .map(|s| format!("job {} not priced: {}", s.id, s.reason))
             .collect();
+        notes.extend(c.jobs.iter().filter_map(|j| match &j.pricing {
+            calibrate::Pricing::Nominal(why) if !self.measurements.is_empty() => {
+                Some(format!("job {} priced from the catalog: {why}", j.id))
+            }
+            _ => None,
+        }));
         notes.push(format!(
             "wrote {} ({} jobs); recommend, explain, compare and validate read it with --profile",
             self.output.display(),

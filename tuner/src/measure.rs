@@ -48,8 +48,20 @@ pub fn price(nominal: Scenario, mut m: Measurements, opts: &FitOptions) -> Price
         };
     }
     let peak = nominal.peak_flops();
+    let opts = &FitOptions {
+        attention_peak_flops: Some(nominal.cluster.gpu.bf16_flops),
+        ..opts.clone()
+    };
     let fits = fit_all(&m.records, peak, opts);
     let mut notes = m.notes.clone();
+    notes.extend(fits.refused.iter().map(|r| format!("refused: {r}")));
+    if let Some(record::Dtype::Fp16) = fits.gemm_table_dtype {
+        notes.push(
+            "GEMMs priced from the fp16 sweep: no bf16 GEMM was measured, and the tensor cores \
+             run both at one rate"
+                .into(),
+        );
+    }
     for f in &fits.fleet {
         if let Some(why) = f.unusable() {
             notes.push(format!(
@@ -178,32 +190,39 @@ pub fn price(nominal: Scenario, mut m: Measurements, opts: &FitOptions) -> Price
     priced
 }
 
-/// Removes the records of nodes whose GPUs are another catalog GPU than the one the cluster
-/// prices: their curves would be read as efficiencies of the wrong datasheet (issue 13). Each
-/// such model is named in a warning, with the preset that would use them.
+/// Removes the records that ran on another catalog GPU than the one the cluster prices, by
+/// the record's own statement or its node's: their curves would be read as efficiencies of
+/// the wrong datasheet (issue 13). Each such model is named in a warning, with the preset
+/// that would use them.
 fn drop_foreign_gpus(nominal: &Scenario, m: &mut Measurements) {
     let priced_as = &nominal.cluster.gpu;
-    let foreign: std::collections::BTreeMap<String, (String, &'static str)> = m
-        .gpu_models
+    let foreign_id =
+        |model: &str| crate::catalog::gpu_named(model).filter(|id| *id != priced_as.id);
+    let mut models: std::collections::BTreeSet<(String, &'static str)> = Default::default();
+    let keep: Vec<bool> = m
+        .records
         .iter()
-        .filter_map(|(node, model)| {
-            let g = crate::catalog::gpu_for_model_name(model)?;
-            (g.id != priced_as.id).then(|| (node.clone(), (model.clone(), g.id)))
+        .map(|r| {
+            match m
+                .gpu_model_of(r)
+                .and_then(|g| foreign_id(g).map(|id| (g, id)))
+            {
+                Some((model, id)) => {
+                    models.insert((model.to_string(), id));
+                    false
+                }
+                None => true,
+            }
         })
         .collect();
+    let mut keep = keep.into_iter();
+    m.records.retain(|_| keep.next().unwrap_or(true));
     // Their models are not priced against anything now: only the warning below names them.
-    m.gpu_models.retain(|node, _| !foreign.contains_key(node));
-    m.records.retain(|r| {
-        r.group
-            .node
-            .as_ref()
-            .is_none_or(|n| !foreign.contains_key(n))
-    });
-    let models: std::collections::BTreeSet<&(String, &str)> = foreign.values().collect();
+    m.gpu_models.retain(|_, model| foreign_id(model).is_none());
     for (model, id) in models {
         let preset = crate::catalog::CLUSTERS
             .iter()
-            .find(|c| c.gpu == *id)
+            .find(|c| c.gpu == id)
             .map_or(String::new(), |c| format!("; pass --cluster {}", c.id));
         m.notes.push(format!(
             "WARNING: the measurements come from {model} ({id}) but the cluster prices {} ({}): \

@@ -166,6 +166,8 @@ impl MeasureArgs {
                 Precision::Bf16 => record::Dtype::Bf16,
                 Precision::Fp8 | Precision::Fp8Rowwise => record::Dtype::Fp8E4m3,
             },
+            // Set by the pricing, which knows the GPU.
+            attention_peak_flops: None,
         }
     }
 }

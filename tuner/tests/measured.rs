@@ -263,6 +263,38 @@ fn calibrate_round_trip_and_a_newer_profile() {
         profile_s,
     ]);
     assert!(notes.contains("priced with profile"), "{notes}");
+    // The profile's knobs change the price: vTrain's small layers are host-bound, and the
+    // host time per kernel is among the knobs the jobs moved.
+    let step = |extra: &[&str]| -> f64 {
+        let args = [
+            &[
+                "explain",
+                "--model",
+                "llama3-8b",
+                "--gpus",
+                "2",
+                "--cluster",
+                "dgx-a100",
+                "--tp",
+                "2",
+                "--pp",
+                "1",
+                "--dp",
+                "1",
+                "--format",
+                "json",
+            ][..],
+            extra,
+        ]
+        .concat();
+        let doc: Value = serde_json::from_str(&run(&args).0).unwrap();
+        doc["meshes"][0]["step_time_s"].as_f64().unwrap()
+    };
+    let (nominal, calibrated) = (step(&[]), step(&["--profile", profile_s]));
+    assert!(
+        (calibrated / nominal - 1.0).abs() > 1e-4,
+        "{nominal} vs {calibrated}"
+    );
 
     let newer = dir.path().join("newer.yaml");
     std::fs::write(
@@ -287,6 +319,131 @@ fn calibrate_round_trip_and_a_newer_profile() {
     ]);
     assert!(
         err.contains("newer.yaml: profile_version") && err.contains("written by a newer tuner"),
+        "{err}"
+    );
+}
+
+/// `recommend` with a GEMM sweep of another GPU: the sweep is named in a warning and prices
+/// nothing, so the step is the catalog's.
+#[test]
+fn recommend_leaves_out_a_sweep_of_another_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let sweep = dir.path().join("h100-gemm.csv");
+    std::fs::write(
+        &sweep,
+        "# gpu: NVIDIA H100 80GB HBM3\nm,n,k,dtype,layout,TFLOP/s\n8192,8192,8192,bf16,tn,700\n4096,4096,4096,bf16,tn,650\n",
+    )
+    .unwrap();
+    let args = [
+        "recommend",
+        "--model",
+        "70b",
+        "--gpus",
+        "64",
+        "--cluster",
+        "dgx-a100",
+        "--top",
+        "1",
+        "--format",
+        "json",
+    ];
+    let step = |doc: &str| -> f64 {
+        let v: Value = serde_json::from_str(doc).unwrap();
+        v["meshes"][0]["step_time_s"].as_f64().unwrap()
+    };
+    let nominal = step(&run(&args).0);
+    let (out, notes) = run(&[&args[..], &["--measurements", sweep.to_str().unwrap()]].concat());
+    assert!(
+        notes.contains("WARNING: the measurements come from NVIDIA H100 80GB HBM3 (h100-sxm)"),
+        "{notes}"
+    );
+    assert_eq!(step(&out), nominal);
+}
+
+/// One file of two GPUs' records: an A100 run takes the A100's and leaves the H100's, whose
+/// GEMMs run three times as fast, out of its price.
+#[test]
+fn a_set_of_two_gpus_serves_each_run_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let gemm = |model: &str, tflops: f64| {
+        let mut lines = String::new();
+        for m in [1024u64, 2048, 4096, 8192] {
+            for n in [1024u64, 2048, 4096, 8192] {
+                for k in [1024u64, 2048, 4096, 8192] {
+                    let shape = record::Gemm { m, n, k };
+                    let group = record::Group {
+                        node: Some(model.into()),
+                        gpus: vec![0],
+                        scope: record::Scope::IntraNode,
+                        ranks: 1,
+                    };
+                    let t = shape.flop() / (tflops * 1e12);
+                    let timing = record::Timing::without_spread(t, None, record::Clock::Imported);
+                    let mut r = record::Record::gemm(
+                        record::Backend::Cuda,
+                        group,
+                        shape,
+                        record::Dtype::Bf16,
+                        timing,
+                    );
+                    r.detail.gpu_model = Some(model.into());
+                    lines.push_str(&serde_json::to_string(&r).unwrap());
+                    lines.push('\n');
+                }
+            }
+        }
+        lines
+    };
+    let a100 = gemm("NVIDIA A100-SXM4-80GB", 200.0);
+    let both = a100.clone() + &gemm("NVIDIA H100 80GB HBM3", 600.0);
+    let (only, mixed) = (dir.path().join("a100.jsonl"), dir.path().join("both.jsonl"));
+    std::fs::write(&only, a100).unwrap();
+    std::fs::write(&mixed, both).unwrap();
+    let runs = vtrain_runs(dir.path(), 2, 2, None);
+    let measured = |file: &Path| -> Vec<f64> {
+        let doc: Value = serde_json::from_str(
+            &run(&[
+                "validate",
+                "--runs",
+                &runs,
+                "--measurements",
+                file.to_str().unwrap(),
+                "--format",
+                "json",
+            ])
+            .0,
+        )
+        .unwrap();
+        doc["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                r["measured"]["predicted_iteration_time_s"]
+                    .as_f64()
+                    .unwrap()
+            })
+            .collect()
+    };
+    assert_eq!(measured(&mixed), measured(&only));
+}
+
+/// Two runs of one id in a file would pair one's price with the other's: refused by id.
+#[test]
+fn duplicate_run_ids_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = vtrain_runs(dir.path(), 2, 2, None);
+    let text = std::fs::read_to_string(&runs).unwrap();
+    let ids: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("- id: "))
+        .map(str::to_string)
+        .collect();
+    std::fs::write(&runs, text.replace(&ids[1], &ids[0])).unwrap();
+    let err = failure(&["validate", "--runs", &runs]);
+    assert!(
+        err.contains(&format!("runs[{}].id", ids[0]))
+            && err.contains("an id no other run of the file has"),
         "{err}"
     );
 }

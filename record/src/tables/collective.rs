@@ -178,25 +178,30 @@ pub(crate) fn records(
     // nccl-tests prints its times in microseconds; a table shaped like its output with a bare
     // `time` column keeps that unit, and says so.
     let nccl_shaped = table.find(Name::Count).is_some() || table.find(Name::Type).is_some();
-    let time_unit = match table.columns[groups[0].time].unit {
-        Some(u) => u.factor,
-        None if nccl_shaped => {
-            notes.push(format!(
-                "column `{}` names no unit: read as nccl-tests prints it, in microseconds",
-                table.columns[groups[0].time].raw
-            ));
-            1e-6
-        }
-        None => {
-            return Err(refuse(
-                table.header_line,
-                format!(
-                "column `{}` names no unit: write it as time(s), time(ms), time(us) or time(ns)",
-                table.columns[groups[0].time].raw
-            ),
-            ))
-        }
-    };
+    // Each placement's time in its own column's unit.
+    let mut time_units = Vec::with_capacity(groups.len());
+    for g in &groups {
+        let column = &table.columns[g.time];
+        time_units.push(match column.unit {
+            Some(u) => u.factor,
+            None if nccl_shaped => {
+                notes.push(format!(
+                    "column `{}` names no unit: read as nccl-tests prints it, in microseconds",
+                    column.raw
+                ));
+                1e-6
+            }
+            None => {
+                return Err(refuse(
+                    table.header_line,
+                    format!(
+                        "column `{}` names no unit: write it as time(s), time(ms), time(us) or time(ns)",
+                        column.raw
+                    ),
+                ))
+            }
+        });
+    }
     let busbw_unit = |i: usize| table.columns[i].unit.map_or(1e9, |u| u.factor);
     let type_col = table.find(Name::Type);
     if type_col.is_none() {
@@ -239,7 +244,7 @@ pub(crate) fn records(
             (None, None) => {
                 let g = &groups[0];
                 let derived = g.busbw.and_then(|b| {
-                    let time = row.positive(table, g.time).ok()? * time_unit;
+                    let time = row.positive(table, g.time).ok()? * time_units[0];
                     let busbw = row.positive(table, b).ok()? * busbw_unit(b);
                     ranks_from_ratio(kind, busbw / (bytes / time))
                 });
@@ -282,7 +287,7 @@ pub(crate) fn records(
             if row.cell(placement.time).is_empty() {
                 continue;
             }
-            let time = row.positive(table, placement.time)? * time_unit;
+            let time = row.positive(table, placement.time)? * time_units[g];
             if let Some(w) = placement.wrong {
                 let wrong = row.cell(w);
                 if wrong.parse::<f64>().is_ok_and(|v| v != 0.0) && wrong != "N/A" {

@@ -105,9 +105,9 @@ const RATE: &[(&str, f64)] = &[
     ("gbit/s", 1.25e8),
     ("gbps", 1.25e8),
 ];
+/// A bare `flops` is not here: it is as often a count of FLOPs as a rate.
 const FLOPS: &[(&str, f64)] = &[
     ("flop/s", 1.0),
-    ("flops", 1.0),
     ("gflop/s", 1e9),
     ("gflops", 1e9),
     ("tflop/s", 1e12),
@@ -261,15 +261,56 @@ pub(crate) fn column(cell: &str) -> Result<Column, String> {
     };
     let unit = match (name, unit) {
         (Some(n), Some(u)) => match units_of(n) {
-            Some((table, words)) => Some(
-                lookup(table, &u)
-                    .ok_or_else(|| format!("column `{raw}`: unit `{u}` is not {words}"))?,
-            ),
+            Some((table, words)) => {
+                let found = lookup(table, &u)
+                    .ok_or_else(|| format!("column `{raw}`: unit `{u}` is not {words}"))?;
+                Some(with_bits(n, found, &raw).map_err(|e| format!("column `{raw}`: {e}"))?)
+            }
             None => None,
         },
         _ => None,
     };
     Ok(Column { name, unit, raw })
+}
+
+/// The unit as the header wrote it, case kept: inside `(...)` or `[...]`, else after the
+/// name's last `_`.
+fn unit_as_written(raw: &str) -> &str {
+    let raw = raw.trim_start_matches('#').trim();
+    match raw.find(['(', '[']) {
+        Some(i) => raw[i + 1..].trim_end_matches([')', ']']).trim(),
+        None => raw.rsplit_once('_').map_or("", |(_, u)| u),
+    }
+}
+
+/// Whether a unit as written counts bits: a lowercase `b` after a decimal prefix (`Gb/s`,
+/// `Mbps`, `Kb`), as network rates are written; `GB/s` and `kB` are bytes.
+fn counts_bits(unit: &str) -> bool {
+    let u: Vec<char> = unit.chars().filter(|c| !c.is_whitespace()).collect();
+    u.len() >= 2 && "kKmMgGtT".contains(u[0]) && u[1] == 'b'
+}
+
+/// `found`, read case-sensitively: a rate written in bits is an eighth of the bytes its
+/// lowercase spelling names; a size written in bits is refused.
+fn with_bits(name: Name, found: Unit, raw: &str) -> Result<Unit, String> {
+    let written = unit_as_written(raw);
+    if !counts_bits(written) {
+        return Ok(found);
+    }
+    match name {
+        Name::Size => Err(format!(
+            "unit `{written}` counts bits: write B, KB, MB or GB for bytes"
+        )),
+        Name::Algbw | Name::Busbw
+            if !found.spelled.contains("bit") && !found.spelled.ends_with("ps") =>
+        {
+            Ok(Unit {
+                factor: found.factor / 8.0,
+                ..found
+            })
+        }
+        _ => Ok(found),
+    }
 }
 
 #[cfg(test)]
@@ -297,6 +338,15 @@ mod tests {
         assert_eq!(read("median_us"), (Some(Name::Time), Some(1e-6)));
         assert_eq!(read("Precision"), (Some(Name::Type), None));
         assert_eq!(read("transB"), (Some(Name::TransB), None));
+        // Bits where a prefix takes a lowercase b, bytes where it takes B.
+        assert_eq!(read("busbw(Gb/s)"), (Some(Name::Busbw), Some(1.25e8)));
+        assert_eq!(read("algbw (Mb/s)"), (Some(Name::Algbw), Some(1.25e5)));
+        assert_eq!(read("busbw_Gbps"), (Some(Name::Busbw), Some(1.25e8)));
+        assert_eq!(read("busbw(GB/s)"), (Some(Name::Busbw), Some(1e9)));
+        assert_eq!(read("size(kB)"), (Some(Name::Size), Some(1e3)));
+        assert!(column("size(Mb)").unwrap_err().contains("counts bits"));
+        // A bare flops is a rate or a count: it names no unit.
+        assert_eq!(read("flops"), (Some(Name::Flops), None));
     }
 
     #[test]

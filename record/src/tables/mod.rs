@@ -210,9 +210,9 @@ impl Row {
     }
 }
 
-/// The largest GEMM dimension, attention shape entry or buffer a row may name: past it a
-/// product of dimensions leaves the range where f64 counts FLOPs exactly, and no GPU holds
-/// such an operand (2^40 elements is 2 TiB in 16 bits).
+/// The largest GEMM dimension, attention shape entry or buffer a row may name: no GPU holds
+/// a larger operand (2^40 elements is 2 TiB in 16 bits), and products of three of them stay
+/// finite in f64 (2^120 against its 2^1024).
 pub(crate) const MAX_DIM: u64 = 1 << 40;
 
 /// Whether `text` opens with a CSV header this module reads: its first line that is neither
@@ -224,6 +224,12 @@ pub fn is_table(text: &str) -> bool {
                 .map(|cols| kind_of(&cols).is_some())
                 .unwrap_or(false)
     })
+}
+
+/// The kind of table `text`'s header describes, if it is one.
+pub fn kind(text: &str) -> Option<TableKind> {
+    let (_, line) = first_line(text)?;
+    split_header(line).ok().as_deref().and_then(kind_of)
 }
 
 fn first_line(text: &str) -> Option<(usize, &str)> {
@@ -326,6 +332,7 @@ pub fn parse(text: &str, file_name: &str, opts: &ImportOptions) -> Result<Parsed
     if table.rows.is_empty() {
         return Err(refuse(table.header_line, "a header and no rows"));
     }
+    refuse_repeated_columns(&table, kind)?;
     let mut gpu_model = gpu_comment(text);
     if let Some(i) = table.find(Name::Gpu) {
         let first = table.same_in_every_row(i, "GPU model")?.to_string();
@@ -359,6 +366,32 @@ pub fn parse(text: &str, file_name: &str, opts: &ImportOptions) -> Result<Parsed
         notes,
         gpu_model,
     })
+}
+
+/// Two columns that read as one quantity leave it unclear which to take (`m,m`,
+/// `median_us,mean_us`): refused, but for the repeated time and bandwidth groups of a
+/// collective table, one per placement.
+fn refuse_repeated_columns(table: &Table, kind: TableKind) -> Result<(), TableError> {
+    let grouped = |n: Name| {
+        kind == TableKind::Collective
+            && matches!(n, Name::Time | Name::Algbw | Name::Busbw | Name::Wrong)
+    };
+    for (i, c) in table.columns.iter().enumerate() {
+        let Some(name) = c.name.filter(|n| *n != Name::Ignored && !grouped(*n)) else {
+            continue;
+        };
+        if let Some(j) = (i + 1..table.columns.len()).find(|&j| table.columns[j].name == Some(name))
+        {
+            return Err(refuse(
+                table.header_line,
+                format!(
+                    "columns `{}` and `{}` both read as the same quantity: keep one",
+                    c.raw, table.columns[j].raw
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The time of one call in seconds, from a time column or a FLOP-rate column and the call's

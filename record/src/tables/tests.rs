@@ -183,6 +183,36 @@ fn attention_timings_in_flash_attentions_convention() {
     assert!(p.notes.iter().any(|n| n.contains("bf16")));
 }
 
+/// Each placement's time in its own column's unit: out-of-place in us, in-place in ns.
+#[test]
+fn each_placement_keeps_its_unit() {
+    let text = "size(B),time(us),time(ns)\n1048576,92.79,92150\n";
+    let p = parse(text, "AR_GPU8.csv", &ImportOptions::default()).unwrap();
+    let times: Vec<f64> = p.records.iter().map(|r| r.timing.time_s).collect();
+    assert!(
+        (times[0] - 92.79e-6).abs() < 1e-12 && (times[1] - 92.15e-6).abs() < 1e-12,
+        "{times:?}"
+    );
+}
+
+/// Two columns of one quantity are refused: which is meant is not for the reader to guess.
+#[test]
+fn repeated_columns_are_refused() {
+    let bad = |text: &str| {
+        parse(text, "g.csv", &ImportOptions::default())
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(
+        bad("m,m,n,k,dtype,time(us)\n1,1,2,3,bf16,4\n"),
+        "line 1: columns `m` and `m` both read as the same quantity: keep one"
+    );
+    assert!(bad("m,n,k,dtype,median_us,mean_us\n1,2,3,bf16,4,5\n")
+        .contains("`median_us` and `mean_us`"));
+    // A bare flops column is a count or a rate: it names no unit.
+    assert!(bad("m,n,k,dtype,flops\n1,2,3,bf16,4\n").contains("column `flops` names no unit"));
+}
+
 #[test]
 fn unknown_headers_and_tables_are_refused_whole() {
     assert!(!is_table("# nThread 1 nGpus 8\n#  size  count  type\n"));

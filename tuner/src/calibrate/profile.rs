@@ -4,7 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Calibration, JobFit, KnobFit, ERROR_SCALE, EXACT_LEAVE_ONE_OUT, HUBER, PRIOR_WIDTH};
+use super::{
+    Calibration, JobFit, KnobFit, Pricing, ERROR_SCALE, EXACT_LEAVE_ONE_OUT, HUBER, PRIOR_WIDTH,
+};
 use crate::catalog::Efficiency;
 use crate::error::{bad_input, TunerError};
 use crate::validate::fitting::FITTED;
@@ -27,6 +29,8 @@ pub struct Method {
     /// How each job was held out: a fit of the others, or one Gauss-Newton step from the fit
     /// of all (past [`EXACT_LEAVE_ONE_OUT`] jobs).
     pub leave_one_out: String,
+    /// How the jobs were priced: how many from their measurements, the rest from the catalog.
+    pub pricing: String,
 }
 
 /// Median |error| of the jobs three ways.
@@ -73,8 +77,19 @@ struct VersionOnly {
 
 impl Profile {
     /// The profile of a calibration of `jobs_files` priced from `measurements`.
-    pub fn new(c: &Calibration, jobs_files: Vec<String>, measurements: Vec<String>) -> Profile {
+    pub fn new(c: &Calibration, jobs_files: Vec<String>) -> Profile {
         let (prior, calibrated, held_out) = c.medians();
+        let mut measurements: Vec<String> = c
+            .jobs
+            .iter()
+            .filter_map(|j| match &j.pricing {
+                Pricing::Measured(sets) => Some(sets.iter().cloned()),
+                Pricing::Nominal(_) => None,
+            })
+            .flatten()
+            .collect();
+        measurements.sort();
+        measurements.dedup();
         Profile {
             profile_version: PROFILE_VERSION,
             created_by: format!("tuner {} calibrate", env!("CARGO_PKG_VERSION")),
@@ -90,6 +105,11 @@ impl Profile {
                 } else {
                     "one Gauss-Newton step from the fit of every job, without the job".into()
                 },
+                pricing: format!(
+                    "{} of {} jobs priced from their measurements, the rest from the catalog",
+                    c.measured_jobs(),
+                    c.jobs.len()
+                ),
             },
             scores: Scores {
                 jobs: c.jobs.len(),
@@ -160,6 +180,14 @@ impl Profile {
         e
     }
 
+    /// Jobs priced from their measurements.
+    pub fn measured_jobs(&self) -> usize {
+        self.jobs
+            .iter()
+            .filter(|j| matches!(j.pricing, Pricing::Measured(_)))
+            .count()
+    }
+
     /// The note that says a price used it.
     pub fn note(&self, origin: &str) -> String {
         let moved: Vec<String> = self
@@ -179,7 +207,15 @@ impl Profile {
             },
             100.0 * self.scores.leave_one_job_out_median_abs_error,
             100.0 * self.scores.prior_median_abs_error
-        )
+        ) + &match self.measured_jobs() {
+            0 => String::new(),
+            n => format!(
+                "; {n} of its {} jobs were priced from their measurements ({}), so its knobs \
+                 fit those figures: price with the same measurements",
+                self.jobs.len(),
+                self.measurements.join(", ")
+            ),
+        }
     }
 }
 

@@ -2,22 +2,6 @@ use super::profile::{Profile, PROFILE_VERSION};
 use super::*;
 use crate::catalog::NOMINAL;
 
-#[test]
-fn huber_is_quadratic_then_linear() {
-    assert_eq!(huber(1.0, 1.5), 0.5);
-    assert_eq!(huber(-1.5, 1.5), 1.125);
-    // Past the knee: c (|x| - c/2) = 1.5 x (3 - 0.75).
-    assert!((huber(3.0, 1.5) - 3.375).abs() < 1e-12);
-}
-
-/// [[4, 2], [2, 3]] x = [2, 1]: the inverse is [[3, -2], [-2, 4]] / 8, so x = [0.5, 0].
-#[test]
-fn solves_positive_definite_systems_and_refuses_others() {
-    let x = solve(&[vec![4.0, 2.0], vec![2.0, 3.0]], &[2.0, 1.0]).unwrap();
-    assert!((x[0] - 0.5).abs() < 1e-12 && x[1].abs() < 1e-12, "{x:?}");
-    assert!(solve(&[vec![1.0, 2.0], vec![2.0, 1.0]], &[1.0, 1.0]).is_none());
-}
-
 fn vtrain(ids: &[&str], scale: f64) -> RunsFile {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../data/vtrain-runs.yaml");
     let text = std::fs::read_to_string(path).unwrap();
@@ -68,7 +52,12 @@ fn profiles_round_trip_and_refuse_what_they_cannot_be() {
     let file = vtrain(&["vtrain-single-0003", "vtrain-single-0009"], 1.1);
     let (jobs, skipped) = jobs(std::slice::from_ref(&file), &NOMINAL, None);
     let c = calibrate(&jobs, skipped, &NOMINAL);
-    let p = Profile::new(&c, vec!["jobs.yaml".into()], vec![]);
+    let p = Profile::new(&c, vec!["jobs.yaml".into()]);
+    assert_eq!(p.measured_jobs(), 0);
+    assert_eq!(
+        p.jobs[0].pricing,
+        crate::calibrate::Pricing::Nominal("no measurements given".into())
+    );
     let text = serde_saphyr::to_string(&p).unwrap();
     let back = Profile::parse(&text, "p.yaml").unwrap();
     assert_eq!(back, p);
@@ -110,15 +99,16 @@ fn one_step_leave_one_out_matches_refits() {
     let (jobs, _) = jobs(std::slice::from_ref(&file), &NOMINAL, None);
     let all: Vec<&Job> = jobs.iter().collect();
     let u0 = to_unit(&NOMINAL);
-    let fit = minimize(&all, &u0, &u0);
+    let f = residuals(&all);
+    let fit = fit::minimize(&f, &u0, &u0);
     let held = |refits: Vec<Vec<f64>>| -> Vec<f64> {
         jobs.iter()
             .zip(refits)
             .map(|(j, u)| j.step_s(&u) / j.observed_s - 1.0)
             .collect()
     };
-    let exact = held(refits(&all, &u0, &fit));
-    let stepped = held(steps(&all, &fit));
+    let exact = held(fit::refits(&f, all.len(), &u0, &fit));
+    let stepped = held(fit::steps(&f, &u0, &fit));
     for (a, b) in exact.iter().zip(&stepped) {
         assert!((a - b).abs() < 0.005, "{a} vs {b}");
     }

@@ -77,6 +77,15 @@ pub fn gpu(id: &str) -> Result<&'static Gpu, TunerError> {
 /// The catalog GPU an NVML model name (`meshfit_gpu_info{model_name}`) denotes, if any.
 pub use record::datasheet::gpu_for_model_name;
 
+/// The catalog GPU a name denotes: a catalog id (`a100-sxm-80gb`) or an NVML model name
+/// (`NVIDIA A100-SXM4-80GB`).
+pub fn gpu_named(name: &str) -> Option<&'static str> {
+    gpu(name)
+        .ok()
+        .or_else(|| gpu_for_model_name(name))
+        .map(|g| g.id)
+}
+
 /// Resolves a preset into a cluster.
 pub fn cluster(id: &str) -> Result<Cluster, TunerError> {
     let preset = CLUSTERS

@@ -140,14 +140,8 @@ impl MeasuredCollectives {
             // in log2(ranks): it carries both counts' latency and protocol at the size, which
             // the ring model below would have to assume.
             Answer::Between(a, b) => {
-                let shared = if group.link == LinkClass::Network {
-                    self.nominal.network_contention()
-                } else {
-                    1.0
-                };
-                let busbw = |f: &FleetCurve| {
-                    bytes * c.busbw_factor(f.ranks) / measured_time_s(f, bytes / shared)
-                };
+                let busbw =
+                    |f: &FleetCurve| bytes * c.busbw_factor(f.ranks) / measured_time_s(f, bytes);
                 let (la, lb) = (f64::from(a.ranks).log2(), f64::from(b.ranks).log2());
                 let w = (f64::from(group.ranks).log2() - la) / (lb - la);
                 let bw = busbw(a) + w * (busbw(b) - busbw(a));
@@ -192,7 +186,8 @@ impl MeasuredCollectives {
         if let Some(exact) = list.iter().find(|f| f.ranks == group.ranks && members(f)) {
             return Answer::Exact(exact);
         }
-        // Inside a node, rank counts on either side (the list is sorted by ranks).
+        // Inside a node, rank counts on either side (the list is sorted by ranks); across
+        // nodes the members per node change with the count, which the ring model carries.
         if group.link != LinkClass::Network {
             let below = list.iter().rev().find(|f| f.ranks < group.ranks);
             let above = list.iter().find(|f| f.ranks > group.ranks);
@@ -282,6 +277,9 @@ impl CollectiveModel for MeasuredCollectives {
     }
 
     fn uncertainty(&self, c: Collective, group: &GroupSpan) -> f64 {
+        if self.halved_all_reduce(c, group).is_some() {
+            return self.uncertainty(Collective::AllReduce, group);
+        }
         match self.lookup(c, group) {
             Answer::Exact(f) => f.rms_rel_error,
             Answer::Between(a, b) => a.rms_rel_error.max(b.rms_rel_error),
@@ -403,6 +401,27 @@ mod tests {
         let expected = bus(t4, 4) + w * (bus(t8, 8) - bus(t4, 4));
         let t6 = m.time_s(Collective::AllReduce, &g6, 2.0 * mib);
         assert!((bus(t6, 6) / expected - 1.0).abs() < 1e-12);
+        // Held out: vTrain measured 6 GPUs too. The interpolation between 4 and 8 lands
+        // within 8% of it from 1 to 16 MiB (+7.7% at 4 MiB, where 6 GPUs' protocol switch
+        // falls between the other two's).
+        let name = "AR_GPU6_1M_1024M_LUT";
+        let text = std::fs::read_to_string(format!("{dir}/{name}")).unwrap();
+        let six = record::tables::parse(&text, name, &record::nccl_tests::ImportOptions::default())
+            .unwrap()
+            .records;
+        for size in [1u64, 2, 4, 8, 16].map(|m| m << 20) {
+            let measured = six
+                .iter()
+                .find(|r| r.bytes == size && !r.in_place)
+                .unwrap()
+                .timing
+                .time_s;
+            let priced = m.time_s(Collective::AllReduce, &g6, size as f64);
+            assert!(
+                (priced / measured - 1.0).abs() < 0.08,
+                "{size}: {priced} vs {measured}"
+            );
+        }
     }
 
     /// Two DGX A100 measured as one 16-rank all-reduce, eight GPUs per node: 177 GB/s busbw

@@ -56,14 +56,18 @@ impl MeasuredCompute {
             return (catalog([m, n, k]), Source::Nominal);
         };
         let recipe = self.nominal.recipe();
-        // cuBLAS runs a tile of either orientation, so a GEMM's efficiency barely changes with
-        // m and n swapped; a sweep written in row-major terms has them so.
-        let found = match table.lookup(layout, m, n, k) {
-            Lookup::Outside { .. } => match table.lookup(layout, n, m, k) {
-                inside @ Lookup::Inside(_) => inside,
-                _ => table.lookup(layout, m, n, k),
-            },
-            inside => inside,
+        // tn and nt are their own transposes with m and n swapped (C^T = B^T A^T), and
+        // cuBLAS runs tiles of either orientation, so their efficiency barely changes with m
+        // and n exchanged: a shape outside is looked up transposed before it is called so.
+        // The transpose of nn is tt, which no training GEMM runs.
+        let found = match (layout, table.lookup(layout, m, n, k)) {
+            (GemmLayout::Tn | GemmLayout::Nt, Lookup::Outside { .. }) => {
+                match table.lookup(layout, n, m, k) {
+                    inside @ Lookup::Inside(_) => inside,
+                    _ => table.lookup(layout, m, n, k),
+                }
+            }
+            (_, found) => found,
         };
         match found {
             Lookup::Inside(e) => (e * recipe, Source::Measured),
@@ -146,7 +150,7 @@ impl ComputeModel for MeasuredCompute {
     }
 
     fn source(&self) -> Source {
-        if self.gemms.is_some() {
+        if self.gemms.is_some() || self.attention.is_some() || self.memory_bytes_per_s.is_some() {
             Source::Measured
         } else {
             Source::Nominal
@@ -159,7 +163,13 @@ impl ComputeModel for MeasuredCompute {
             Kernel::Attention { seq, head_dim } => {
                 match self.attention_rate(seq, head_dim, false) {
                     None => Source::Nominal,
-                    Some((_, f)) if f.outside_at.is_some() || f.other_head_dim.is_some() => {
+                    // A full-mask sweep prices causal calls: causal kernels run the
+                    // diagonal blocks half-empty, so their rate is not the full mask's.
+                    Some((_, f))
+                        if f.outside_at.is_some()
+                            || f.other_head_dim.is_some()
+                            || !self.attention.as_ref().is_some_and(|t| t.causal) =>
+                    {
                         Source::Extrapolated
                     }
                     Some(_) => Source::Measured,
@@ -254,6 +264,20 @@ mod tests {
         let (e, source) = c.gemm_efficiency(GemmLayout::Tn, [8192.0; 3]);
         assert!((e - 0.5 * ratio).abs() < 1e-12, "{e}");
         assert_eq!(source, Source::Extrapolated);
+        // Not a cube: the catalog's tile model takes the activations' rows first, BLAS puts
+        // them in n, so the anchor reads tn [m = 8192 out, n = 384 tokens] as 384 rows.
+        let recs = [gemm(4096, 1024, 4096, GemmLayout::Tn, 156.0)];
+        let refs: Vec<&Record> = recs.iter().collect();
+        let table = GemmTable::new(&refs, 312e12, Aggregate::Slowest).map(Arc::new);
+        let c = MeasuredCompute::new(nominal(), table, None, None, 0.0);
+        let n = nominal();
+        let swapped =
+            n.gemm_efficiency(384.0, 8192.0, 4096.0) / n.gemm_efficiency(1024.0, 4096.0, 4096.0);
+        let unswapped =
+            n.gemm_efficiency(8192.0, 384.0, 4096.0) / n.gemm_efficiency(4096.0, 1024.0, 4096.0);
+        assert!((swapped - unswapped).abs() > 1e-3, "{swapped} {unswapped}");
+        let (e, _) = c.gemm_efficiency(GemmLayout::Tn, [8192.0, 384.0, 4096.0]);
+        assert!((e - 0.5 * swapped).abs() < 1e-12, "{e}");
         // Nothing measured: the catalog.
         let plain = MeasuredCompute::new(nominal(), None, None, Some(1.5e12), 0.0);
         assert_eq!(

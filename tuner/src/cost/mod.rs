@@ -89,7 +89,7 @@ impl Scenario {
             fits.gemm_table.clone(),
             fits.attention_table.clone(),
             fits.fleet_memory,
-            fits.fleet_gemm.map_or(0.0, |g| g.rms_rel_error),
+            fits.gemm_table.as_ref().map_or(0.0, |g| g.rms_rel_error),
         ));
         s.collectives = Box::new(measured::MeasuredCollectives::new(
             NominalCollectives::new(&s.cluster, &s.efficiency),

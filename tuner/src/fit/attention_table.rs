@@ -39,10 +39,10 @@ pub struct AttentionTable {
     /// Head width -> (log2 seq, rates), sorted by length.
     by_head_dim: BTreeMap<u64, Vec<(f64, Rates)>>,
     /// Whether the points are causal (the mask training runs); full-mask points serve only
-    /// when no causal one was measured.
+    /// when no causal one was measured, and then price causal calls as extrapolated.
     pub causal: bool,
-    /// Calls measured.
-    pub points: usize,
+    /// Points refused as faster than the datasheet allows, named.
+    pub refused: Vec<String>,
 }
 
 /// The rates of one point from what was measured of it: forward, backward, and forward plus
@@ -72,10 +72,13 @@ fn rates(fwd: Option<f64>, bwd: Option<f64>, both: Option<f64>) -> Option<Rates>
 }
 
 impl AttentionTable {
-    /// The table of the 16-bit attention records among `records`; a shape measured on several
-    /// GPUs takes `aggregate` of them, and several batch and head counts at one length their
-    /// mean. `None` without one.
-    pub fn new(records: &[Record], aggregate: Aggregate) -> Option<AttentionTable> {
+    /// The table of the 16-bit attention records among `records`, rates against the bf16
+    /// `peak_flops` (a point past it is refused and named). `None` without one.
+    pub fn new(
+        records: &[Record],
+        peak_flops: f64,
+        aggregate: Aggregate,
+    ) -> Option<AttentionTable> {
         let sixteen = |r: &&Record| matches!(r.dtype, record::Dtype::Bf16 | record::Dtype::Fp16);
         let attention: Vec<&Record> = records
             .iter()
@@ -85,10 +88,10 @@ impl AttentionTable {
         let causal = attention
             .iter()
             .any(|r| r.detail.attention.is_some_and(|a| a.causal));
-        // (head_dim, seq, pass) -> (batch x heads) -> rates over GPUs.
-        type Calls = BTreeMap<u64, Vec<f64>>;
-        let mut cells: BTreeMap<(u64, u64, AttentionPass), Calls> = BTreeMap::new();
-        let mut points = 0;
+        // (head_dim, seq, pass) -> batch x heads -> (node, GPU) -> repeats.
+        type Gpus = BTreeMap<(String, u32), Vec<f64>>;
+        let mut cells: BTreeMap<(u64, u64, AttentionPass), BTreeMap<u64, Gpus>> = BTreeMap::new();
+        let mut refused = Vec::new();
         for r in &attention {
             let (Some(a), Some(f)) = (r.detail.attention, r.flops) else {
                 continue;
@@ -96,17 +99,41 @@ impl AttentionTable {
             if a.causal != causal || !(f.is_finite() && f > 0.0) {
                 continue;
             }
-            points += 1;
+            let node = r.group.node.clone().unwrap_or_default();
+            let gpu = r.group.gpus.first().copied().unwrap_or(0);
+            if f > peak_flops {
+                refused.push(format!(
+                    "attention {} x {} tokens, {} heads of {}, {} on {node} GPU {gpu}: {:.1} TFLOP/s, over the datasheet's {:.1} (a wrong unit, or another GPU)",
+                    a.batch, a.seq, a.heads, a.head_dim, a.pass, f / 1e12, peak_flops / 1e12
+                ));
+                continue;
+            }
             cells
                 .entry((a.head_dim, a.seq, a.pass))
                 .or_default()
                 .entry(a.batch * a.heads)
                 .or_default()
+                .entry((node, gpu))
+                .or_default()
                 .push(f);
         }
+        // A GPU's repeats by their median, a node by its slowest GPU, the fleet by
+        // `aggregate`; several batch and head counts at one length by their mean.
+        let rate_of = |gpus: &Gpus| {
+            let mut nodes: BTreeMap<&str, f64> = BTreeMap::new();
+            for ((node, _), v) in gpus {
+                let r = crate::stats::median(v.clone());
+                let slowest = nodes.entry(node).or_insert(r);
+                *slowest = slowest.min(r);
+            }
+            aggregate.rate(&nodes.into_values().collect::<Vec<_>>())
+        };
+        let cells: BTreeMap<(u64, u64, AttentionPass), Vec<f64>> = cells
+            .into_iter()
+            .map(|(k, calls)| (k, calls.values().map(rate_of).collect()))
+            .collect();
         let mut by_point: BTreeMap<(u64, u64), [Option<f64>; 3]> = BTreeMap::new();
-        for ((d, s, pass), calls) in &cells {
-            let per_call: Vec<f64> = calls.values().map(|v| aggregate.rate(v)).collect();
+        for ((d, s, pass), per_call) in &cells {
             let mean = per_call.iter().sum::<f64>() / per_call.len() as f64;
             let slot = match pass {
                 AttentionPass::Fwd => 0,
@@ -127,8 +154,29 @@ impl AttentionTable {
         (!by_head_dim.is_empty()).then_some(AttentionTable {
             by_head_dim,
             causal,
-            points,
+            refused,
         })
+    }
+
+    /// What the table holds, for reports.
+    pub fn describe(&self) -> String {
+        let widths: Vec<String> = self
+            .by_head_dim
+            .iter()
+            .map(|(d, curve)| {
+                let (lo, hi) = (curve[0].0.exp2(), curve[curve.len() - 1].0.exp2());
+                format!("head dim {d} at {lo:.0}-{hi:.0} tokens")
+            })
+            .collect();
+        format!(
+            "{} mask, {}",
+            if self.causal {
+                "causal"
+            } else {
+                "full (not causal)"
+            },
+            widths.join(", ")
+        )
     }
 
     /// The rates of a call over `seq`-token sequences with heads `head_dim` wide.
@@ -213,7 +261,7 @@ mod tests {
             rec(2048, AttentionPass::FwdBwd, 200.0),
             rec(8192, AttentionPass::FwdBwd, 280.0),
         ];
-        let t = AttentionTable::new(&recs, Aggregate::Slowest).unwrap();
+        let t = AttentionTable::new(&recs, 989e12, Aggregate::Slowest).unwrap();
         let mid = t.lookup(4096.0, 128.0);
         assert!((mid.rates.fwd / 250e12 - 1.0).abs() < 1e-9);
         assert_eq!((mid.outside_at, mid.other_head_dim), (None, None));

@@ -40,6 +40,9 @@ pub struct FitOptions {
     pub exclude_degraded: bool,
     /// GEMM operand type whose curve the cost model reads.
     pub gemm_dtype: Dtype,
+    /// The bf16 datasheet peak of the GPU priced, past which an attention point is refused;
+    /// `None` takes every point.
+    pub attention_peak_flops: Option<f64>,
 }
 
 impl Default for FitOptions {
@@ -50,6 +53,7 @@ impl Default for FitOptions {
             exclude: Vec::new(),
             exclude_degraded: false,
             gemm_dtype: Dtype::Bf16,
+            attention_peak_flops: None,
         }
     }
 }
@@ -174,6 +178,8 @@ pub struct Fits {
     /// Measured attention rates over the kept nodes.
     #[serde(skip)]
     pub attention_table: Option<Arc<AttentionTable>>,
+    /// Points refused as faster than the datasheet allows (a wrong unit or another GPU).
+    pub refused: Vec<String>,
     /// Per-node HBM copy bandwidth, reads plus writes, bytes/s.
     pub memory: Vec<(String, f64)>,
     /// Fleet HBM bandwidth.
@@ -490,7 +496,8 @@ pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
         .filter(|r| r.kind == Kind::Attention)
         .map(|r| (*r).clone())
         .collect();
-    let attention_table = AttentionTable::new(&attention, agg).map(Arc::new);
+    let attention_peak = opts.attention_peak_flops.unwrap_or(f64::INFINITY);
+    let attention_table = AttentionTable::new(&attention, attention_peak, agg).map(Arc::new);
     let mut nodes: Vec<String> = curves
         .iter()
         .map(|c| c.node.clone())
@@ -507,6 +514,12 @@ pub fn fit_all(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Fits {
         fleet,
         gemm,
         fleet_gemm,
+        refused: gemm_table
+            .iter()
+            .flat_map(|t| t.refused.iter())
+            .chain(attention_table.iter().flat_map(|t| t.refused.iter()))
+            .cloned()
+            .collect(),
         gemm_table,
         gemm_table_dtype,
         attention_table,

@@ -74,16 +74,6 @@ impl SizeTable {
         let f = (bytes.ln() - a.0.ln()) / (b.0.ln() - a.0.ln());
         Some((a.1.ln() + f * (b.1.ln() - a.1.ln())).exp())
     }
-
-    /// Sizes measured.
-    pub fn len(&self) -> usize {
-        self.points.len()
-    }
-
-    /// Whether no size was measured (never, for a built table).
-    pub fn is_empty(&self) -> bool {
-        self.points.is_empty()
-    }
 }
 
 #[cfg(test)]
@@ -97,7 +87,7 @@ mod tests {
     fn interpolates_in_log_log_and_stays_inside() {
         let mib = 1048576.0;
         let t = SizeTable::new(&[(mib, 92.79e-6), (2.0 * mib, 93.25e-6), (mib, 92.79e-6)]).unwrap();
-        assert_eq!(t.len(), 2);
+        assert_eq!(t.points.len(), 2);
         let f = 1.5f64.log2();
         let expected = (92.79e-6f64.ln() + f * (93.25e-6f64.ln() - 92.79e-6f64.ln())).exp();
         assert!((t.time_s(1.5 * mib).unwrap() - expected).abs() < 1e-15);

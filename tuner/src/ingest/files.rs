@@ -118,15 +118,20 @@ pub fn read(text: &str, origin: &str, into: &mut Measurements) -> Result<(), Tun
                 .file_name()
                 .map_or(origin.to_string(), |n| n.to_string_lossy().into_owned());
             let parsed = tables::parse(text, &name, &nccl_tests::ImportOptions::default())
-                .map_err(|e| TunerError::BadInput {
-                    field: origin.to_string(),
-                    value: format!("{e}"),
-                    allowed: format!(
-                        "a {} the tuner reads (where the file name does not state the rank \
-                             count or the collective, `microbench import FILE --ranks N \
-                             --collective C --json` writes records that state them)",
-                        tables::TableKind::Collective.describe()
-                    ),
+                .map_err(|e| {
+                    let kind = tables::kind(text).unwrap_or(tables::TableKind::Collective);
+                    let hint = if kind == tables::TableKind::Collective {
+                        " (where the file name does not state the rank count or the \
+                         collective, `microbench import FILE --ranks N --collective C --json` \
+                         writes records that state them)"
+                    } else {
+                        ""
+                    };
+                    TunerError::BadInput {
+                        field: origin.to_string(),
+                        value: format!("{e}"),
+                        allowed: format!("a {} the tuner reads{hint}", kind.describe()),
+                    }
                 })?;
             for n in &parsed.notes {
                 into.notes.push(format!("{origin}: {n}"));
@@ -189,7 +194,9 @@ fn bad(origin: &str, e: impl std::fmt::Display) -> TunerError {
     TunerError::BadInput {
         field: origin.to_string(),
         value: "its contents".to_string(),
-        allowed: format!("a snapshot, microbench JSON lines or an nccl-tests log ({e})"),
+        allowed: format!(
+            "a snapshot, microbench JSON lines, an nccl-tests log or a CSV table ({e})"
+        ),
     }
 }
 

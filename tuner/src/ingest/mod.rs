@@ -23,6 +23,18 @@ pub struct Measurements {
 }
 
 impl Measurements {
+    /// The GPU model a record ran on, as its source names it: the record's own statement
+    /// (tables, logs, microbench's records), else its node's (snapshots, Prometheus).
+    pub fn gpu_model_of<'a>(&'a self, r: &'a Record) -> Option<&'a str> {
+        r.detail.gpu_model.as_deref().or_else(|| {
+            r.group
+                .node
+                .as_ref()
+                .and_then(|n| self.gpu_models.get(n))
+                .map(String::as_str)
+        })
+    }
+
     /// Drops records older than `max_age_s` at `now` (records without a timestamp, such as
     /// imported logs, are kept) and names what was dropped and what is simulated.
     pub fn screen(&mut self, now: f64, max_age_s: Option<f64>) {

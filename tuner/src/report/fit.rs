@@ -196,11 +196,29 @@ pub fn table(r: &FitReport) -> String {
     }
     if let Some(g) = &f.fleet_gemm {
         s.push_str(&format!(
-            "fleet ({}) GEMM peak efficiency {:.1}% (catalog {:.0}%)\n",
+            "fleet ({}) GEMM peak efficiency {:.1}% (catalog {:.0}%), the curve through the \
+             large GEMMs; the table below prices\n",
             r.aggregate,
             g.peak_efficiency * 100.0,
             r.catalog_gemm_peak * 100.0
         ));
+    }
+    if let Some(t) = &f.gemm_table {
+        s.push_str(&format!(
+            "fleet ({}) GEMMs: {}\n",
+            r.aggregate,
+            t.describe()
+        ));
+    }
+    if let Some(t) = &f.attention_table {
+        s.push_str(&format!(
+            "fleet ({}) attention: {}\n",
+            r.aggregate,
+            t.describe()
+        ));
+    }
+    for refused in &f.refused {
+        s.push_str(&format!("refused: {refused}\n"));
     }
     if let Some(m) = f.fleet_memory {
         s.push_str(&format!(

@@ -28,39 +28,28 @@ pub struct MeasurementSet {
     pub gpus: BTreeSet<&'static str>,
     /// Model names the set states that the catalog does not know.
     pub unknown_models: BTreeSet<String>,
+    /// The GPU `--measurements-gpu` gives a set that names none.
+    pub assumed: Option<&'static str>,
     /// The records and the reader's notes.
     pub measurements: Measurements,
 }
 
-/// The catalog GPU a name denotes: a catalog id, or an NVML model name.
-fn gpu_named(name: &str) -> Option<&'static str> {
-    catalog::gpu(name)
-        .ok()
-        .or_else(|| catalog::gpu_for_model_name(name))
-        .map(|g| g.id)
-}
-
 impl MeasurementSet {
-    /// Reads `path`; `assumed_gpu` (a catalog id) is the GPU of a set that states none.
-    pub fn load(path: &Path, assumed_gpu: Option<&'static str>) -> Result<Self, TunerError> {
+    /// Reads `path`; `assumed` (a catalog id) is the GPU of a set that states none.
+    pub fn load(path: &Path, assumed: Option<&'static str>) -> Result<Self, TunerError> {
         let mut measurements = Measurements::default();
         files::read_path(path, &mut measurements)?;
         measurements.screen(0.0, None);
         let named: BTreeSet<String> = measurements
-            .gpu_models
-            .values()
-            .cloned()
-            .chain(
-                measurements
-                    .records
-                    .iter()
-                    .filter_map(|r| r.detail.gpu_model.clone()),
-            )
+            .records
+            .iter()
+            .filter_map(|r| measurements.gpu_model_of(r).map(str::to_string))
+            .chain(measurements.gpu_models.values().cloned())
             .collect();
         let mut gpus = BTreeSet::new();
         let mut unknown_models = BTreeSet::new();
         for name in named {
-            match gpu_named(&name) {
+            match catalog::gpu_named(&name) {
                 Some(id) => {
                     gpus.insert(id);
                 }
@@ -69,15 +58,52 @@ impl MeasurementSet {
                 }
             }
         }
-        if gpus.is_empty() && unknown_models.is_empty() {
-            gpus.extend(assumed_gpu);
-        }
         Ok(MeasurementSet {
             origin: path.display().to_string(),
             gpus,
             unknown_models,
+            assumed,
             measurements,
         })
+    }
+
+    /// Whether the set names any GPU of its own.
+    fn states_a_gpu(&self) -> bool {
+        !self.gpus.is_empty() || !self.unknown_models.is_empty()
+    }
+
+    /// Whether it measured one of `accepted` (a run's GPU ids): by its own statement, else by
+    /// `--measurements-gpu`.
+    fn measured_one_of(&self, accepted: &[&str]) -> bool {
+        if self.states_a_gpu() {
+            self.gpus.iter().any(|g| accepted.contains(g))
+        } else {
+            self.assumed.is_some_and(|g| accepted.contains(&g))
+        }
+    }
+
+    /// The records that describe a run on one of `accepted`: those of its GPU, and those that
+    /// say nothing of theirs where the set names no other GPU (they are the same cluster's).
+    /// Returns them with the count of records left out that named no GPU.
+    fn records_for(&self, accepted: &[&str]) -> (Vec<record::Record>, usize) {
+        let only_accepted =
+            self.unknown_models.is_empty() && self.gpus.iter().all(|g| accepted.contains(g));
+        let mut unstated_dropped = 0;
+        let kept = self
+            .measurements
+            .records
+            .iter()
+            .filter(|r| match self.measurements.gpu_model_of(r) {
+                Some(model) => catalog::gpu_named(model).is_some_and(|id| accepted.contains(&id)),
+                None if only_accepted => true,
+                None => {
+                    unstated_dropped += 1;
+                    false
+                }
+            })
+            .cloned()
+            .collect();
+        (kept, unstated_dropped)
     }
 
     /// The GPUs it measured, in words.
@@ -88,10 +114,10 @@ impl MeasurementSet {
             .map(|g| g.to_string())
             .chain(self.unknown_models.iter().cloned())
             .collect();
-        if all.is_empty() {
-            "no GPU it names".into()
-        } else {
-            all.join(", ")
+        match (all.is_empty(), self.assumed) {
+            (false, _) => all.join(", "),
+            (true, Some(g)) => format!("{g} (by --measurements-gpu)"),
+            (true, None) => "no GPU it names".into(),
         }
     }
 }
@@ -173,6 +199,10 @@ fn changes(nominal: &Breakdown, measured: &Breakdown) -> Vec<TermChange> {
     out
 }
 
+/// The fits of some sets for a run: the sets, the GPU priced and the one its runs file
+/// names, and whether its GEMMs are fp8.
+type FitsKey = (Vec<usize>, [&'static str; 2], bool);
+
 /// Where runs find their measurements, and the fits made of them.
 pub struct Serving {
     sets: Vec<MeasurementSet>,
@@ -181,9 +211,9 @@ pub struct Serving {
     /// Each run's own sets, by runs file and run id.
     named: HashMap<(String, String), Vec<usize>>,
     /// By sets, GPU, and whether the GEMMs are fp8 (rowwise and tensorwise read one sweep).
-    fits: HashMap<(Vec<usize>, &'static str, bool), Rc<Fits>>,
-    /// What the user must be told about the sets.
-    pub notes: Vec<String>,
+    fits: HashMap<FitsKey, Rc<Fits>>,
+    /// What pricing left out of the sets.
+    notes: Vec<String>,
 }
 
 /// What one run gets.
@@ -230,12 +260,8 @@ impl Serving {
                     let idx = match by_path.get(&path) {
                         Some(&i) => i,
                         None => {
-                            let run_gpu = catalog::gpu(gpu)
-                                .map_err(|_| {
-                                    bad_input(&field, p, "a set for a GPU the catalog knows")
-                                })?
-                                .id;
-                            let set = MeasurementSet::load(&path, Some(run_gpu)).map_err(|e| {
+                            // A set a run names that names no GPU is the run's cluster's.
+                            let set = MeasurementSet::load(&path, None).map_err(|e| {
                                 bad_input(
                                     &field,
                                     p,
@@ -248,7 +274,7 @@ impl Serving {
                         }
                     };
                     let set = &s.sets[idx];
-                    if !set.gpus.iter().any(|g| accepted.contains(g)) {
+                    if set.states_a_gpu() && !set.measured_one_of(&accepted) {
                         return Err(bad_input(
                             &field,
                             format!("{p}, which measured {}", set.gpus_in_words()),
@@ -275,44 +301,41 @@ impl Serving {
         if let Some(own) = self.named.get(&(file.origin.clone(), run.id.clone())) {
             return own.clone();
         }
+        let accepted = [gpu, run.cluster.gpu.as_str()];
         self.shared
             .iter()
             .copied()
-            .filter(|&i| {
-                let g = &self.sets[i].gpus;
-                g.contains(gpu) || g.contains(run.cluster.gpu.as_str())
-            })
+            .filter(|&i| self.sets[i].measured_one_of(&accepted))
             .collect()
     }
 
-    /// The fits of `sets` for a run on `gpu` at `precision`, made once per combination.
+    /// The fits of `sets` for a run priced on `gpu` whose runs file says `listed` (the two
+    /// differ where the notes name a part), at `precision`, made once per combination.
     fn fits(
         &mut self,
         sets: Vec<usize>,
         gpu: &'static catalog::Gpu,
+        listed: &str,
         precision: Precision,
     ) -> Rc<Fits> {
-        let key = (sets, gpu.id, precision.is_fp8());
+        let listed = catalog::gpu_named(listed).unwrap_or(gpu.id);
+        let key = (sets, [gpu.id, listed], precision.is_fp8());
         if let Some(f) = self.fits.get(&key) {
             return Rc::clone(f);
         }
         let mut records = Vec::new();
         for &i in &key.0 {
             let set = &self.sets[i];
-            // A set of several GPUs serves a run with the records of its GPU and those that
-            // say nothing of theirs.
-            records.extend(
-                set.measurements
-                    .records
-                    .iter()
-                    .filter(|r| {
-                        r.detail
-                            .gpu_model
-                            .as_deref()
-                            .is_none_or(|m| gpu_named(m) == Some(gpu.id))
-                    })
-                    .cloned(),
-            );
+            let (kept, dropped) = set.records_for(&key.1);
+            if dropped > 0 {
+                self.notes.push(format!(
+                    "{}: {dropped} records name no GPU beside records of {}; not used for {}",
+                    set.origin,
+                    set.gpus_in_words(),
+                    gpu.id
+                ));
+            }
+            records.extend(kept);
         }
         let dtype = match precision {
             Precision::Bf16 => record::Dtype::Bf16,
@@ -324,9 +347,27 @@ impl Serving {
         };
         let opts = FitOptions {
             gemm_dtype: dtype,
+            attention_peak_flops: Some(gpu.bf16_flops),
             ..FitOptions::default()
         };
         let fits = Rc::new(fit_all(&records, peak, &opts));
+        let sets: Vec<&str> = key
+            .0
+            .iter()
+            .map(|&i| self.sets[i].origin.as_str())
+            .collect();
+        for r in &fits.refused {
+            self.notes
+                .push(format!("{}: refused for {}: {r}", sets.join(", "), gpu.id));
+        }
+        if let Some(record::Dtype::Fp16) = fits.gemm_table_dtype {
+            self.notes.push(format!(
+                "{}: GEMMs priced from the fp16 sweep for {} (no bf16 GEMM measured; one \
+                 tensor-core rate)",
+                sets.join(", "),
+                gpu.id
+            ));
+        }
         self.fits.insert(key, Rc::clone(&fits));
         fits
     }
@@ -348,7 +389,7 @@ impl Serving {
             return Err(format!("{gpu} is not in the catalog"));
         };
         let names: Vec<String> = sets.iter().map(|&i| self.sets[i].origin.clone()).collect();
-        let fits = self.fits(sets, part, precision);
+        let fits = self.fits(sets, part, &run.cluster.gpu, precision);
         let usable = fits.fleet.iter().any(|f| f.unusable().is_none())
             || fits.gemm_table.is_some()
             || fits.attention_table.is_some()
@@ -413,7 +454,7 @@ impl Serving {
                     "{} ({}) served no run: --measurements serves runs on the GPU it measured{}",
                     s.origin,
                     s.gpus_in_words(),
-                    if s.gpus.is_empty() && s.unknown_models.is_empty() {
+                    if !s.states_a_gpu() && s.assumed.is_none() {
                         "; pass --measurements-gpu for a set that names none"
                     } else {
                         ""
@@ -423,11 +464,12 @@ impl Serving {
             .collect()
     }
 
-    /// The reader's notes of every set, by set.
+    /// The reader's notes of every set, by set, and what pricing left out.
     pub fn set_notes(&self) -> Vec<String> {
         self.sets
             .iter()
             .flat_map(|s| s.measurements.notes.iter().cloned())
+            .chain(self.notes.iter().cloned())
             .collect()
     }
 }

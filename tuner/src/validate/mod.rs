@@ -250,6 +250,15 @@ pub fn parse_runs(text: &str, origin: &str) -> Result<RunsFile, TunerError> {
     if file.format != 1 {
         return Err(bad_input("format", file.format, "1"));
     }
+    // A run is its id: two runs of one id would pair one's price with the other's.
+    let mut seen = std::collections::BTreeSet::new();
+    if let Some(run) = file.runs.iter().find(|r| !seen.insert(r.id.as_str())) {
+        return Err(bad_input(
+            &format!("{origin}: runs[{}].id", run.id),
+            &run.id,
+            "an id no other run of the file has",
+        ));
+    }
     file.origin = origin.to_string();
     Ok(file)
 }
