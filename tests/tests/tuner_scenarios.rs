@@ -151,13 +151,19 @@ fn pcie_only_l40s_fleet_prices_tp_at_its_measured_rate_and_names_it() {
     );
     let winner = &measured["meshes"][0];
     assert_eq!(layout(winner).0, 8, "{winner}");
-    let top = measured["top_pick_changed"].as_str().unwrap();
-    assert!(
-        top.contains("the catalog picks TP8")
-            && top.contains("TP all-reduce")
-            && top.contains("slower than nominal: TP=8 over PCIe (PCIe-only node)"),
-        "{top}"
-    );
+    assert_eq!(winner["sources"]["tp_comm"], "measured", "{winner}");
+    // Which microbatch and interleaving win is a tie within the band (the measured GEMMs
+    // price microbatches 1 and 2 within 0.1% of each other); where the pick moves, the
+    // headline names the all-reduce.
+    if let Some(top) = measured["top_pick_changed"].as_str() {
+        assert!(
+            top.contains("TP all-reduce")
+                && top.contains("slower than nominal: TP=8 over PCIe (PCIe-only node)"),
+            "{top}"
+        );
+    } else {
+        assert_eq!(winner["nominal_rank"], 1, "{winner}");
+    }
     assert!(winner["warnings"]
         .as_array()
         .unwrap()

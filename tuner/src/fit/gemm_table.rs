@@ -193,17 +193,22 @@ impl Points {
     }
 
     /// Root mean square of the relative error with which the other points predict each one
-    /// (on a sample of at most [`SPREAD_SAMPLE`]): how well the table interpolates.
+    /// (on a sample of at most [`SPREAD_SAMPLE`]), each weighted by its FLOPs: how well the
+    /// table interpolates the GEMMs that fill a step, not the launch-bound small ones whose
+    /// efficiency changes fivefold an octave apart.
     fn spread(&self) -> f64 {
         if self.pts.len() < 2 {
             return 0.0;
         }
         let step = self.pts.len().div_ceil(SPREAD_SAMPLE);
-        let sq: Vec<f64> = (0..self.pts.len())
-            .step_by(step)
-            .map(|i| (self.nearest(self.pts[i].0, Some(i)) / self.pts[i].1 - 1.0).powi(2))
-            .collect();
-        (sq.iter().sum::<f64>() / sq.len() as f64).sqrt()
+        let (mut sq, mut weight) = (0.0, 0.0);
+        for i in (0..self.pts.len()).step_by(step) {
+            let (x, e) = self.pts[i];
+            let flop = (x[0] + x[1] + x[2]).exp2();
+            sq += flop * (self.nearest(x, Some(i)) / e - 1.0).powi(2);
+            weight += flop;
+        }
+        (sq / weight).sqrt()
     }
 }
 
