@@ -237,25 +237,6 @@ pub enum MoeDispatch {
     NodeDedup,
 }
 
-impl MoeDispatch {
-    /// Network bytes against the all-to-all's for an EP group over `nodes` nodes: the remote
-    /// nodes a token's `top_k` of `experts` (spread evenly) land on, against its remote
-    /// copies. Uniform routing: a given other node is missed with probability
-    /// C(E - E/N, k) / C(E, k).
-    pub fn network_share(self, experts: f64, top_k: f64, nodes: f64) -> f64 {
-        if self == MoeDispatch::AllToAll || nodes <= 1.0 {
-            return 1.0;
-        }
-        let elsewhere = experts - experts / nodes;
-        let missed: f64 = (0..top_k as u32)
-            .map(|i| ((elsewhere - f64::from(i)) / (experts - f64::from(i))).max(0.0))
-            .product();
-        let remote_nodes = (nodes - 1.0) * (1.0 - missed);
-        let remote_copies = top_k * (nodes - 1.0) / nodes;
-        (remote_nodes / remote_copies).min(1.0)
-    }
-}
-
 impl fmt::Display for MoeDispatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -288,40 +269,6 @@ impl LossKernel {
         match framework {
             Framework::Megatron | Framework::Deepspeed => LossKernel::Megatron,
             Framework::Fsdp => LossKernel::Eager,
-        }
-    }
-
-    /// HBM bytes per logit, forward and backward, counted kernel by kernel.
-    ///
-    /// Megatron (`megatron/core/tensor_parallel/cross_entropy.py` at core_r0.8.0; the same
-    /// ops in Megatron-LM and Megatron-DeepSpeed): the cast from bf16 (2 read, 4 written), max
-    /// (4), subtract in place (8), exp in place (8), sum (4), divide in place (8); backward
-    /// multiplies in place (8) and autograd casts the gradient back to bf16 (4 + 2): 52.
-    /// Eager PyTorch: the cast (6), `log_softmax` over a row too long for shared memory in
-    /// three passes (max, sum, then read and write: 16), `nll_loss` backward filling a dense
-    /// fp32 gradient (4), `log_softmax` backward (the gradient summed, then it and the output
-    /// read and the result written: 16), the cast back (6): 48. Fused, as flash-attn's
-    /// `xentropy` runs: the bf16 logits read for the max and again for the sum, and once more
-    /// to write the bf16 gradient: 8. Transformer Engine's fused loss is priced the same,
-    /// uncounted.
-    pub fn bytes_per_logit(self) -> f64 {
-        match self {
-            LossKernel::Megatron => 52.0,
-            LossKernel::Eager => 48.0,
-            LossKernel::Fused => 8.0,
-        }
-    }
-
-    /// Bytes per logit held at the start of backward: Megatron's vocab-parallel cross-entropy
-    /// saves its fp32 softmax (4); `cross_entropy(logits.float())` holds the bf16 logits,
-    /// their fp32 copy and the fp32 log-softmax (10); flash-attn's fused `CrossEntropyLoss`
-    /// (llm-foundry's `fused_crossentropy`) saves the bf16 logits and writes a bf16 gradient
-    /// beside them (4; Transformer Engine's writes the gradient into the logits, priced the
-    /// same).
-    pub fn held_bytes_per_logit(self) -> f64 {
-        match self {
-            LossKernel::Eager => 10.0,
-            LossKernel::Megatron | LossKernel::Fused => 4.0,
         }
     }
 }
@@ -413,19 +360,6 @@ impl Training {
         }
     }
 
-    /// Bytes an element of a sequence-parallel all-gather takes. torchtitan's tensorwise fp8
-    /// plan (`Float8ColwiseParallel`, `Float8RowwiseParallel`, `PrepareFloat8ModuleInput` in
-    /// torchao's `float8_tensor_parallel.py`) casts before the gather, forward and backward;
-    /// rowwise recipes gather in bf16 ("float8 all-gather with TP is only supported for
-    /// tensorwise", torchtitan 820504e `parallelize_llama.py`). Reduce-scatters stay in bf16.
-    pub fn tp_gather_bytes(&self) -> f64 {
-        if self.framework == Framework::Fsdp && self.precision == Precision::Fp8 {
-            1.0
-        } else {
-            2.0
-        }
-    }
-
     /// Whether each sequence-parallel gather and scatter carries DTensor's re-layout copy
     /// ([`Framework::sp_copies`]): not under async TP, whose fused gather-matmul and
     /// matmul-scatter take the sharded layout as it is.
@@ -436,24 +370,5 @@ impl Training {
     /// Tokens in one global batch.
     pub fn tokens_per_step(&self) -> f64 {
         f64::from(self.global_batch) * f64::from(self.seq_len)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_deduplicating_dispatcher_sends_a_token_once_per_remote_node() {
-        let dedup = |e, k, n| MoeDispatch::NodeDedup.network_share(e, k, n);
-        // Mixtral (8 experts, top 2) over two nodes: the other node holds 4 experts and is
-        // missed with probability C(4,2)/C(8,2) = 6/28, against one remote copy on average.
-        assert!((dedup(8.0, 2.0, 2.0) - 22.0 / 28.0).abs() < 1e-12);
-        // Qwen3-30B-A3B (128 experts, top 8) over two nodes: the other node is hit 99.7% of the
-        // time, against 4 remote copies: a quarter of the all-to-all's network bytes.
-        assert!((dedup(128.0, 8.0, 2.0) - 0.249226).abs() < 1e-6);
-        // Inside one node, and for NCCL's all-to-all, nothing changes.
-        assert_eq!(dedup(128.0, 8.0, 1.0), 1.0);
-        assert_eq!(MoeDispatch::AllToAll.network_share(128.0, 8.0, 2.0), 1.0);
     }
 }

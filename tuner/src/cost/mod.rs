@@ -2,9 +2,16 @@
 
 pub mod collective;
 pub mod compute;
+mod data_parallel;
+mod layer;
+mod loss;
 pub mod measured;
 pub mod measured_compute;
 pub mod memory;
+#[cfg(test)]
+mod mocks;
+pub mod pipeline;
+mod recompute;
 pub mod timing;
 pub mod trace;
 
@@ -13,9 +20,9 @@ use serde::Serialize;
 use crate::catalog::{Cluster, Efficiency};
 use crate::mesh::{Mesh, Training};
 use crate::model::ModelShape;
-use crate::placement::{GroupSpan, LinkClass, Placement};
+use crate::placement::{LinkClass, Placement};
 use crate::warnings::Pitfall;
-use collective::{Collective, CollectiveModel, NominalCollectives, Source};
+use collective::{CollectiveModel, NominalCollectives, Source};
 use compute::{ComputeModel, NominalCompute};
 use measured_compute::MeasuredCompute;
 use memory::MemoryBreakdown;
@@ -99,33 +106,13 @@ impl Scenario {
         s
     }
 
-    /// The collective and group behind each communication term, for sources and uncertainty.
-    fn term_collective(term: TermKind, e: &Evaluation) -> Option<(Collective, GroupSpan)> {
-        let p = &e.placement;
-        Some(match term {
-            TermKind::TpComm if e.mesh.sequence_parallel => (Collective::ReduceScatter, p.tp),
-            TermKind::TpComm => (Collective::AllReduce, p.tp),
-            TermKind::CpComm => (Collective::SendRecv, p.cp),
-            TermKind::EpAllToAll => (Collective::AllToAll, p.ep),
-            TermKind::PpP2p => (Collective::SendRecv, p.pp),
-            TermKind::DpGradSync if e.mesh.zero_stage == 0 => (Collective::AllReduce, p.grad),
-            TermKind::DpGradSync => (Collective::ReduceScatter, p.grad),
-            TermKind::ZeroGather => (Collective::AllGather, p.grad),
-            TermKind::Compute
-            | TermKind::Launch
-            | TermKind::PipelineBubble
-            | TermKind::Optimizer
-            | TermKind::Straggler => return None,
-        })
-    }
-
     /// Where each step-time term's figures come from: measured, extrapolated or nominal.
     pub fn term_sources(&self, e: &Evaluation) -> Vec<(TermKind, Source)> {
         e.breakdown
             .terms()
             .iter()
             .map(|(name, _)| {
-                let source = match Self::term_collective(*name, e) {
+                let source = match name.collective(&e.mesh, &e.placement) {
                     Some((c, g)) => self.collectives.source(c, &g),
                     None => self.compute.source(),
                 };
@@ -142,7 +129,7 @@ impl Scenario {
             .terms()
             .iter()
             .map(|(name, t)| {
-                let u = match Self::term_collective(*name, e) {
+                let u = match name.collective(&e.mesh, &e.placement) {
                     Some((c, g)) => self.collectives.uncertainty(c, &g),
                     None => self.compute.uncertainty(),
                 };
@@ -192,7 +179,7 @@ impl Scenario {
             mfu: flops / (step * f64::from(mesh.gpus()) * self.peak_flops()),
             microbatches: m,
             bubble_fraction: if mesh.pp > 1 {
-                timing::bubble_fraction(mesh.pp, m, mesh.virtual_stages)
+                pipeline::bubble_fraction(mesh.pp, m, mesh.virtual_stages)
             } else {
                 0.0
             },

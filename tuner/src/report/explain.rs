@@ -4,23 +4,6 @@ use crate::cost::timing::TermKind;
 use crate::cost::Evaluation;
 use crate::placement::{GroupSpan, LinkClass};
 
-/// Human name of a step-time term.
-pub fn term_label(term: TermKind) -> &'static str {
-    match term {
-        TermKind::Compute => "compute",
-        TermKind::Launch => "host-bound kernel launch",
-        TermKind::Straggler => "slowest-GPU wait",
-        TermKind::TpComm => "TP all-reduce",
-        TermKind::CpComm => "CP ring exchange",
-        TermKind::EpAllToAll => "EP all-to-all",
-        TermKind::PpP2p => "PP send/recv",
-        TermKind::PipelineBubble => "pipeline bubble",
-        TermKind::DpGradSync => "DP gradient reduction",
-        TermKind::ZeroGather => "ZeRO parameter gather",
-        TermKind::Optimizer => "optimizer step",
-    }
-}
-
 fn link(span: &GroupSpan) -> String {
     match span.link {
         LinkClass::Nvlink => "NVLink".to_string(),
@@ -93,7 +76,7 @@ pub fn why_below(upper: &Evaluation, lower: &Evaluation) -> String {
     format!(
         "{} exposed {}: {}",
         signed_seconds(delta),
-        term_label(name),
+        name.label(),
         term_cause(name, lower)
     )
 }
@@ -118,22 +101,11 @@ pub fn shift_cause(measured: &Evaluation, nominal: &Evaluation) -> String {
     };
     let mut cause = term_cause(name, measured);
     let p = &measured.placement;
-    let span = match name {
-        TermKind::TpComm => Some(p.tp),
-        TermKind::CpComm => Some(p.cp),
-        TermKind::EpAllToAll => Some(p.ep),
-        TermKind::PpP2p => Some(p.pp),
-        TermKind::DpGradSync | TermKind::ZeroGather => Some(p.grad),
-        TermKind::Compute
-        | TermKind::Launch
-        | TermKind::PipelineBubble
-        | TermKind::Optimizer
-        | TermKind::Straggler => None,
-    };
+    let span = name.collective(&measured.mesh, p).map(|(_, span)| span);
     if span.is_some_and(|s| s.link == LinkClass::Pcie) {
         cause.push_str(" (PCIe-only node)");
     }
-    format!("{} {how}: {cause}", term_label(name))
+    format!("{} {how}: {cause}", name.label())
 }
 
 /// A signed duration with a unit that keeps three significant digits.

@@ -3,7 +3,7 @@
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, ContentArrangement, Table};
 
 use super::doc::{Document, MeshDoc};
-use super::explain::{seconds, term_label};
+use super::explain::seconds;
 use super::listing::{ClusterList, ModelList};
 use crate::cost::collective::Source;
 use crate::validate::fitting::HeldOut;
@@ -244,7 +244,7 @@ pub fn explain(doc: &Document) -> String {
                 continue;
             }
             t.add_row(vec![
-                Cell::new(term_label(*name)),
+                Cell::new(name.label()),
                 Cell::new(seconds(term.time_s)),
                 Cell::new(seconds(term.exposed_s)),
                 Cell::new(format!("{:.1}%", 100.0 * term.exposed_s / m.step_time_s)),
@@ -304,7 +304,7 @@ pub fn compare(doc: &Document) -> String {
         }
         row(
             &mut t,
-            &format!("{} (exposed)", term_label(*name)),
+            &format!("{} (exposed)", name.label()),
             term.exposed_s,
             other.exposed_s,
             &sec,
