@@ -32,6 +32,7 @@ pub mod input;
 pub mod jobs;
 pub mod measure;
 pub mod mesh;
+pub mod mesh_spec;
 pub mod model;
 pub mod output;
 pub mod placement;

@@ -3,7 +3,9 @@ use std::process::ExitCode;
 use clap::Parser;
 
 mod cli;
+mod commands;
 mod exit;
+mod job_args;
 mod jobs_cli;
 mod measure_args;
 mod render;

@@ -4,17 +4,26 @@
 use crate::cost::Scenario;
 use crate::fit::{fit_all, FitOptions, Fits};
 use crate::ingest::Measurements;
-use crate::report::doc::{MeasurementsDoc, StragglerDoc};
 
-/// The priced scenario and what the document says about its measurements.
+/// The priced scenario and what its measurements were and changed.
 pub struct Priced {
     /// The scenario, measured where measurements exist.
     pub scenario: Scenario,
-    /// The fits, when measurements were given.
+    /// The fits, when measurements with usable records were given.
     pub fits: Option<Fits>,
-    /// The measurements section.
-    pub doc: Option<MeasurementsDoc>,
+    /// What was read, when measurements were given.
+    pub read: Option<Read>,
+    /// What keeping the excluded nodes would cost the best layout.
+    pub keep_cost: Option<String>,
     /// Lines for the notes.
+    pub notes: Vec<String>,
+}
+
+/// The measurement files read.
+pub struct Read {
+    /// What was read.
+    pub sources: Vec<String>,
+    /// Stale, simulated or unreadable data, by name.
     pub notes: Vec<String>,
 }
 
@@ -24,7 +33,8 @@ impl Priced {
         Priced {
             scenario,
             fits: None,
-            doc: None,
+            read: None,
+            keep_cost: None,
             notes: Vec::new(),
         }
     }
@@ -36,13 +46,12 @@ pub fn price(nominal: Scenario, mut m: Measurements, opts: &FitOptions) -> Price
     if m.records.is_empty() {
         let mut notes = m.notes.clone();
         notes.push("no usable measurements: every term falls back to catalog figures".into());
-        let doc = MeasurementsDoc {
+        let read = Read {
             sources: m.sources,
             notes: m.notes,
-            ..Default::default()
         };
         return Priced {
-            doc: Some(doc),
+            read: Some(read),
             notes,
             ..Priced::nominal(nominal)
         };
@@ -141,24 +150,9 @@ pub fn price(nominal: Scenario, mut m: Measurements, opts: &FitOptions) -> Price
             ));
         }
     }
-    let doc = MeasurementsDoc {
+    let read = Read {
         sources: m.sources.clone(),
         notes: m.notes.clone(),
-        nodes: fits.nodes.clone(),
-        aggregate: format!("{:?}", fits.aggregate).to_lowercase(),
-        stragglers: fits
-            .stragglers
-            .iter()
-            .map(|s| StragglerDoc {
-                node: s.node.clone(),
-                what: s.what.clone(),
-                value: s.value,
-                fleet_median: s.fleet_median,
-                shortfall: s.shortfall(),
-            })
-            .collect(),
-        excluded: fits.excluded.clone(),
-        keep_cost: None,
     };
     for s in &fits.stragglers {
         notes.push(format!(
@@ -177,17 +171,14 @@ pub fn price(nominal: Scenario, mut m: Measurements, opts: &FitOptions) -> Price
         ..
     } = nominal;
     let scenario = Scenario::measured(model, training, cluster, gpus, efficiency, &fits);
-    let mut priced = Priced {
+    let keep_cost = keep_cost.map(|(all, nodes)| keep_cost_line(&scenario, &all, &nodes));
+    Priced {
         scenario,
         fits: Some(fits),
-        doc: Some(doc),
+        read: Some(read),
+        keep_cost,
         notes,
-    };
-    if let Some((all, nodes)) = keep_cost {
-        priced.doc.as_mut().expect("set above").keep_cost =
-            Some(keep_cost_line(&priced.scenario, &all, &nodes));
     }
-    priced
 }
 
 /// Removes the records that ran on another catalog GPU than the one the cluster prices, by

@@ -8,6 +8,7 @@ use crate::cost::collective::Source;
 use crate::cost::memory::MemoryBreakdown;
 use crate::cost::timing::{Term, TermKind};
 use crate::cost::{Evaluation, Scenario};
+use crate::measure::Priced;
 use crate::mesh::Recompute;
 
 /// The whole output document.
@@ -52,6 +53,36 @@ pub struct MeasurementsDoc {
     pub excluded: Vec<(String, String)>,
     /// What keeping the excluded nodes would cost the best layout.
     pub keep_cost: Option<String>,
+}
+
+impl MeasurementsDoc {
+    /// The section for a priced scenario; none without measurements.
+    pub fn of(priced: &Priced) -> Option<MeasurementsDoc> {
+        let read = priced.read.as_ref()?;
+        let mut doc = MeasurementsDoc {
+            sources: read.sources.clone(),
+            notes: read.notes.clone(),
+            keep_cost: priced.keep_cost.clone(),
+            ..Default::default()
+        };
+        if let Some(fits) = &priced.fits {
+            doc.nodes = fits.nodes.clone();
+            doc.aggregate = format!("{:?}", fits.aggregate).to_lowercase();
+            doc.stragglers = fits
+                .stragglers
+                .iter()
+                .map(|s| StragglerDoc {
+                    node: s.node.clone(),
+                    what: s.what.clone(),
+                    value: s.value,
+                    fleet_median: s.fleet_median,
+                    shortfall: s.shortfall(),
+                })
+                .collect();
+            doc.excluded = fits.excluded.clone();
+        }
+        Some(doc)
+    }
 }
 
 /// A node behind the fleet.

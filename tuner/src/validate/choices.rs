@@ -7,7 +7,7 @@ use super::{Attention, Run};
 use crate::mesh::{
     FlashKernel, Framework, LossKernel, MoeDispatch, ParamFetch, Precision, ReduceDtype, Training,
 };
-use record::datasheet::GRAND_TETON_H100;
+use record::datasheet::{Arch, GRAND_TETON_H100};
 
 /// FlashAttention's first publication (Dao et al. 2022, arXiv 2205.14135). Runs published
 /// before it computed the s x s attention scores through HBM.
@@ -175,7 +175,7 @@ pub fn forced_balance(run: &Run) -> bool {
 }
 
 /// The training inputs of a run and the choices made for what it left unpublished.
-pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
+pub fn training(run: &Run, arch: Arch) -> (Training, BTreeMap<String, String>) {
     let l = &run.layout;
     let notes = notes(run);
     let mut choices = BTreeMap::new();
@@ -305,15 +305,11 @@ pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
     if let Some(why) = async_tp {
         choices.insert("tp_comm_overlap".into(), why.into());
     }
-    let tp_comm_overlap = async_tp.is_some()
-        || framework == Framework::Megatron
-            && megatron_core
-            && run.cluster.gpu.starts_with('h')
-            && l.tp > 1;
+    let defaults = Training::for_framework(framework, arch, run.model.seq_len, l.global_batch_size);
+    let tp_comm_overlap =
+        async_tp.is_some() || defaults.tp_comm_overlap && megatron_core && l.tp > 1;
     (
         Training {
-            seq_len: run.model.seq_len,
-            global_batch: l.global_batch_size,
             precision,
             optimizer: "adam",
             flash_attention,
@@ -326,6 +322,7 @@ pub fn training(run: &Run) -> (Training, BTreeMap<String, String>) {
             param_fetch,
             loss,
             moe_dispatch,
+            ..defaults
         },
         choices,
     )
@@ -374,27 +371,33 @@ mod tests {
     #[test]
     fn zero3_before_coalesced_fetch_ran_deepspeed_tensor_by_tensor() {
         let mut runs = table2();
-        let (t, choices) = training(&runs[0]);
+        let (t, choices) = training(&runs[0], Arch::Hopper);
         assert_eq!(
             (t.framework, t.param_fetch),
             (Framework::Deepspeed, ParamFetch::PerTensor)
         );
         assert!(choices["param_fetch"].contains("before v0.6.0"));
-        assert_eq!(training(&runs[6]).0.framework, Framework::Megatron);
+        assert_eq!(
+            training(&runs[6], Arch::Hopper).0.framework,
+            Framework::Megatron
+        );
         // The same ZeRO-3 run published after FSDP and DeepSpeed's coalesced fetch: FSDP, or
         // Megatron-Core's own sharding where the source names Megatron.
         runs[0].source = "a 2024 benchmark README".into();
-        let (t, _) = training(&runs[0]);
+        let (t, _) = training(&runs[0], Arch::Hopper);
         assert_eq!(
             (t.framework, t.param_fetch),
             (Framework::Fsdp, ParamFetch::Coalesced)
         );
         runs[0].source = "NVIDIA-NeMo/Megatron-Bridge performance summary, 2025".into();
-        assert_eq!(training(&runs[0]).0.framework, Framework::Megatron);
+        assert_eq!(
+            training(&runs[0], Arch::Hopper).0.framework,
+            Framework::Megatron
+        );
         // llm-foundry's benchmarks ran Composer's FSDP, gathering for backward after the
         // layer above (BACKWARD_POST).
         runs[0].source = "MosaicML llm-foundry, scripts/train/benchmarking/README.md".into();
-        let (t, choices) = training(&runs[0]);
+        let (t, choices) = training(&runs[0], Arch::Hopper);
         assert_eq!(
             (t.framework, t.param_fetch),
             (Framework::Fsdp, ParamFetch::PostBackward)
@@ -407,7 +410,7 @@ mod tests {
         let mut run = table2().swap_remove(6);
         run.source = "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md".into();
         run.cluster.gpu = "h100-sxm".into();
-        let fused = |run: &Run| training(run).0.fused_elementwise;
+        let fused = |run: &Run| training(run, Arch::Hopper).0.fused_elementwise;
         let with = |run: &mut Run, notes: &str| run.notes = Some(notes.into());
         // Without notes: the SXM part, and torchtitan's default, eager.
         assert_eq!(gpu_named_in_notes(&run), None);
@@ -419,7 +422,10 @@ mod tests {
         );
         assert_eq!(gpu_named_in_notes(&run), Some(GRAND_TETON_H100));
         assert!(!fused(&run));
-        assert_eq!(training(&run).1["torch_compile"], "off (the default)");
+        assert_eq!(
+            training(&run, Arch::Hopper).1["torch_compile"],
+            "off (the default)"
+        );
         with(
             &mut run,
             "96GB HBM2e at 500W; fp8 (Float8 linears) + torch.compile",
@@ -450,7 +456,7 @@ mod tests {
         assert_eq!(gpu_named_in_notes(&run), None);
         run.source = "Megatron-LM README (2024)".into();
         assert!(fused(&run));
-        assert!(!training(&run).1.contains_key("torch_compile"));
+        assert!(!training(&run, Arch::Hopper).1.contains_key("torch_compile"));
     }
 
     #[test]
@@ -461,7 +467,7 @@ mod tests {
         run.layout.precision = Some(Precision::Fp8);
         assert!(run.layout.tp > 1);
         let priced = |run: &Run| {
-            let (t, choices) = training(run);
+            let (t, choices) = training(run, Arch::Hopper);
             (t.tp_comm_overlap, t.precision, choices)
         };
         // Both columns of the source's table named in the notes of both runs say nothing.
@@ -501,7 +507,7 @@ mod tests {
     #[test]
     fn the_loss_runs_as_the_source_s_framework_runs_it() {
         let mut run = table2().swap_remove(6);
-        let loss = |run: &Run| training(run).0.loss;
+        let loss = |run: &Run| training(run, Arch::Hopper).0.loss;
         assert_eq!(loss(&run), LossKernel::Megatron);
         run.source = "NVIDIA-NeMo/Megatron-Bridge performance summary, 2025".into();
         assert_eq!(loss(&run), LossKernel::Fused);

@@ -365,7 +365,7 @@ pub(crate) fn price(
     let part = choices::gpu_named_in_notes(run);
     let gpu_id = part.unwrap_or(&run.cluster.gpu);
     let cluster = run.cluster(gpu_id)?;
-    let (training, mut choices) = choices::training(run);
+    let (training, mut choices) = choices::training(run, cluster.gpu.arch);
     if let Some(id) = part {
         choices.insert("gpu".into(), format!("{id} (the part the notes name)"));
     }
