@@ -103,7 +103,7 @@ echo "   $(ls "$tools/node/ts"/dashboard_*.ts | wc -l) dashboards and $(grep -c 
 say "Prometheus rules: promtool check rules, promtool test rules"
 promtool check rules helm/meshfit/rules/meshfit.rules.yaml
 promtool test rules prometheus/meshfit.rules.test.yaml
-say "every alert's runbook_url names its own section of deploy/README.md"; "$py" check/runbooks.py
+say "every alert's runbook_url names its own page under deploy/runbooks"; "$py" check/runbooks.py
 
 # --- the whole chain -----------------------------------------------------------------------
 say "building agent, microbench and tuner for the end-to-end check"

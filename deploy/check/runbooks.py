@@ -1,11 +1,13 @@
-"""Every alert links a runbook that exists: without promtool, from the rule file and the README.
+"""Every alert links a runbook that exists: without promtool, from the rule file and the pages.
 
 Usage: runbooks.py
 
 Checks that each alert in deploy/helm/meshfit/rules/meshfit.rules.yaml has a `runbook_url`
-annotation of the form BASE#anchor, that the anchor is a heading of deploy/README.md (anchors as
-GitHub makes them from headings), and that every subsection of the README's "Runbooks" section
-is an alert's, so that a renamed or removed alert leaves no orphaned runbook behind.
+annotation of the form BASE/<alert>.md, that deploy/runbooks/<alert>.md exists and its first
+line is the title `# <alert>`, that the relative links of every page (to another runbook, or
+to a heading of deploy/README.md, anchors as GitHub makes them from headings) resolve, and that
+every page under deploy/runbooks is an alert's, so that a renamed or removed alert leaves no
+orphaned runbook behind.
 """
 import re
 import sys
@@ -15,9 +17,8 @@ import yaml
 
 DEPLOY = Path(__file__).resolve().parent.parent
 RULES = DEPLOY / "helm" / "meshfit" / "rules" / "meshfit.rules.yaml"
-README = DEPLOY / "README.md"
-BASE = "https://github.com/meshfit/meshfit/blob/main/deploy/README.md"
-SECTION = "Runbooks"
+PAGES = DEPLOY / "runbooks"
+BASE = "https://github.com/meshfit/meshfit/blob/main/deploy/runbooks"
 
 
 def slug(heading: str, seen: dict[str, int]) -> str:
@@ -29,51 +30,59 @@ def slug(heading: str, seen: dict[str, int]) -> str:
     return base if n == 0 else f"{base}-{n}"
 
 
-def headings(text: str) -> tuple[set[str], list[str]]:
-    """All anchors of the README, and the `###` headings inside its Runbooks section."""
-    anchors, seen, runbooks, inside = set(), {}, [], False
-    fence = False
+def anchors(text: str) -> set[str]:
+    """The anchors of a Markdown file's headings, outside code fences."""
+    found, seen, fence = set(), {}, False
     for line in text.splitlines():
         if line.startswith("```"):
             fence = not fence
-        found = None if fence else re.match(r"(#{1,6}) (.+)", line)
-        if not found:
+        heading = None if fence else re.match(r"#{1,6} (.+)", line)
+        if heading:
+            found.add(slug(heading.group(1), seen))
+    return found
+
+
+def broken_links(page: Path) -> list[str]:
+    """The relative links of a page whose file or heading does not exist."""
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+        if re.match(r"[a-z]+:", target):
             continue
-        level, title = len(found.group(1)), found.group(2)
-        anchors.add(slug(title, seen))
-        if level == 2:
-            inside = title.strip() == SECTION
-        elif level == 3 and inside:
-            runbooks.append(title.strip())
-    return anchors, runbooks
+        path, _, anchor = target.partition("#")
+        file = (page.parent / path).resolve() if path else page
+        if not file.exists():
+            broken.append(target)
+        elif anchor and (file.is_dir() or anchor not in anchors(file.read_text())):
+            broken.append(target)
+    return broken
 
 
 def main() -> None:
-    anchors, runbooks = headings(README.read_text())
-    if slug(SECTION, {}) not in anchors:
-        raise SystemExit(f"{README}: no \"## {SECTION}\" section")
     alerts = [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"] if "alert" in r]
     problems = []
     for rule in alerts:
         name = rule["alert"]
         url = rule.get("annotations", {}).get("runbook_url")
+        page = PAGES / f"{name}.md"
         if not url:
             problems.append(f"{name}: no runbook_url annotation")
+        elif url != f"{BASE}/{name}.md":
+            problems.append(f"{name}: runbook_url {url!r} is not its own page {BASE}/{name}.md")
+        if not page.is_file():
+            problems.append(f"{name}: no runbook page {page.relative_to(DEPLOY.parent)}")
             continue
-        page, _, anchor = url.partition("#")
-        if page != BASE or not anchor:
-            problems.append(f"{name}: runbook_url {url!r} is not {BASE}#<anchor>")
-        elif anchor not in anchors:
-            problems.append(f"{name}: runbook_url anchor #{anchor} is no heading of {README.name}")
-        elif anchor != slug(name, {}):
-            problems.append(f"{name}: runbook_url anchor #{anchor} is not the alert's own section #{slug(name, {})}")
-    orphans = sorted(set(runbooks) - {r["alert"] for r in alerts})
+        lines = page.read_text().splitlines()
+        if not lines or lines[0] != f"# {name}":
+            problems.append(f"{page.relative_to(DEPLOY.parent)}: first line is not the title \"# {name}\"")
+        for target in broken_links(page):
+            problems.append(f"{page.relative_to(DEPLOY.parent)}: link ({target}) leads nowhere")
+    orphans = sorted({p.stem for p in PAGES.glob("*.md")} - {r["alert"] for r in alerts})
     if orphans:
-        problems.append(f"{README.name} \"{SECTION}\" has sections for no alert: {', '.join(orphans)}")
+        problems.append(f"{PAGES.relative_to(DEPLOY.parent)} has pages for no alert: {', '.join(orphans)}")
     if problems:
         raise SystemExit("runbooks:\n  " + "\n  ".join(problems))
-    print(f"   {len(alerts)} alerts, each with a runbook_url to its own section of "
-          f"{README.relative_to(DEPLOY.parent)}#{slug(SECTION, {})}", flush=True)
+    print(f"   {len(alerts)} alerts, each with a runbook_url to its own page under "
+          f"{PAGES.relative_to(DEPLOY.parent)}/, titled for it", flush=True)
 
 
 if __name__ == "__main__":

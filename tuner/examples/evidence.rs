@@ -1,4 +1,5 @@
-//! The figures the README gives for measured pricing and calibration, from data/ alone:
+//! The figures the README and `docs/measured.md` give for measured pricing and calibration,
+//! from data/ alone:
 //!
 //! 1. vTrain's runs priced nominal and from vTrain's own all-reduce lookup tables, by TP degree;
 //! 2. calibration's honesty: profiles from 3, 10, 30 and all 360 of vTrain's 12-layer runs

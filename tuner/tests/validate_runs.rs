@@ -1,6 +1,6 @@
 //! Accuracy against the real runs in data/ (published A100 papers, H100/H200 runs, vTrain's
 //! small-model sweep) with the catalog efficiencies. These guard what the model reaches today;
-//! the README's validation table gives the figures and what still misses.
+//! `docs/validation.md` gives the figures and `docs/misses.md` what still misses.
 
 use std::sync::OnceLock;
 

@@ -31,8 +31,8 @@ use crate::validate::measured::Serving;
 use crate::validate::{self, RunsFile, Skipped};
 
 /// The model's typical |log error| on runs it was not fitted to, the scale of a job's
-/// residual: the median over sources of leave-one-source-out (4.1%, README "Leave-one-source-
-/// out"), rounded up.
+/// residual: the median over sources of leave-one-source-out (4.1%, `docs/validation.md`,
+/// "Each source held out of the fit"), rounded up.
 pub const ERROR_SCALE: f64 = 0.05;
 
 /// A job's residual, in units of [`ERROR_SCALE`], past which its pull stops growing.

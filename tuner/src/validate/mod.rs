@@ -64,7 +64,7 @@ pub struct RunModel {
     pub hidden: u32,
     pub heads: u32,
     pub kv_heads: Option<u32>,
-    /// Where a head is not hidden / heads wide (an extension of format 1; see the README).
+    /// Where a head is not hidden / heads wide (an extension of format 1; see `docs/design.md`).
     #[serde(default)]
     pub head_dim: Option<u32>,
     pub ffn_hidden: Option<u32>,
