@@ -25,7 +25,7 @@ impl GemmCurve {
 
 /// Fits the curve to (m, n, k, efficiency) points by a log-spaced search over d0 with the best
 /// e_max in closed form for each (least squares in log space); `None` with fewer than 3 points.
-pub fn fit(points: &[super::GemmPoint]) -> Option<GemmCurve> {
+pub fn fit(points: &[super::all::GemmPoint]) -> Option<GemmCurve> {
     let pts: Vec<_> = points
         .iter()
         .copied()
