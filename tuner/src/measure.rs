@@ -63,93 +63,17 @@ pub fn price(nominal: Scenario, mut m: Measurements, opts: &FitOptions) -> Price
     };
     let fits = fit_all(&m.records, peak, opts);
     let mut notes = m.notes.clone();
-    notes.extend(fits.refused.iter().map(|r| format!("refused: {r}")));
-    if let Some(record::Dtype::Fp16) = fits.gemm_table_dtype {
-        notes.push(
-            "GEMMs priced from the fp16 sweep: no bf16 GEMM was measured, and the tensor cores \
-             run both at one rate"
-                .into(),
-        );
-    }
-    for f in &fits.fleet {
-        if let Some(why) = f.unusable() {
-            notes.push(format!(
-                "measured {} {} over {} ranks {why}",
-                f.kind, f.scope, f.ranks
-            ));
-        }
-    }
-    if fits.fleet.iter().any(|f| f.unusable().is_none()) {
-        notes.push(format!(
-            "measured curves price messages within {}x of the sizes they swept; the catalog \
-             prices the rest",
-            crate::fit::EXTRAPOLATE
-        ));
-    }
-    let mut keep_cost = None;
-    if !fits.excluded.is_empty() {
-        let all = fit_all(
-            &m.records,
-            peak,
-            &FitOptions {
-                exclude: Vec::new(),
-                exclude_degraded: false,
-                ..opts.clone()
-            },
-        );
-        keep_cost = Some((
-            all,
-            fits.excluded
-                .iter()
-                .map(|(n, _)| n.clone())
-                .collect::<Vec<_>>(),
-        ));
-    }
-    if fits
-        .fleet
-        .iter()
-        .any(|f| f.scope == record::Scope::InterNode && f.unusable().is_none())
-    {
-        let e = &nominal.efficiency;
-        notes.push(format!(
-            "inter-node measurements are idle-fabric sweeps; a job shares the fabric, so they \
-             are priced at {:.0}% of their bandwidth (catalog: {:.2} of line rate in a job, \
-             {:.2} idle)",
-            100.0 * e.network_busbw / e.network_idle_busbw,
-            e.network_busbw,
-            e.network_idle_busbw
-        ));
-    }
-    if let Some(nic) = &fits.fleet_nic {
-        notes.push(format!(
-            "inter-node terms are priced no faster than node {}'s NIC {} allows: {:.1} GB/s \
-             (1e9 bytes/s) on idle-fabric send/recv pairs, the {} of the kept nodes' slowest \
-             NICs (a synchronous step waits for its slowest member)",
-            nic.node,
-            nic.rail,
-            nic.busbw_bytes_per_s / 1e9,
-            format!("{:?}", fits.aggregate).to_lowercase()
-        ));
-    }
-    for model in m
-        .gpu_models
-        .values()
-        .collect::<std::collections::BTreeSet<_>>()
-    {
-        let priced_as = &nominal.cluster.gpu;
-        if crate::catalog::gpu_for_model_name(model).is_some() {
-            notes.push(format!(
-                "measured GPUs report as {model}, priced against the {} datasheet",
-                priced_as.name
-            ));
-        } else {
-            notes.push(format!(
-                "measured GPUs report as {model}, which the catalog does not know; priced \
-                 against the {} datasheet",
-                priced_as.name
-            ));
-        }
-    }
+    notes.extend(fit_notes(&fits, &nominal));
+    let keep_cost = (!fits.excluded.is_empty()).then(|| {
+        let all = FitOptions {
+            exclude: Vec::new(),
+            exclude_degraded: false,
+            ..opts.clone()
+        };
+        let nodes: Vec<String> = fits.excluded.iter().map(|(n, _)| n.clone()).collect();
+        (fit_all(&m.records, peak, &all), nodes)
+    });
+    notes.extend(gpu_model_notes(&m, &nominal));
     let read = Read {
         sources: m.sources.clone(),
         notes: m.notes.clone(),
@@ -179,6 +103,90 @@ pub fn price(nominal: Scenario, mut m: Measurements, opts: &FitOptions) -> Price
         keep_cost,
         notes,
     }
+}
+
+/// What the fits say about how they price: refusals, a stand-in dtype, unusable curves, the
+/// range the curves cover, the job's share of an idle fabric, the slowest NIC.
+fn fit_notes(fits: &Fits, nominal: &Scenario) -> Vec<String> {
+    let mut notes: Vec<String> = fits
+        .refused
+        .iter()
+        .map(|r| format!("refused: {r}"))
+        .collect();
+    if let Some(record::Dtype::Fp16) = fits.gemm_table_dtype {
+        notes.push(
+            "GEMMs priced from the fp16 sweep: no bf16 GEMM was measured, and the tensor cores \
+             run both at one rate"
+                .into(),
+        );
+    }
+    for f in &fits.fleet {
+        if let Some(why) = f.unusable() {
+            notes.push(format!(
+                "measured {} {} over {} ranks {why}",
+                f.kind, f.scope, f.ranks
+            ));
+        }
+    }
+    if fits.fleet.iter().any(|f| f.unusable().is_none()) {
+        notes.push(format!(
+            "measured curves price messages within {}x of the sizes they swept; the catalog \
+             prices the rest",
+            crate::fit::EXTRAPOLATE
+        ));
+    }
+    if fits
+        .fleet
+        .iter()
+        .any(|f| f.scope == record::Scope::InterNode && f.unusable().is_none())
+    {
+        let e = &nominal.efficiency;
+        notes.push(format!(
+            "inter-node measurements are idle-fabric sweeps; a job shares the fabric, so they \
+             are priced at {:.0}% of their bandwidth (catalog: {:.2} of line rate in a job, \
+             {:.2} idle)",
+            100.0 * e.network_busbw / e.network_idle_busbw,
+            e.network_busbw,
+            e.network_idle_busbw
+        ));
+    }
+    if let Some(nic) = &fits.fleet_nic {
+        notes.push(format!(
+            "inter-node terms are priced no faster than node {}'s NIC {} allows: {:.1} GB/s \
+             (1e9 bytes/s) on idle-fabric send/recv pairs, the {} of the kept nodes' slowest \
+             NICs (a synchronous step waits for its slowest member)",
+            nic.node,
+            nic.rail,
+            nic.busbw_bytes_per_s / 1e9,
+            format!("{:?}", fits.aggregate).to_lowercase()
+        ));
+    }
+    notes
+}
+
+/// The GPU models the measurements report, against the datasheet that prices them.
+fn gpu_model_notes(m: &Measurements, nominal: &Scenario) -> Vec<String> {
+    let mut notes = Vec::new();
+    for model in m
+        .gpu_models
+        .values()
+        .collect::<std::collections::BTreeSet<_>>()
+    {
+        let priced_as = &nominal.cluster.gpu;
+        if crate::catalog::gpu_for_model_name(model).is_some() {
+            notes.push(format!(
+                "measured GPUs report as {model}, priced against the {} datasheet",
+                priced_as.name
+            ));
+        } else {
+            notes.push(format!(
+                "measured GPUs report as {model}, which the catalog does not know; priced \
+                 against the {} datasheet",
+                priced_as.name
+            ));
+        }
+    }
+    notes
 }
 
 /// Removes the records that ran on another catalog GPU than the one the cluster prices, by
