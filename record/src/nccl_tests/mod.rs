@@ -14,6 +14,7 @@
 //! through [`crate::read_bounded`] with [`crate::MAX_LOG_BYTES`].
 
 pub(crate) mod convention;
+mod launch;
 mod parse;
 mod ranks;
 mod rows;
