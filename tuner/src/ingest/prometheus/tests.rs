@@ -1,0 +1,288 @@
+use super::*;
+
+fn src(selector: Option<&str>, window: Option<&str>) -> PromSource {
+    PromSource {
+        url: "http://p:9090".into(),
+        bearer: None,
+        basic: None,
+        timeout: Duration::from_secs(5),
+        selector: selector.map(Into::into),
+        window: window.map(Into::into),
+    }
+}
+
+/// A sample with `labels` and value `v`, as a reply's vector holds it.
+fn sample(labels: &[(&str, &str)], v: &str) -> Sample {
+    Sample {
+        metric: labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        value: (0.0, v.to_string()),
+    }
+}
+
+fn at(url: &str) -> PromSource {
+    PromSource {
+        url: url.into(),
+        ..src(None, None)
+    }
+}
+
+#[test]
+fn urls_are_built_by_a_parser_and_passwords_never_shown() {
+    let q = at("http://prom.example/sub/?token=x")
+        .query_url("up")
+        .unwrap();
+    assert_eq!(
+        q.as_str(),
+        "http://prom.example/sub/api/v1/query?token=x&query=up"
+    );
+    let s = at("https://ops:hunter2@prom.example:9090");
+    assert_eq!(s.redacted_url(), "https://ops:***@prom.example:9090/");
+    assert!(!s
+        .query_url("up")
+        .unwrap()
+        .as_str()
+        .contains("api/v1/query/"));
+    let err = at("prom.example:9090").query_url("up").unwrap_err();
+    assert!(err.starts_with("scheme `prom.example`"), "{err}");
+    let err = at("not a url").query_url("up").unwrap_err();
+    assert!(err.starts_with("not a URL"), "{err}");
+}
+
+#[test]
+fn replies_that_are_not_an_instant_vector_say_what_they_are() {
+    let ok = reqwest::StatusCode::OK;
+    let err = |body: &str| parse_reply(ok, body.as_bytes()).unwrap_err();
+    assert_eq!(err(""), "HTTP 200 OK: empty reply");
+    assert!(err("<html>login</html>").contains("not JSON but HTML"));
+    assert!(err("{\"foo\": 1").contains("not a Prometheus API reply"));
+    assert!(
+        err(r#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#)
+            .contains("result type `matrix`, expected `vector`")
+    );
+    assert_eq!(
+        err(r#"{"status":"error","error":"parse error at char 3"}"#),
+        "parse error at char 3"
+    );
+    let samples = parse_reply(
+        ok,
+        br#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"hostname":"n1"},"value":[1,"2"]}]}}"#,
+    )
+    .unwrap();
+    assert_eq!(samples.len(), 1);
+    assert_eq!(
+        read_reply(br#"{"status":"success","data":{"resultType":"vector","result":[]}}"#),
+        Ok(0)
+    );
+}
+
+#[test]
+fn a_reply_past_the_limit_is_refused() {
+    let endless = std::io::repeat(b' ');
+    let err = read_capped(endless, 1 << 20).unwrap_err().to_string();
+    assert_eq!(err, "the reply is larger than 1 MiB: refused");
+    assert_eq!(read_capped(&b"{}"[..], 1 << 20).unwrap(), b"{}");
+}
+
+#[test]
+fn a_collective_on_zero_ranks_is_skipped_by_name() {
+    let sample = sample(
+        &[
+            ("hostname", "n3"),
+            ("collective", "all_reduce"),
+            ("scope", "intra_node"),
+            ("ranks", "0"),
+            ("size_bytes", "1048576"),
+        ],
+        "0.001",
+    );
+    let families = Families {
+        collectives: vec![sample],
+        ..Families::default()
+    };
+    let (m, _) = to_measurements(&src(None, None), 0.0, families);
+    assert!(m.records.is_empty());
+    assert!(
+        m.notes[0].contains("n3 meshfit_collective_time_seconds: ranks 0: expected at least 1"),
+        "{:?}",
+        m.notes
+    );
+}
+
+#[test]
+fn skipped_samples_name_node_family_and_reason() {
+    let nan = sample(&[("hostname", "n7"), ("gpu", "0")], "NaN");
+    assert_eq!(
+        skip_reason(&nan, "meshfit_gemm_flops_per_second"),
+        "n7 meshfit_gemm_flops_per_second: value `NaN` is not a positive finite number"
+    );
+    let unlabelled = sample(&[("hostname", "n7")], "1e12");
+    assert!(skip_reason(&unlabelled, "meshfit_gemm_flops_per_second")
+        .ends_with("lacks the labels of shared/design.md"));
+}
+
+#[test]
+fn a_refused_connection_and_a_timeout_say_so() {
+    // A port nothing listens on: bind, learn the port, close.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let err = at(&format!("http://127.0.0.1:{port}"))
+        .fetch(0.0)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("connection refused or unreachable"), "{err}");
+    // A server that accepts and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let source = PromSource {
+        timeout: Duration::from_millis(300),
+        ..at(&format!("http://127.0.0.1:{port}"))
+    };
+    let err = source.fetch(0.0).unwrap_err().to_string();
+    assert!(err.contains("timed out after 0.3 s"), "{err}");
+    drop(silent);
+}
+
+#[test]
+fn one_query_per_family_scoped_by_selector_and_window() {
+    assert_eq!(
+        src(None, None).query_for("meshfit_gpu_info"),
+        "meshfit_gpu_info{}"
+    );
+    assert_eq!(
+        src(Some("{pool=\"train-a\"}"), None).query_for("meshfit_gpu_info"),
+        "meshfit_gpu_info{pool=\"train-a\"}"
+    );
+    assert_eq!(
+        src(Some("pool=\"a\""), Some("24h")).query_for("meshfit_collective_time_seconds"),
+        "last_over_time(meshfit_collective_time_seconds{pool=\"a\"}[24h])"
+    );
+}
+
+#[test]
+fn samples_become_records() {
+    let coll = vec![sample(
+        &[
+            ("collective", "all_reduce"),
+            ("scope", "intra_node"),
+            ("ranks", "8"),
+            ("size_bytes", "1048576"),
+            ("backend", "sim"),
+            ("hostname", "n1"),
+        ],
+        "0.0001",
+    )];
+    let gemm = vec![sample(
+        &[
+            ("gpu", "3"),
+            ("dtype", "bf16"),
+            ("m", "8192"),
+            ("n", "8192"),
+            ("k", "8192"),
+            ("backend", "sim"),
+            ("hostname", "n1"),
+        ],
+        "7e14",
+    )];
+    let mem = vec![sample(
+        &[("gpu", "0"), ("path", "hbm"), ("hostname", "n1")],
+        "3e12",
+    )];
+    let stamp = vec![sample(&[("hostname", "n1")], "1000")];
+    let (m, snap) = to_measurements(
+        &src(None, None),
+        2000.0,
+        Families {
+            collectives: coll,
+            gemms: gemm,
+            memory: mem,
+            calibrated: stamp,
+            ..Families::default()
+        },
+    );
+    assert_eq!(m.records.len(), 3);
+    let ar = &m.records[0];
+    assert_eq!(
+        (ar.kind, ar.group.ranks, ar.bytes, ar.backend),
+        (Kind::AllReduce, 8, 1 << 20, Backend::Sim)
+    );
+    assert_eq!(ar.timestamp, Some(1000.0));
+    assert!((m.records[1].flops.unwrap() / 7e14 - 1.0).abs() < 1e-12);
+    assert!((m.records[2].busbw.unwrap() / 3e12 - 1.0).abs() < 1e-12);
+    assert_eq!(snap.nodes.len(), 1);
+    assert_eq!(snap.time_range.start, 1000.0);
+}
+
+/// What one agent of a fabric run exports (issue 12): a job-wide all-reduce of 6 ranks, 2
+/// per node, and its NIC 1 at 22.5 GB/s to n0. The records key the curve by ranks per node
+/// and carry the pair's ends, with the fabric run's time.
+#[test]
+fn fabric_series_become_inter_node_records() {
+    let inter = |per_node: &str| {
+        sample(
+            &[
+                ("collective", "all_reduce"),
+                ("scope", "inter_node"),
+                ("ranks", "6"),
+                ("ranks_per_node", per_node),
+                ("size_bytes", "16777216"),
+                ("backend", "sim"),
+                ("hostname", "n2"),
+            ],
+            "0.0003",
+        )
+    };
+    let pairs = vec![sample(
+        &[
+            ("peer_node", "n0"),
+            ("gpu", "1"),
+            ("backend", "sim"),
+            ("hostname", "n2"),
+        ],
+        "22.5e9",
+    )];
+    let (m, _) = to_measurements(
+        &src(None, None),
+        2000.0,
+        Families {
+            collectives: vec![inter("2"), inter("two")],
+            pairs,
+            calibrated: vec![sample(&[("hostname", "n2")], "1000")],
+            fabric_runs: vec![sample(&[("hostname", "n2")], "1500")],
+            ..Families::default()
+        },
+    );
+    assert_eq!(
+        m.records.len(),
+        2,
+        "the malformed ranks_per_node is skipped"
+    );
+    assert!(m.notes[0].starts_with("1 series"), "{:?}", m.notes);
+    let ar = &m.records[0];
+    assert_eq!(
+        (
+            ar.group.scope,
+            ar.group.ranks,
+            ar.detail.ranks_per_node,
+            ar.timestamp
+        ),
+        (Scope::InterNode, 6, Some(2), Some(1500.0))
+    );
+    assert_eq!(crate::fit::members_per_node(ar), 2);
+    let p = &m.records[1];
+    assert!(crate::fit::pairs::is_pair(p));
+    assert_eq!(
+        (
+            p.group.node.as_deref(),
+            p.detail.peer_node.as_deref(),
+            p.group.gpus.as_slice()
+        ),
+        (Some("n2"), Some("n0"), &[1][..])
+    );
+    assert!((p.busbw.unwrap() / 22.5e9 - 1.0).abs() < 1e-12);
+}
