@@ -3,7 +3,7 @@
 //! nccl-tests prints them and as vTrain stores its all-reduce lookup tables.
 
 use super::header::Name;
-use super::{refuse, Table, TableError, MAX_DIM};
+use super::{refuse, Row, Table, TableError, MAX_DIM};
 use crate::nccl_tests::ImportOptions;
 use crate::{busbw_factor, Backend, Clock, Dtype, Group, Kind, Record, Scope, Timing};
 
@@ -164,23 +164,16 @@ fn kind_of_table(
         })
 }
 
-/// Records of a collective table.
-pub(crate) fn records(
+/// Each placement's time unit: its column's, or nccl-tests' microseconds for a bare `time`
+/// column of a table shaped like its output.
+fn time_units(
     table: &Table,
-    file_name: &str,
-    opts: &ImportOptions,
+    groups: &[Placement],
+    nccl_shaped: bool,
     notes: &mut Vec<String>,
-) -> Result<Vec<Record>, TableError> {
-    let size = table.need(Name::Size, "size")?;
-    let size_unit = table.columns[size].unit.map_or(1.0, |u| u.factor);
-    let (kind, kind_from) = kind_of_table(table, file_name, opts)?;
-    let groups = placements(table);
-    // nccl-tests prints its times in microseconds; a table shaped like its output with a bare
-    // `time` column keeps that unit, and says so.
-    let nccl_shaped = table.find(Name::Count).is_some() || table.find(Name::Type).is_some();
-    // Each placement's time in its own column's unit.
+) -> Result<Vec<f64>, TableError> {
     let mut time_units = Vec::with_capacity(groups.len());
-    for g in &groups {
+    for g in groups {
         let column = &table.columns[g.time];
         time_units.push(match column.unit {
             Some(u) => u.factor,
@@ -202,6 +195,109 @@ pub(crate) fn records(
             }
         });
     }
+    Ok(time_units)
+}
+
+/// A row's buffer type: nccl-tests' names or ours; float, nccl-tests' default, without a
+/// type column.
+fn row_dtype(table: &Table, row: &Row, type_col: Option<usize>) -> Result<Dtype, TableError> {
+    Ok(match type_col {
+        Some(i) => crate::nccl_tests::convention::dtype(row.cell(i))
+            .or_else(|| super::dtype(row, table, i).ok())
+            .ok_or_else(|| {
+                refuse(
+                    row.line,
+                    format!(
+                        "type `{}`: expected an nccl-tests type (float, half, bfloat16, ...)",
+                        row.cell(i)
+                    ),
+                )
+            })?,
+        None => Dtype::Fp32,
+    })
+}
+
+/// A row's rank count and where it came from: `--ranks`, the ranks column, the file name, or
+/// the ratio of the first placement's printed busbw to its algbw over `bytes` (`time_unit`
+/// its time's).
+fn row_ranks(
+    (table, row, bytes): (&Table, &Row, f64),
+    (ranks_col, named_ranks): (Option<usize>, &Option<(u32, From)>),
+    kind: Kind,
+    (g, time_unit): (&Placement, f64),
+    file_name: &str,
+) -> Result<(u32, From), TableError> {
+    let busbw_unit = |i: usize| table.columns[i].unit.map_or(1e9, |u| u.factor);
+    Ok(match (ranks_col, named_ranks) {
+        (_, Some((n, from))) if *from == From::Flag => (*n, From::Flag),
+        (Some(i), _) => (row.count(table, i, MAX_RANKS)? as u32, From::Column),
+        (None, Some((n, from))) => (*n, from.clone()),
+        (None, None) => {
+            let derived = g.busbw.and_then(|b| {
+                let time = row.positive(table, g.time).ok()? * time_unit;
+                let busbw = row.positive(table, b).ok()? * busbw_unit(b);
+                ranks_from_ratio(kind, busbw / (bytes / time))
+            });
+            match derived {
+                Some(n) => (n, From::Bandwidth),
+                None => {
+                    return Err(refuse(
+                        row.line,
+                        format!(
+                            "the rank count is not stated: no ranks column, the file name \
+                             `{file_name}` names none (GPU8, 8gpus, ranks8), and busbw / \
+                             algbw does not give it for {kind}: pass --ranks"
+                        ),
+                    ))
+                }
+            }
+        }
+    })
+}
+
+/// A row's scope: `--scope`, else inside a node up to 8 ranks; past that the table must say.
+fn row_scope(row: &Row, ranks: u32, scope: Option<Scope>) -> Result<Scope, TableError> {
+    match scope {
+        Some(s) => Ok(s),
+        None if ranks <= 8 => Ok(Scope::IntraNode),
+        None => Err(refuse(
+            row.line,
+            format!("{ranks} ranks and no --scope: say whether they share a node (--scope intra_node or inter_node)"),
+        )),
+    }
+}
+
+/// The note for placements nccl-tests marked wrong, by line.
+fn dropped_note(dropped: &[usize]) -> Option<String> {
+    (!dropped.is_empty()).then(|| {
+        format!(
+            "{} placements dropped where #wrong is not 0 (lines {})",
+            dropped.len(),
+            dropped
+                .iter()
+                .take(5)
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })
+}
+
+/// Records of a collective table.
+pub(crate) fn records(
+    table: &Table,
+    file_name: &str,
+    opts: &ImportOptions,
+    notes: &mut Vec<String>,
+) -> Result<Vec<Record>, TableError> {
+    let size = table.need(Name::Size, "size")?;
+    let size_unit = table.columns[size].unit.map_or(1.0, |u| u.factor);
+    let (kind, kind_from) = kind_of_table(table, file_name, opts)?;
+    let groups = placements(table);
+    // nccl-tests prints its times in microseconds; a table shaped like its output with a bare
+    // `time` column keeps that unit, and says so.
+    let nccl_shaped = table.find(Name::Count).is_some() || table.find(Name::Type).is_some();
+    let time_units = time_units(table, &groups, nccl_shaped, notes)?;
     let busbw_unit = |i: usize| table.columns[i].unit.map_or(1e9, |u| u.factor);
     let type_col = table.find(Name::Type);
     if type_col.is_none() {
@@ -223,65 +319,16 @@ pub(crate) fn records(
                 format!("size {bytes} bytes: expected at most 2^40 (1 TiB)"),
             ));
         }
-        let dtype = match type_col {
-            Some(i) => crate::nccl_tests::convention::dtype(row.cell(i))
-                .or_else(|| super::dtype(row, table, i).ok())
-                .ok_or_else(|| {
-                    refuse(
-                        row.line,
-                        format!(
-                            "type `{}`: expected an nccl-tests type (float, half, bfloat16, ...)",
-                            row.cell(i)
-                        ),
-                    )
-                })?,
-            None => Dtype::Fp32,
-        };
-        let (ranks, ranks_from) = match (ranks_col, &named_ranks) {
-            (_, Some((n, from))) if *from == From::Flag => (*n, From::Flag),
-            (Some(i), _) => (row.count(table, i, MAX_RANKS)? as u32, From::Column),
-            (None, Some((n, from))) => (*n, from.clone()),
-            (None, None) => {
-                let g = &groups[0];
-                let derived = g.busbw.and_then(|b| {
-                    let time = row.positive(table, g.time).ok()? * time_units[0];
-                    let busbw = row.positive(table, b).ok()? * busbw_unit(b);
-                    ranks_from_ratio(kind, busbw / (bytes / time))
-                });
-                match derived {
-                    Some(n) => (n, From::Bandwidth),
-                    None => {
-                        return Err(refuse(
-                            row.line,
-                            format!(
-                                "the rank count is not stated: no ranks column, the file name \
-                                 `{file_name}` names none (GPU8, 8gpus, ranks8), and busbw / \
-                                 algbw does not give it for {kind}: pass --ranks"
-                            ),
-                        ))
-                    }
-                }
-            }
-        };
-        if ranks < 2 {
-            return Err(refuse(
-                row.line,
-                format!(
-                    "{ranks} rank ({}): a collective needs at least 2",
-                    ranks_from.says()
-                ),
-            ));
-        }
-        let scope = match opts.scope {
-            Some(s) => s,
-            None if ranks <= 8 => Scope::IntraNode,
-            None => {
-                return Err(refuse(
-                    row.line,
-                    format!("{ranks} ranks and no --scope: say whether they share a node (--scope intra_node or inter_node)"),
-                ))
-            }
-        };
+        let dtype = row_dtype(table, row, type_col)?;
+        let stated = (ranks_col, &named_ranks);
+        let (ranks, ranks_from) = row_ranks(
+            (table, row, bytes),
+            stated,
+            kind,
+            (&groups[0], time_units[0]),
+            file_name,
+        )?;
+        let scope = row_scope(row, ranks, opts.scope)?;
         let factor = busbw_factor(kind, ranks).unwrap_or(1.0);
         for (g, placement) in groups.iter().enumerate().take(2) {
             if row.cell(placement.time).is_empty() {
@@ -328,18 +375,7 @@ pub(crate) fn records(
             groups.len()
         ));
     }
-    if !dropped.is_empty() {
-        notes.push(format!(
-            "{} placements dropped where #wrong is not 0 (lines {})",
-            dropped.len(),
-            dropped
-                .iter()
-                .take(5)
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
+    notes.extend(dropped_note(&dropped));
     if kind_from == From::FileName {
         notes.push(format!("{kind} read from the file name `{file_name}`"));
     }
