@@ -128,6 +128,13 @@ pub fn table(r: &FitReport) -> String {
     for src in &r.sources {
         s.push_str(&format!("source: {src}\n"));
     }
+    s.push_str(&format!("{}\n", curve_table(r)));
+    s.push_str(&fleet_lines(r));
+    s
+}
+
+/// One row per fitted curve, the node's and the fleet's.
+fn curve_table(r: &FitReport) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
         "node",
@@ -172,7 +179,12 @@ pub fn table(r: &FitReport) -> String {
             }),
         ]);
     }
-    s.push_str(&format!("{t}\n"));
+    t
+}
+
+/// The GEMM curves by node, then a line for each fleet figure, straggler and exclusion.
+fn fleet_lines(r: &FitReport) -> String {
+    let mut s = String::new();
     let f = &r.fits;
     if !f.gemm.is_empty() {
         let mut g = Table::new();

@@ -2,23 +2,11 @@
 //! a torchtitan TOML section. Each maps what the framework can express and says what it cannot.
 
 use crate::mesh::{Mesh, MoeDispatch, Precision, Recompute, ReduceDtype, Training};
-use crate::model::{FfnAct, ModelShape};
+use crate::model::{FfnAct, ModelShape, Moe};
 
-/// Megatron-LM `pretrain_gpt.py` arguments.
-pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> String {
-    let mut a = vec![
-        format!("--tensor-model-parallel-size {}", m.tp),
-        format!("--pipeline-model-parallel-size {}", m.pp),
-        format!("--context-parallel-size {}", m.cp),
-        format!("--micro-batch-size {}", m.microbatch_size),
-        format!("--global-batch-size {}", t.global_batch),
-        format!("--seq-length {}", t.seq_len),
-        format!("--max-position-embeddings {}", t.seq_len),
-        format!("--num-layers {}", model.layers),
-        format!("--hidden-size {}", model.hidden),
-        format!("--num-attention-heads {}", model.heads),
-        format!("--ffn-hidden-size {}", model.ffn_hidden),
-    ];
+/// The model's shape as Megatron-LM's arguments.
+fn megatron_shape_args(model: &ModelShape) -> Vec<String> {
+    let mut a = Vec::new();
     if model.kv_heads != model.heads {
         a.push(format!(
             "--group-query-attention --num-query-groups {}",
@@ -47,27 +35,53 @@ pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> String {
     if !model.tied_embeddings {
         a.push("--untie-embeddings-and-output-weights".into());
     }
-    if let Some(moe) = &model.moe {
-        a.push(format!(
-            "--num-experts {} --moe-router-topk {} --expert-model-parallel-size {}",
-            moe.experts, moe.top_k, m.ep
-        ));
-        a.push(format!("--moe-ffn-hidden-size {}", moe.expert_ffn_hidden));
-        // The experts' projections were priced as one grouped launch each.
-        a.push("--moe-grouped-gemm".into());
-        // Megatron's default dispatcher all-gathers; the price is for one of these two.
-        a.push(match t.moe_dispatch {
-            MoeDispatch::AllToAll => "--moe-token-dispatcher-type alltoall".into(),
-            MoeDispatch::NodeDedup => {
-                "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep".into()
-            }
-        });
-        if moe.shared_experts > 0 {
-            a.push(format!(
-                "--moe-shared-expert-intermediate-size {}",
-                moe.shared_experts * moe.expert_ffn_hidden
-            ));
+    a
+}
+
+/// An MoE block as Megatron-LM's arguments, with the dispatcher the price is for.
+fn megatron_moe_args(moe: &Moe, t: &Training, m: &Mesh) -> Vec<String> {
+    let mut a = Vec::new();
+    a.push(format!(
+        "--num-experts {} --moe-router-topk {} --expert-model-parallel-size {}",
+        moe.experts, moe.top_k, m.ep
+    ));
+    a.push(format!("--moe-ffn-hidden-size {}", moe.expert_ffn_hidden));
+    // The experts' projections were priced as one grouped launch each.
+    a.push("--moe-grouped-gemm".into());
+    // Megatron's default dispatcher all-gathers; the price is for one of these two.
+    a.push(match t.moe_dispatch {
+        MoeDispatch::AllToAll => "--moe-token-dispatcher-type alltoall".into(),
+        MoeDispatch::NodeDedup => {
+            "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep".into()
         }
+    });
+    if moe.shared_experts > 0 {
+        a.push(format!(
+            "--moe-shared-expert-intermediate-size {}",
+            moe.shared_experts * moe.expert_ffn_hidden
+        ));
+    }
+    a
+}
+
+/// Megatron-LM `pretrain_gpt.py` arguments.
+pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> String {
+    let mut a = vec![
+        format!("--tensor-model-parallel-size {}", m.tp),
+        format!("--pipeline-model-parallel-size {}", m.pp),
+        format!("--context-parallel-size {}", m.cp),
+        format!("--micro-batch-size {}", m.microbatch_size),
+        format!("--global-batch-size {}", t.global_batch),
+        format!("--seq-length {}", t.seq_len),
+        format!("--max-position-embeddings {}", t.seq_len),
+        format!("--num-layers {}", model.layers),
+        format!("--hidden-size {}", model.hidden),
+        format!("--num-attention-heads {}", model.heads),
+        format!("--ffn-hidden-size {}", model.ffn_hidden),
+    ];
+    a.extend(megatron_shape_args(model));
+    if let Some(moe) = &model.moe {
+        a.extend(megatron_moe_args(moe, t, m));
     }
     let uneven = model.layers % (m.pp * m.virtual_stages) != 0;
     if m.virtual_stages > 1 && uneven {
