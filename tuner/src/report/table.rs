@@ -71,6 +71,24 @@ fn layout(m: &MeshDoc) -> String {
 
 /// The ranked table of `recommend`.
 pub fn recommend(doc: &Document) -> String {
+    let mut s = String::new();
+    if let Some(line) = &doc.top_pick_changed {
+        s.push_str(&format!("{line}\n"));
+    }
+    s.push_str(&head(doc));
+    s.push_str(&measurements(doc));
+    s.push_str(&format!(
+        "{} configurations evaluated, {} fit in memory\n",
+        doc.evaluated, doc.fitting
+    ));
+    s.push_str(&ranked(doc).to_string());
+    s.push('\n');
+    s.push_str(&mesh_lines(doc));
+    s
+}
+
+/// One row per ranked mesh, with its nominal rank where measurements moved it.
+fn ranked(doc: &Document) -> Table {
     let compared = doc
         .meshes
         .iter()
@@ -126,18 +144,13 @@ pub fn recommend(doc: &Document) -> String {
         t.add_row(row);
     }
     right(&mut t, 7);
+    t
+}
+
+/// Why each mesh ranks below the one above, how measurements moved it, its warnings, and
+/// which of the first mesh's terms the measurements priced.
+fn mesh_lines(doc: &Document) -> String {
     let mut s = String::new();
-    if let Some(line) = &doc.top_pick_changed {
-        s.push_str(&format!("{line}\n"));
-    }
-    s.push_str(&head(doc));
-    s.push_str(&measurements(doc));
-    s.push_str(&format!(
-        "{} configurations evaluated, {} fit in memory\n",
-        doc.evaluated, doc.fitting
-    ));
-    s.push_str(&t.to_string());
-    s.push('\n');
     for m in &doc.meshes {
         if let Some(why) = &m.why_below {
             let tie = if m.tie_with_above {
@@ -409,61 +422,67 @@ pub fn clusters(list: &ClusterList) -> String {
     t.to_string() + "\n"
 }
 
+/// One row per run priced: prediction, observation, error, and with measurements the
+/// measured price and what it moved; the knobs chosen for what the source left out.
+fn run_table(v: &Validation) -> Table {
+    let measured = v.measured.is_some();
+    let mut header = vec!["run", "predicted s", "observed s", "error"];
+    if measured {
+        header.extend([
+            "measured s",
+            "measured error",
+            "what the measurements changed",
+        ]);
+    }
+    header.push("chosen for unpublished knobs");
+    let mut t = table(&header);
+    for r in &v.runs {
+        let choices: Vec<String> = r
+            .choices
+            .iter()
+            .filter(|(k, _)| *k != "attention")
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let mut row = vec![
+            Cell::new(&r.id),
+            Cell::new(format!("{:.3}", r.predicted_iteration_time_s)),
+            Cell::new(format!("{:.3}", r.observed_iteration_time_s)),
+            Cell::new(format!("{:+.1}%", r.error * 100.0)),
+        ];
+        if measured {
+            match (&r.measured, &r.no_measurements) {
+                (Some(m), _) => {
+                    let changed: Vec<String> = m.changed.iter().map(|c| c.describe()).collect();
+                    row.extend([
+                        Cell::new(format!("{:.3}", m.predicted_iteration_time_s)),
+                        Cell::new(format!("{:+.1}%", m.error * 100.0)),
+                        Cell::new(if changed.is_empty() {
+                            "no term by more than 1% of the step".to_string()
+                        } else {
+                            changed.join("; ")
+                        }),
+                    ]);
+                }
+                (None, why) => row.extend([
+                    Cell::new("-"),
+                    Cell::new("-"),
+                    Cell::new(why.as_deref().unwrap_or("not priced from measurements")),
+                ]),
+            }
+        }
+        row.push(Cell::new(choices.join(" ")));
+        t.add_row(row);
+    }
+    right(&mut t, 1);
+    t
+}
+
 /// `tuner validate`: every run (unless `summary_only`), the runs that could not be priced,
 /// then accuracy per group and per bucket beside the constant-MFU baseline.
 pub fn validation(v: &Validation, summary_only: bool) -> String {
     let mut out = String::new();
     if !summary_only {
-        let measured = v.measured.is_some();
-        let mut header = vec!["run", "predicted s", "observed s", "error"];
-        if measured {
-            header.extend([
-                "measured s",
-                "measured error",
-                "what the measurements changed",
-            ]);
-        }
-        header.push("chosen for unpublished knobs");
-        let mut t = table(&header);
-        for r in &v.runs {
-            let choices: Vec<String> = r
-                .choices
-                .iter()
-                .filter(|(k, _)| *k != "attention")
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect();
-            let mut row = vec![
-                Cell::new(&r.id),
-                Cell::new(format!("{:.3}", r.predicted_iteration_time_s)),
-                Cell::new(format!("{:.3}", r.observed_iteration_time_s)),
-                Cell::new(format!("{:+.1}%", r.error * 100.0)),
-            ];
-            if measured {
-                match (&r.measured, &r.no_measurements) {
-                    (Some(m), _) => {
-                        let changed: Vec<String> = m.changed.iter().map(|c| c.describe()).collect();
-                        row.extend([
-                            Cell::new(format!("{:.3}", m.predicted_iteration_time_s)),
-                            Cell::new(format!("{:+.1}%", m.error * 100.0)),
-                            Cell::new(if changed.is_empty() {
-                                "no term by more than 1% of the step".to_string()
-                            } else {
-                                changed.join("; ")
-                            }),
-                        ]);
-                    }
-                    (None, why) => row.extend([
-                        Cell::new("-"),
-                        Cell::new("-"),
-                        Cell::new(why.as_deref().unwrap_or("not priced from measurements")),
-                    ]),
-                }
-            }
-            row.push(Cell::new(choices.join(" ")));
-            t.add_row(row);
-        }
-        right(&mut t, 1);
-        out.push_str(&format!("{t}\n"));
+        out.push_str(&format!("{}\n", run_table(v)));
     }
     if !v.skipped.is_empty() {
         let mut t = table(&["not priced", "file", "why"]);
