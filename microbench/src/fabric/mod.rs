@@ -9,13 +9,19 @@
 //! - [`world`]: the same on real GPUs under NCCL, the parts that need none: the ranks that
 //!   stay renumbered for NCCL, the steps every rank runs, and rank 0's records from the
 //!   ranks' timed loops, averaged as nccl-tests averages them.
+//! - `JobRank` (rank.rs, with the `cuda` feature): one rank of that job on its own GPU,
+//!   which joins the communicator and runs the steps with the kernels' NCCL loops.
 //! - [`report`]: which node, NIC (rail) or pair is slow, against the median of its rail.
 
 mod job;
+#[cfg(feature = "cuda")]
+mod rank;
 pub mod report;
 pub mod world;
 
 pub use job::{Job, JobNode, FABRIC_MIN_NODES};
+#[cfg(feature = "cuda")]
+pub use rank::JobRank;
 
 use crate::error::Result;
 use crate::kernels::{Backend, Outcome};

@@ -76,7 +76,7 @@ fn nccl_type(dtype: Dtype) -> ncclDataType_t {
 
 /// This process's ranks of one NCCL communicator, kept across points (creating them takes
 /// about a second) and destroyed when dropped.
-pub(super) struct Communicators {
+pub(crate) struct Communicators {
     gpus: Vec<u32>,
     contexts: Vec<Arc<CudaContext>>,
     comms: Vec<ncclComm_t>,
@@ -175,7 +175,7 @@ impl Communicators {
     /// Rank `rank` of a communicator of `world` ranks across processes (`ncclCommInitRank`
     /// with rank 0's unique id `id`), on `gpu` whose context is `ctx`; waits at most
     /// `timeout` for the other ranks.
-    pub(super) fn join(
+    pub(crate) fn join(
         gpu: u32,
         ctx: Arc<CudaContext>,
         (rank, world): (u32, u32),
@@ -211,7 +211,7 @@ impl Communicators {
     /// This process's rank of a sub-communicator (`ncclCommSplit` of its one rank here, with
     /// `color` and `key`; every rank of this communicator must call it). `None` for
     /// `NCCL_SPLIT_NOCOLOR`, which takes no part.
-    pub(super) fn split(
+    pub(crate) fn split(
         &self,
         color: i32,
         key: u32,
@@ -267,7 +267,7 @@ impl Communicators {
 
     /// Aborts every communicator: NCCL stops their kernels and frees them, so a hung or broken
     /// collective releases the GPUs.
-    pub(super) fn abort(&mut self) {
+    pub(crate) fn abort(&mut self) {
         for (c, gpu) in std::mem::take(&mut self.comms).into_iter().zip(&self.gpus) {
             // SAFETY: each comm came from NCCL's init or split and, taken out of `comms`, is
             // aborted once and never used again.
@@ -325,12 +325,12 @@ pub(super) fn measure(
 /// What a point runs on a communicator: `kind` over all its ranks, or with `Some(peer)`, a
 /// send/recv exchange between this process's one rank and `peer` only (the pairwise pass of
 /// a job, issue 12).
-pub(super) type Traffic = (Kind, Option<u32>);
+pub(crate) type Traffic = (Kind, Option<u32>);
 
 /// The elapsed time of each of [`LOOPS`] loops of `iters` iterations, out-of-place then
 /// in-place, as this process's GPUs saw them (the longest of its streams): what a job rank
 /// sends rank 0, which averages them across ranks. Aborts the group on any failure.
-pub(super) fn measure_loops(
+pub(crate) fn measure_loops(
     group: &mut Communicators,
     traffic: Traffic,
     bytes: u64,

@@ -106,7 +106,7 @@ impl GpuBackend {
     }
 
     /// GPU `gpu`'s CUDA context (by NVML index).
-    pub(super) fn context(&self, gpu: u32) -> Result<Arc<CudaContext>> {
+    pub(crate) fn context(&self, gpu: u32) -> Result<Arc<CudaContext>> {
         self.contexts
             .get(gpu as usize)
             .cloned()

@@ -13,9 +13,9 @@ mod gemm;
 #[cfg(feature = "cuda")]
 mod gpu;
 #[cfg(feature = "cuda")]
-mod job;
-#[cfg(feature = "cuda")]
 mod loader;
+#[cfg(feature = "cuda")]
+mod nccl;
 #[cfg(feature = "cuda")]
 mod settle;
 #[cfg(feature = "cuda")]
@@ -26,12 +26,16 @@ use crate::error::{Error, Result};
 use crate::plan::{gemm_layouts, Plan, Point};
 use record::{Clock, Dtype, GemmLayout, Record, Timing};
 
+/// The communicators and loops a job's rank on real GPUs (the fabric's `JobRank`) joins and
+/// runs its steps on.
+#[cfg(feature = "cuda")]
+pub(crate) use collective::{measure_loops, Communicators};
 #[cfg(feature = "cuda")]
 pub use gpu::GpuBackend;
 #[cfg(feature = "cuda")]
-pub use job::{nccl_unique_id, nccl_version, JobRank};
-#[cfg(feature = "cuda")]
 pub use loader::{check_libraries, Library};
+#[cfg(feature = "cuda")]
+pub use nccl::{nccl_unique_id, nccl_version};
 
 /// How microbench begins a stderr line that is for a debug log, not a warning: what the
 /// record has no field for, such as how long a GEMM waited for its SM clock to settle. The

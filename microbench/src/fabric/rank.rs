@@ -2,35 +2,16 @@
 //! holds one rank of the job's NCCL communicator (`ncclCommInitRank` with rank 0's unique id,
 //! which the rendezvous handed out) on the GPU of its local rank, and, for the
 //! one-GPU-per-node shape, a rank of its `ncclCommSplit`. It runs the job's steps
-//! ([`crate::fabric::world`]) in order and keeps its own timed loops, which rank 0 gathers.
+//! ([`super::world`]) in order and keeps its own timed loops, which rank 0 gathers.
+//!
+//! It lives beside the steps it runs, not among the kernels it times them with, so that
+//! the job's plan imports the kernels and never the other way round.
 
-use super::collective::{measure_loops, nccl_version as loaded_nccl, Communicators};
-use super::loader::{check_libraries, Library};
-use super::GpuBackend;
+use super::world::{Layout, Part, RankLoops, Step, SPLIT_NOCOLOR};
 use crate::error::{Error, Result};
-use crate::fabric::world::{Layout, Part, RankLoops, Step, SPLIT_NOCOLOR};
-use cudarc::nccl::result as nccl;
+use crate::kernels::{check_libraries, measure_loops, Communicators, GpuBackend, Library};
 use record::{Dtype, Kind};
 use std::time::Duration;
-
-/// NCCL's unique id, made by rank 0 and handed to every rank: its 128 bytes. Making it loads
-/// NCCL and starts NCCL's bootstrap root in this process, which must live until every rank
-/// has initialised.
-pub fn nccl_unique_id() -> Result<Vec<u8>> {
-    check_libraries(&[Library::Nccl])?;
-    let id = nccl::get_uniqueid().map_err(|e| Error::Cuda {
-        call: "ncclGetUniqueId",
-        gpu: 0,
-        message: format!("{:?}", e.0),
-    })?;
-    Ok(id.internal.iter().map(|&c| c as u8).collect())
-}
-
-/// The loaded NCCL's version, `2.27.3`, for the records; `None` when it does not load.
-pub fn nccl_version() -> Option<String> {
-    check_libraries(&[Library::Nccl]).ok()?;
-    loaded_nccl()
-}
 
 /// This process's rank of the job.
 pub struct JobRank {
@@ -42,7 +23,7 @@ pub struct JobRank {
 impl JobRank {
     /// Joins the communicator as NCCL rank `rank` of `world` on GPU `gpu` (its local rank)
     /// of `backend`, in that GPU's context, then, with `split_color`, the split every rank
-    /// of the world must join or decline together ([`crate::fabric::world::split_color`];
+    /// of the world must join or decline together ([`super::world::split_color`];
     /// key: the NCCL rank). Each waits at most `timeout` for the others.
     pub fn join(
         backend: &GpuBackend,
