@@ -4,14 +4,14 @@
 use super::collective::Communicators;
 use super::loader::{check_libraries, Library};
 use super::timer::cuda;
-use super::{check_iters, check_point, collective, copy, gemm, Backend, DEBUG_LINE};
+use super::{check_iters, check_point, collective, copy, gemm, node_group, Backend, DEBUG_LINE};
 use crate::discovery::{self, Activity, SmClock, Topology};
 use crate::error::{Error, Result};
-use crate::plan::Point;
+use crate::plan::{CopyPath, Point};
 use cudarc::driver::result::device as cu_device;
 use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::CudaContext;
-use record::{Backend as Source, Dtype, Group, Record, Scope};
+use record::{Backend as Source, Dtype, Gemm, GemmLayout, Kind, Record};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -177,12 +177,6 @@ impl Backend for GpuBackend {
         check_iters(iters, warmup)?;
         check_point(point, &self.topology)?;
 
-        let group = |gpus: Vec<u32>, ranks: u32| Group {
-            node: Some(self.topology.node.clone()),
-            gpus,
-            scope: Scope::IntraNode,
-            ranks,
-        };
         let mut versions = self.topology.versions.clone();
         let mut records = match point {
             Point::Collective {
@@ -193,30 +187,7 @@ impl Backend for GpuBackend {
             } => {
                 check_libraries(&[Library::Nccl])?;
                 versions.nccl = collective::nccl_version();
-                let [oop, ip] = self.with_communicators(gpus, |group| {
-                    collective::measure(group, *kind, *bytes, *dtype, iters, warmup)
-                })?;
-                let n = gpus.len() as u32;
-                let mut in_place = Record::transfer(
-                    *kind,
-                    Source::Nccl,
-                    group(gpus.clone(), n),
-                    *bytes,
-                    *dtype,
-                    ip,
-                );
-                in_place.in_place = true;
-                vec![
-                    Record::transfer(
-                        *kind,
-                        Source::Nccl,
-                        group(gpus.clone(), n),
-                        *bytes,
-                        *dtype,
-                        oop,
-                    ),
-                    in_place,
-                ]
+                self.measure_collective(*kind, gpus, (*bytes, *dtype), (iters, warmup))?
             }
             Point::Gemm {
                 gpu,
@@ -224,45 +195,9 @@ impl Backend for GpuBackend {
                 dtype,
                 layout,
             } => {
-                let cc = self.topology.gpus[*gpu as usize].compute_capability;
-                let clock = || self.sm_clock(*gpu);
-                let (timing, warmed) = gemm::measure(
-                    &self.context(*gpu)?,
-                    *gpu,
-                    cc,
-                    (*shape, *dtype, *layout),
-                    (iters, warmup),
-                    &clock,
-                )?;
-                // The record has no field for the warm-up; the agent logs these lines at
-                // debug level.
-                eprintln!(
-                    "{DEBUG_LINE}{point}: {} warm-up iterations until the SM clock settled",
-                    warmed.settle_iterations
-                );
-                let mut r =
-                    Record::gemm(Source::Cuda, group(vec![*gpu], 1), *shape, *dtype, timing);
-                r.detail.layout = Some(*layout);
-                // Read right after the timed loop, before the buffers are freed.
-                set_conditions(&mut r, warmed.ended_at);
-                vec![r]
+                vec![self.measure_gemm(point, *gpu, (*shape, *dtype, *layout), (iters, warmup))?]
             }
-            Point::Copy { path, bytes } => {
-                let contexts = path
-                    .gpus()
-                    .iter()
-                    .map(|&g| self.context(g))
-                    .collect::<Result<Vec<_>>>()?;
-                let timing = copy::measure(&contexts, *path, *bytes, iters, warmup)?;
-                vec![Record::transfer(
-                    path.kind(),
-                    Source::Cuda,
-                    group(path.gpus(), path.senders()),
-                    *bytes,
-                    Dtype::Uint8,
-                    timing,
-                )]
-            }
+            Point::Copy { path, bytes } => vec![self.measure_copy(*path, *bytes, iters, warmup)?],
         };
         // Collectives and copies: the clocks once their loops are done (two NVML calls per
         // GPU, far below a point's time), the slowest GPU standing for the group.
@@ -281,5 +216,98 @@ impl Backend for GpuBackend {
             r.versions = versions.clone();
         }
         Ok(records)
+    }
+}
+
+/// The steps of [`Backend::measure`], one per kind of point.
+impl GpuBackend {
+    /// `kind` over `gpus` on their communicators: out-of-place, then in-place.
+    fn measure_collective(
+        &self,
+        kind: Kind,
+        gpus: &[u32],
+        (bytes, dtype): (u64, Dtype),
+        (iters, warmup): (u32, u32),
+    ) -> Result<Vec<Record>> {
+        let [oop, ip] = self.with_communicators(gpus, |group| {
+            collective::measure(group, kind, bytes, dtype, iters, warmup)
+        })?;
+        let n = gpus.len() as u32;
+        let mut in_place = Record::transfer(
+            kind,
+            Source::Nccl,
+            node_group(&self.topology, gpus.to_vec(), n),
+            bytes,
+            dtype,
+            ip,
+        );
+        in_place.in_place = true;
+        Ok(vec![
+            Record::transfer(
+                kind,
+                Source::Nccl,
+                node_group(&self.topology, gpus.to_vec(), n),
+                bytes,
+                dtype,
+                oop,
+            ),
+            in_place,
+        ])
+    }
+
+    /// A GEMM on `gpu` once its SM clock has settled, with its layout and the clock its timed
+    /// loop ended under.
+    fn measure_gemm(
+        &self,
+        point: &Point,
+        gpu: u32,
+        (shape, dtype, layout): (Gemm, Dtype, GemmLayout),
+        (iters, warmup): (u32, u32),
+    ) -> Result<Record> {
+        let cc = self.topology.gpus[gpu as usize].compute_capability;
+        let clock = || self.sm_clock(gpu);
+        let (timing, warmed) = gemm::measure(
+            &self.context(gpu)?,
+            gpu,
+            cc,
+            (shape, dtype, layout),
+            (iters, warmup),
+            &clock,
+        )?;
+        // The record has no field for the warm-up; the agent logs these lines at
+        // debug level.
+        eprintln!(
+            "{DEBUG_LINE}{point}: {} warm-up iterations until the SM clock settled",
+            warmed.settle_iterations
+        );
+        let mut r = Record::gemm(
+            Source::Cuda,
+            node_group(&self.topology, vec![gpu], 1),
+            shape,
+            dtype,
+            timing,
+        );
+        r.detail.layout = Some(layout);
+        // Read right after the timed loop, before the buffers are freed.
+        set_conditions(&mut r, warmed.ended_at);
+        Ok(r)
+    }
+
+    /// A copy along `path`, in the contexts of the GPUs it touches.
+    fn measure_copy(&self, path: CopyPath, bytes: u64, iters: u32, warmup: u32) -> Result<Record> {
+        let contexts = path
+            .gpus()
+            .iter()
+            .map(|&g| self.context(g))
+            .collect::<Result<Vec<_>>>()?;
+        let timing = copy::measure(&contexts, path, bytes, iters, warmup)?;
+        Ok(Record::transfer(
+            path.kind(),
+            Source::Cuda,
+            node_group(&self.topology, path.gpus(), path.senders()),
+            bytes,
+            Dtype::Uint8,
+            timing,
+        ))
     }
 }

@@ -24,7 +24,7 @@ mod timer;
 use crate::discovery::{Activity, Topology};
 use crate::error::{Error, Result};
 use crate::plan::{gemm_layouts, Plan, Point};
-use record::{Clock, Dtype, GemmLayout, Record, Timing};
+use record::{Clock, Dtype, GemmLayout, Group, Record, Scope, Timing};
 
 /// The communicators and loops a job's rank on real GPUs (the fabric's `JobRank`) joins and
 /// runs its steps on.
@@ -118,6 +118,18 @@ pub trait Backend {
             });
         }
         Ok(outcome)
+    }
+}
+
+/// The group of a record measured inside `topology`'s node: `gpus` of it, `ranks` of them
+/// taking part. Both backends write it so, the sim only widening its collectives across
+/// nodes.
+pub(crate) fn node_group(topology: &Topology, gpus: Vec<u32>, ranks: u32) -> Group {
+    Group {
+        node: Some(topology.node.clone()),
+        gpus,
+        scope: Scope::IntraNode,
+        ranks,
     }
 }
 

@@ -15,7 +15,7 @@ mod topology;
 use crate::discovery::{Activity, Topology};
 use crate::error::{Error, Result};
 use crate::kernels::{
-    check_gemm_layout, check_iters, check_point, loop_timing, summarize, Backend, LOOPS,
+    check_gemm_layout, check_iters, check_point, loop_timing, node_group, summarize, Backend, LOOPS,
 };
 use crate::plan::{CopyPath, Point};
 
@@ -317,26 +317,17 @@ impl SimBackend {
         })
     }
 
-    fn group(&self, gpus: Vec<u32>, ranks: u32) -> Group {
-        Group {
-            node: Some(self.topology.node.clone()),
-            gpus,
-            scope: Scope::IntraNode,
-            ranks,
-        }
-    }
-
     /// A collective's group: on this node, or across the nodes with the device index of each
     /// rank in rank order, as `microbench import` reads an `mpirun` log.
     fn collective_group(&self, gpus: &[u32]) -> Group {
         if self.nodes < 2 {
-            return self.group(gpus.to_vec(), gpus.len() as u32);
+            return node_group(&self.topology, gpus.to_vec(), gpus.len() as u32);
         }
         let per_rank = gpus.repeat(self.nodes as usize);
         Group {
             ranks: per_rank.len() as u32,
             scope: Scope::InterNode,
-            ..self.group(per_rank, 0)
+            ..node_group(&self.topology, per_rank, 0)
         }
     }
 
@@ -411,7 +402,7 @@ impl Backend for SimBackend {
                 // The layout only; no clock or throttle reasons, which would read as hardware.
                 let mut r = Record::gemm(
                     record::Backend::Sim,
-                    self.group(vec![*gpu], 1),
+                    node_group(&self.topology, vec![*gpu], 1),
                     *shape,
                     *dtype,
                     timing(""),
@@ -420,7 +411,7 @@ impl Backend for SimBackend {
                 vec![r]
             }
             Point::Copy { path, bytes } => {
-                let group = self.group(path.gpus(), path.senders());
+                let group = node_group(&self.topology, path.gpus(), path.senders());
                 vec![Record::transfer(
                     path.kind(),
                     record::Backend::Sim,
