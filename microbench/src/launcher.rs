@@ -113,6 +113,41 @@ pub fn detect(
     node_name: Option<&str>,
     host: &str,
 ) -> Result<Option<Placement>> {
+    let Some(launcher) = chosen(choice, env)? else {
+        return Ok(None);
+    };
+    let Ranks {
+        rank,
+        world,
+        local_rank,
+        node: launcher_node,
+    } = ranks(launcher, env)?;
+    check_rank(launcher, env, rank, world)?;
+    if world == 1 {
+        return Ok(None);
+    }
+    let master_addr = master_addr(launcher, env)?;
+    let master_port = master_port(env)?;
+    let node = node_name
+        .map(str::to_string)
+        .or_else(|| env("MESHFIT_NODE_NAME"))
+        .or(launcher_node)
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| host.to_string());
+    Ok(Some(Placement {
+        launcher,
+        rank,
+        world,
+        local_rank,
+        node,
+        master_addr,
+        master_port,
+    }))
+}
+
+/// The launcher `choice` names, or under `auto` the first whose variables are set; `None`
+/// for a single process. A launcher named outright must have its variables set.
+fn chosen(choice: Choice, env: &dyn Fn(&str) -> Option<String>) -> Result<Option<Launcher>> {
     let launcher = match choice {
         Choice::None => return Ok(None),
         Choice::Only(l) => l,
@@ -136,72 +171,113 @@ pub fn detect(
             expected: format!("{} set in the environment", marker(launcher)),
         });
     }
+    Ok(Some(launcher))
+}
+
+/// What a launcher's variables say of this process, before they are checked against each
+/// other.
+struct Ranks {
+    rank: u32,
+    world: u32,
+    local_rank: u32,
+    /// The node, where the launcher names it (Slurm, Kubernetes).
+    node: Option<String>,
+}
+
+/// Reads `launcher`'s variables, each named in its error (the table at the top).
+fn ranks(launcher: Launcher, env: &dyn Fn(&str) -> Option<String>) -> Result<Ranks> {
     let vars = Vars { env };
-    let (rank, world, local_rank, launcher_node) = match launcher {
-        Launcher::Torchrun => {
-            for node_index in ["GROUP_RANK", "NODE_RANK"] {
-                vars.optional(node_index)?;
-            }
-            (
-                vars.required("RANK")?,
-                vars.required("WORLD_SIZE")?,
-                vars.optional("LOCAL_RANK")?.unwrap_or(0),
-                None,
-            )
-        }
-        Launcher::Slurm => {
-            vars.optional("SLURM_NODEID")?;
-            (
-                vars.required("SLURM_PROCID")?,
-                vars.required("SLURM_NTASKS")?,
-                vars.optional("SLURM_LOCALID")?.unwrap_or(0),
-                env("SLURMD_NODENAME"),
-            )
-        }
-        Launcher::Mpi => {
-            let rank = match vars.optional("OMPI_COMM_WORLD_RANK")? {
-                Some(r) => r,
-                None => vars.required("PMIX_RANK")?,
-            };
-            let world = match vars.optional("OMPI_COMM_WORLD_SIZE")? {
-                Some(w) => w,
-                None => vars.required("MESHFIT_WORLD_SIZE")?,
-            };
-            let local = vars.optional("OMPI_COMM_WORLD_LOCAL_RANK")?.unwrap_or(0);
-            (rank, world, local, None)
-        }
-        Launcher::K8s => {
-            let index = vars.required("JOB_COMPLETION_INDEX")?;
-            let per_pod = vars.optional("MESHFIT_RANKS_PER_POD")?.unwrap_or(1);
-            if per_pod == 0 {
-                return Err(bad("MESHFIT_RANKS_PER_POD", "0", "1 or more".into()));
-            }
-            let local = vars.optional("MESHFIT_LOCAL_RANK")?.unwrap_or(0);
-            if local >= per_pod {
-                return Err(bad(
-                    "MESHFIT_LOCAL_RANK",
-                    &local.to_string(),
-                    format!("below MESHFIT_RANKS_PER_POD ({per_pod})"),
-                ));
-            }
-            let rank = index
-                .checked_mul(per_pod)
-                .and_then(|r| r.checked_add(local))
-                .ok_or_else(|| {
-                    bad(
-                        "JOB_COMPLETION_INDEX",
-                        &index.to_string(),
-                        "an index whose ranks fit in 32 bits".into(),
-                    )
-                })?;
-            (
-                rank,
-                vars.required("MESHFIT_WORLD_SIZE")?,
-                local,
-                env("HOSTNAME"),
-            )
-        }
+    match launcher {
+        Launcher::Torchrun => torchrun_ranks(&vars),
+        Launcher::Slurm => slurm_ranks(&vars),
+        Launcher::Mpi => mpi_ranks(&vars),
+        Launcher::K8s => k8s_ranks(&vars),
+    }
+}
+
+/// torchrun's: `GROUP_RANK` and `NODE_RANK` are only checked to be whole numbers.
+fn torchrun_ranks(vars: &Vars) -> Result<Ranks> {
+    for node_index in ["GROUP_RANK", "NODE_RANK"] {
+        vars.optional(node_index)?;
+    }
+    Ok(Ranks {
+        rank: vars.required("RANK")?,
+        world: vars.required("WORLD_SIZE")?,
+        local_rank: vars.optional("LOCAL_RANK")?.unwrap_or(0),
+        node: None,
+    })
+}
+
+/// Slurm's: `SLURM_NODEID` is only checked to be a whole number.
+fn slurm_ranks(vars: &Vars) -> Result<Ranks> {
+    vars.optional("SLURM_NODEID")?;
+    Ok(Ranks {
+        rank: vars.required("SLURM_PROCID")?,
+        world: vars.required("SLURM_NTASKS")?,
+        local_rank: vars.optional("SLURM_LOCALID")?.unwrap_or(0),
+        node: (vars.env)("SLURMD_NODENAME"),
+    })
+}
+
+/// Open MPI's, else PMIx's rank with the world size meshfit's recipes export.
+fn mpi_ranks(vars: &Vars) -> Result<Ranks> {
+    let rank = match vars.optional("OMPI_COMM_WORLD_RANK")? {
+        Some(r) => r,
+        None => vars.required("PMIX_RANK")?,
     };
+    let world = match vars.optional("OMPI_COMM_WORLD_SIZE")? {
+        Some(w) => w,
+        None => vars.required("MESHFIT_WORLD_SIZE")?,
+    };
+    let local = vars.optional("OMPI_COMM_WORLD_LOCAL_RANK")?.unwrap_or(0);
+    Ok(Ranks {
+        rank,
+        world,
+        local_rank: local,
+        node: None,
+    })
+}
+
+/// A Kubernetes Indexed Job's: the pod's index times its ranks, plus the local rank.
+fn k8s_ranks(vars: &Vars) -> Result<Ranks> {
+    let index = vars.required("JOB_COMPLETION_INDEX")?;
+    let per_pod = vars.optional("MESHFIT_RANKS_PER_POD")?.unwrap_or(1);
+    if per_pod == 0 {
+        return Err(bad("MESHFIT_RANKS_PER_POD", "0", "1 or more".into()));
+    }
+    let local = vars.optional("MESHFIT_LOCAL_RANK")?.unwrap_or(0);
+    if local >= per_pod {
+        return Err(bad(
+            "MESHFIT_LOCAL_RANK",
+            &local.to_string(),
+            format!("below MESHFIT_RANKS_PER_POD ({per_pod})"),
+        ));
+    }
+    let rank = index
+        .checked_mul(per_pod)
+        .and_then(|r| r.checked_add(local))
+        .ok_or_else(|| {
+            bad(
+                "JOB_COMPLETION_INDEX",
+                &index.to_string(),
+                "an index whose ranks fit in 32 bits".into(),
+            )
+        })?;
+    Ok(Ranks {
+        rank,
+        world: vars.required("MESHFIT_WORLD_SIZE")?,
+        local_rank: local,
+        node: (vars.env)("HOSTNAME"),
+    })
+}
+
+/// A world of at least one rank, and `rank` in it; the errors name the launcher's variables.
+fn check_rank(
+    launcher: Launcher,
+    env: &dyn Fn(&str) -> Option<String>,
+    rank: u32,
+    world: u32,
+) -> Result<()> {
     if world == 0 {
         return Err(bad(world_var(launcher, env), "0", "1 or more ranks".into()));
     }
@@ -215,10 +291,12 @@ pub fn detect(
             ),
         });
     }
-    if world == 1 {
-        return Ok(None);
-    }
-    let master_addr = env("MASTER_ADDR")
+    Ok(())
+}
+
+/// Rank 0's host from `MASTER_ADDR`, which srun and mpirun leave to the recipe.
+fn master_addr(launcher: Launcher, env: &dyn Fn(&str) -> Option<String>) -> Result<String> {
+    env("MASTER_ADDR")
         .filter(|a| !a.is_empty())
         .ok_or_else(|| Error::BadValue {
             field: "MASTER_ADDR",
@@ -229,30 +307,19 @@ pub fn detect(
                  \"$SLURM_JOB_NODELIST\" | head -1) or the first host of mpirun -H \
                  (launcher: {launcher})"
             ),
-        })?;
-    let master_port = match env("MASTER_PORT") {
+        })
+}
+
+/// Rank 0's port from `MASTER_PORT`, torchrun's default when unset.
+fn master_port(env: &dyn Fn(&str) -> Option<String>) -> Result<u16> {
+    Ok(match env("MASTER_PORT") {
         None => DEFAULT_MASTER_PORT,
         Some(p) => p
             .parse::<u16>()
             .ok()
             .filter(|&p| p > 0)
             .ok_or_else(|| bad("MASTER_PORT", &p, "a TCP port, 1 to 65535".into()))?,
-    };
-    let node = node_name
-        .map(str::to_string)
-        .or_else(|| env("MESHFIT_NODE_NAME"))
-        .or(launcher_node)
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| host.to_string());
-    Ok(Some(Placement {
-        launcher,
-        rank,
-        world,
-        local_rank,
-        node,
-        master_addr,
-        master_port,
-    }))
+    })
 }
 
 /// The variable whose presence selects `launcher` under `--launcher auto`.
