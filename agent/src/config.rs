@@ -354,11 +354,14 @@ impl Config {
 
     /// Checks values that their types alone do not bound.
     pub fn check(&self) -> Result<()> {
-        let bad = |field, value: String, expected: &str| Error::BadValue {
-            field,
-            value,
-            expected: expected.to_string(),
-        };
+        self.check_shares()?;
+        self.check_spans()?;
+        self.check_counts()?;
+        self.check_backend()
+    }
+
+    /// The idle rule's thresholds are shares: a percentage and a ratio.
+    fn check_shares(&self) -> Result<()> {
         if self.max_utilization_percent > 100 {
             return Err(bad(
                 "max_utilization_percent",
@@ -373,6 +376,12 @@ impl Config {
                 "0 to 1",
             ));
         }
+        Ok(())
+    }
+
+    /// Every interval and timeout has a floor below which the agent would spin or time out
+    /// at once; the idle check a ceiling too.
+    fn check_spans(&self) -> Result<()> {
         for (field, span, least) in [
             ("interval", self.interval, Duration::from_secs(1)),
             (
@@ -425,6 +434,12 @@ impl Config {
                 "at most 1s, so a job that appears stops the run within a second",
             ));
         }
+        Ok(())
+    }
+
+    /// Counts and sizes that zero (or a reversed range, or an empty token) would make
+    /// meaningless.
+    fn check_counts(&self) -> Result<()> {
         if self.max_connections == 0 {
             return Err(bad("max_connections", "0".into(), "at least 1"));
         }
@@ -441,6 +456,11 @@ impl Config {
         if matches!(&self.calibrate_token, Some(t) if t.0.trim().is_empty()) {
             return Err(bad("calibrate_token", "\"\"".into(), "a non-empty token"));
         }
+        Ok(())
+    }
+
+    /// The sim needs a profile; real GPUs refuse every setting only the sim reads.
+    fn check_backend(&self) -> Result<()> {
         match self.backend {
             BackendKind::Sim if self.profile.is_none() => {
                 let names: Vec<&str> = microbench::sim::profiles().iter().map(|p| p.name).collect();
@@ -468,6 +488,15 @@ impl Config {
             }
             BackendKind::Sim => Ok(()),
         }
+    }
+}
+
+/// A setting `field` whose `value` is not what is `expected`.
+fn bad(field: &'static str, value: String, expected: &str) -> Error {
+    Error::BadValue {
+        field,
+        value,
+        expected: expected.to_string(),
     }
 }
 

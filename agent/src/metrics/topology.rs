@@ -72,6 +72,21 @@ impl Collector for Topology {
         if t.links.len() != n || t.links.iter().any(|row| row.len() != n) {
             return Err(format!("link matrix is not {n} x {n}"));
         }
+        Topology::software(t, s, out);
+        Topology::gpus(t, out);
+        Topology::links(t, out);
+        Topology::nominal(t, out);
+        Topology::pcie(t, out);
+        Topology::nics(t, out);
+        Ok(())
+    }
+}
+
+/// The steps of [`Topology`]'s collection, one function for each group of families, in the
+/// order they are written.
+impl Topology {
+    /// The driver, CUDA and NCCL versions the measurements were taken with.
+    fn software(t: &Found, s: &Snapshot, out: &mut Out) {
         // NCCL's version is known once the calibration child has loaded it.
         let nccl = s
             .calibration
@@ -92,6 +107,10 @@ impl Collector for Topology {
             ],
             1.0,
         );
+    }
+
+    /// Each GPU's identity and memory.
+    fn gpus(t: &Found, out: &mut Out) {
         let mut info = out.family(
             "meshfit_gpu_info",
             Type::Info,
@@ -112,6 +131,11 @@ impl Collector for Topology {
         for g in &t.gpus {
             memory.sample(&borrow(&gpu_labels(g)), g.memory_bytes as f64);
         }
+    }
+
+    /// How each GPU reaches each other: the `topo -m` class and the NVLinks between them.
+    fn links(t: &Found, out: &mut Out) {
+        let n = t.gpus.len();
         let pairs = || (0..n).flat_map(|a| (0..n).filter(move |&b| b != a).map(move |b| (a, b)));
         let mut links = out.family(
             "meshfit_gpu_link_info",
@@ -139,6 +163,10 @@ impl Collector for Topology {
             let (ga, gb) = (a.to_string(), b.to_string());
             nvlinks.sample(&[("gpu", &ga), ("peer_gpu", &gb)], f64::from(count));
         }
+    }
+
+    /// The datasheet's intra-node bus bandwidth of each GPU model ([`nominal_busbw`]).
+    fn nominal(t: &Found, out: &mut Out) {
         let mut nominal = out.family(
             "meshfit_nominal_busbw_bytes_per_second",
             Type::Gauge,
@@ -150,6 +178,10 @@ impl Collector for Topology {
                 bytes_per_s,
             );
         }
+    }
+
+    /// Each GPU's PCIe host link: generation and width, as trained and at most.
+    fn pcie(t: &Found, out: &mut Out) {
         for (name, help, pick) in [
             (
                 "meshfit_gpu_pcie_link_generation",
@@ -179,6 +211,10 @@ impl Collector for Topology {
                 }
             }
         }
+    }
+
+    /// Each RDMA NIC: its port state, address and NUMA node, and its nominal rate.
+    fn nics(t: &Found, out: &mut Out) {
         let mut nic_info = out.family(
             "meshfit_node_nic_info",
             Type::Info,
@@ -207,7 +243,6 @@ impl Collector for Topology {
                 rate.sample(&[("nic", &nic.name)], r);
             }
         }
-        Ok(())
     }
 }
 
