@@ -1,0 +1,88 @@
+use super::*;
+use clap::CommandFactory;
+
+#[test]
+fn verify_flags() {
+    Args::command().debug_assert();
+}
+
+#[test]
+fn spans_parse_and_print() {
+    assert_eq!("6h".parse::<Span>().unwrap(), Span::from_secs(21600));
+    assert_eq!("1h30m".parse::<Span>().unwrap(), Span::from_secs(5400));
+    assert_eq!("250ms".parse::<Span>().unwrap().to_string(), "250ms");
+    assert_eq!(Span::from_secs(21600).to_string(), "6h");
+    assert_eq!(Span::from_secs(0).to_string(), "0ms");
+    assert!("6 hours"
+        .parse::<Span>()
+        .unwrap_err()
+        .contains("expected a number and a unit"));
+    assert!("h".parse::<Span>().is_err());
+}
+
+#[test]
+fn yaml_overrides_defaults_and_unknown_keys_are_named() {
+    let c = Config::from_yaml("interval: 1h\nbackend: sim\nprofile: dgx-h100\n").unwrap();
+    assert_eq!(c.interval, Span::from_secs(3600));
+    assert_eq!(c.listen, Config::default().listen);
+    let err = Config::from_yaml("intervall: 1h\n").unwrap_err();
+    assert!(err.contains("intervall"), "{err}");
+    let err = Config::from_yaml("interval: soon\n").unwrap_err();
+    assert!(err.contains("soon"), "{err}");
+}
+
+#[test]
+fn flags_override_yaml_and_checks_name_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("agent.yaml");
+    std::fs::write(&file, "interval: 1h\nbackend: sim\nprofile: dgx-h100\n").unwrap();
+    let args = Args::parse_from([
+        "agent",
+        "--config",
+        file.to_str().unwrap(),
+        "--interval",
+        "2h",
+    ]);
+    assert_eq!(Config::load(args).unwrap().interval, Span::from_secs(7200));
+    let args = Args::parse_from(["agent", "--max-utilization-percent", "150"]);
+    assert_eq!(
+        Config::load(args).unwrap_err().to_string(),
+        "max_utilization_percent `150`: 0 to 100"
+    );
+    let args = Args::parse_from(["agent", "--backend", "sim"]);
+    assert!(Config::load(args)
+        .unwrap_err()
+        .to_string()
+        .starts_with("profile `(none)`: backend sim needs a profile: one of dgx-h100"));
+    let args = Args::parse_from(["agent", "--max-connections", "0"]);
+    assert_eq!(
+        Config::load(args).unwrap_err().to_string(),
+        "max_connections `0`: at least 1"
+    );
+    let args = Args::parse_from(["agent", "--header-read-timeout", "0s"]);
+    assert_eq!(
+        Config::load(args).unwrap_err().to_string(),
+        "header_read_timeout `0ms`: at least 10ms"
+    );
+    let args = Args::parse_from(["agent", "--busy", "1"]);
+    assert_eq!(
+        Config::load(args).unwrap_err().to_string(),
+        "busy `(set)`: applies to backend sim only"
+    );
+}
+
+#[test]
+fn printed_config_reads_back_and_hides_the_token() {
+    let c = Config {
+        calibrate_token: Some(Secret("s3cret".into())),
+        ..Config::default()
+    };
+    let yaml = c.to_yaml();
+    assert!(
+        !yaml.contains("s3cret") && yaml.contains("<hidden>"),
+        "{yaml}"
+    );
+    let back = Config::from_yaml(&yaml).unwrap();
+    assert_eq!(back.interval, c.interval);
+    assert_eq!(back.gemm_dtypes, c.gemm_dtypes);
+}
