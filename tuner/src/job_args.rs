@@ -214,30 +214,9 @@ impl JobArgs {
         }
     }
 
-    /// Resolves the job into a scenario, with notes on every default and alias used.
-    pub(crate) fn scenario(&self, emit: Option<Emit>) -> anyhow::Result<(Scenario, Vec<String>)> {
-        let mut notes = Vec::new();
-        if self.gpus <= 0 {
-            bail!(bad_flag("--gpus", self.gpus, "a positive GPU count"));
-        }
-        let framework = self.framework(emit)?;
-        if let (None, Some(e)) = (self.framework, emit) {
-            notes.push(format!(
-                "framework: {framework}, whose runtime the --emit {} config launches",
-                e.name()
-            ));
-        }
-        if self.gpus > i64::from(MAX_GPUS) {
-            bail!(bad_flag(
-                "--gpus",
-                self.gpus,
-                "at most 1048576: no cluster holds more"
-            ));
-        }
-        let gpus = self.gpus as u32;
-        let resolved = catalog::model(&self.model).map_err(from_flags)?;
-        notes.extend(resolved.note);
-        let model = resolved.shape;
+    /// The cluster preset, with the node's GPUs, NICs and NIC speed where the flags change
+    /// them, checked for `gpus`.
+    fn cluster(&self, gpus: u32) -> anyhow::Result<Cluster> {
         let mut cluster: Cluster = catalog::cluster(&self.cluster).map_err(from_flags)?;
         if let Some(n) = self.gpus_per_node {
             cluster.gpus_per_node = n;
@@ -260,18 +239,13 @@ impl JobArgs {
         cluster
             .check(gpus, |field| format!("--{}", field.replace('_', "-")))
             .map_err(from_flags)?;
-        let seq_len = match self.seq_len {
-            Some(0) => bail!(bad_flag("--seq-len", 0, "a positive length")),
-            Some(s) => s,
-            None => {
-                notes.push(format!(
-                    "seq_len {} from {} (set --seq-len to change)",
-                    model.seq_len, model.name
-                ));
-                model.seq_len
-            }
-        };
-        let global_batch = match (self.global_batch, &self.global_batch_tokens) {
+        Ok(cluster)
+    }
+
+    /// Sequences per step: `--global-batch`, else `--global-batch-tokens` (4Mi by default)
+    /// in whole sequences of `seq_len`, with a note where it rounds or defaults.
+    fn global_batch(&self, seq_len: u32, notes: &mut Vec<String>) -> anyhow::Result<u32> {
+        Ok(match (self.global_batch, &self.global_batch_tokens) {
             (Some(0), _) => bail!(bad_flag(
                 "--global-batch",
                 0,
@@ -296,7 +270,46 @@ impl JobArgs {
                 }
                 seqs
             }
+        })
+    }
+
+    /// Resolves the job into a scenario, with notes on every default and alias used.
+    pub(crate) fn scenario(&self, emit: Option<Emit>) -> anyhow::Result<(Scenario, Vec<String>)> {
+        let mut notes = Vec::new();
+        if self.gpus <= 0 {
+            bail!(bad_flag("--gpus", self.gpus, "a positive GPU count"));
+        }
+        let framework = self.framework(emit)?;
+        if let (None, Some(e)) = (self.framework, emit) {
+            notes.push(format!(
+                "framework: {framework}, whose runtime the --emit {} config launches",
+                e.name()
+            ));
+        }
+        if self.gpus > i64::from(MAX_GPUS) {
+            bail!(bad_flag(
+                "--gpus",
+                self.gpus,
+                "at most 1048576: no cluster holds more"
+            ));
+        }
+        let gpus = self.gpus as u32;
+        let resolved = catalog::model(&self.model).map_err(from_flags)?;
+        notes.extend(resolved.note);
+        let model = resolved.shape;
+        let cluster = self.cluster(gpus)?;
+        let seq_len = match self.seq_len {
+            Some(0) => bail!(bad_flag("--seq-len", 0, "a positive length")),
+            Some(s) => s,
+            None => {
+                notes.push(format!(
+                    "seq_len {} from {} (set --seq-len to change)",
+                    model.seq_len, model.name
+                ));
+                model.seq_len
+            }
         };
+        let global_batch = self.global_batch(seq_len, &mut notes)?;
         if self.precision.is_fp8() && cluster.gpu.fp8_flops.is_none() {
             notes.push(format!(
                 "{} has no fp8 tensor cores: priced at its bf16 peak",
