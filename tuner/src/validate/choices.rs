@@ -174,15 +174,15 @@ pub fn forced_balance(run: &Run) -> bool {
     run.model.moe.is_some() && bridge_perf_recipe(run)
 }
 
-/// The training inputs of a run and the choices made for what it left unpublished.
-pub fn training(run: &Run, arch: Arch) -> (Training, BTreeMap<String, String>) {
-    let l = &run.layout;
-    let notes = notes(run);
-    let mut choices = BTreeMap::new();
-    let date = published(&run.source);
-    let framework = framework(run, date);
-    choices.insert("framework".into(), framework.to_string());
-    let flash_attention = match l.attention {
+/// Whether the run used fused attention: as published, else not where the source predates
+/// FlashAttention or its framework's support for it.
+fn flash_attention(
+    attention: Option<Attention>,
+    framework: Framework,
+    date: Option<(u32, u32)>,
+    choices: &mut BTreeMap<String, String>,
+) -> bool {
+    match attention {
         Some(a) => a == Attention::Flash,
         None => {
             let framework_flash = match framework {
@@ -200,9 +200,18 @@ pub fn training(run: &Run, arch: Arch) -> (Training, BTreeMap<String, String>) {
             choices.insert("attention".into(), why.unwrap_or("fused (flash)").into());
             why.is_none()
         }
-    };
-    let megatron_core = !before(date, MEGATRON_CORE_ARXIV);
-    let overlap_grad_reduce = match l.overlap_grad_reduce {
+    }
+}
+
+/// Whether the run overlapped its gradient reduction: as published, else the framework's
+/// default.
+fn overlap_grad_reduce(
+    overlap: Option<bool>,
+    framework: Framework,
+    megatron_core: bool,
+    choices: &mut BTreeMap<String, String>,
+) -> bool {
+    match overlap {
         Some(o) => o,
         None => {
             // FSDP and DDP always overlap; Megatron-Core runs turn it on in every published
@@ -215,7 +224,56 @@ pub fn training(run: &Run, arch: Arch) -> (Training, BTreeMap<String, String>) {
             choices.insert("overlap_grad_reduce".into(), o.to_string());
             o
         }
+    }
+}
+
+/// How ZeRO-3 fetched the parameters: tensor by tensor and blocking in DeepSpeed before
+/// v0.6.0, per layer after the layer above under Composer's FSDP, else per layer and
+/// prefetched; said where the run is ZeRO-3.
+fn param_fetch(
+    run: &Run,
+    framework: Framework,
+    (date, llm_foundry): (Option<(u32, u32)>, bool),
+    choices: &mut BTreeMap<String, String>,
+) -> ParamFetch {
+    // DeepSpeed's ZeRO-3 fetched tensor by tensor, blocking, until v0.6.0; llm-foundry trains
+    // under Composer's FSDP, whose backward prefetch defaults to BACKWARD_POST.
+    let fetch = if framework == Framework::Deepspeed && before(date, COALESCED_ZERO3_ARXIV) {
+        ParamFetch::PerTensor
+    } else if llm_foundry {
+        ParamFetch::PostBackward
+    } else {
+        ParamFetch::Coalesced
     };
+    if run.layout.zero_stage == Some(3) {
+        let why = match fetch {
+            ParamFetch::PerTensor => "per tensor, blocking (DeepSpeed before v0.6.0)",
+            ParamFetch::Coalesced => "per layer, prefetched",
+            ParamFetch::PostBackward => {
+                "per layer, gathered for backward after the layer above (Composer's BACKWARD_POST)"
+            }
+        };
+        choices.insert("param_fetch".into(), why.into());
+    }
+    fetch
+}
+
+/// The training inputs of a run and the choices made for what it left unpublished.
+pub fn training(run: &Run, arch: Arch) -> (Training, BTreeMap<String, String>) {
+    let l = &run.layout;
+    let notes = notes(run);
+    let mut choices = BTreeMap::new();
+    let date = published(&run.source);
+    let framework = framework(run, date);
+    choices.insert("framework".into(), framework.to_string());
+    let flash_attention = flash_attention(l.attention, framework, date, &mut choices);
+    let megatron_core = !before(date, MEGATRON_CORE_ARXIV);
+    let overlap_grad_reduce = overlap_grad_reduce(
+        l.overlap_grad_reduce,
+        framework,
+        megatron_core,
+        &mut choices,
+    );
     // Megatron-Core under bf16 reduces fp32 gradients; torchtitan's FSDP2 default
     // `mixed_precision_reduce` is float32; llm-foundry's PURE mixed precision, DeepSpeed and
     // the fp16 Megatron papers reduce in the 2-byte training type.
@@ -263,25 +321,7 @@ pub fn training(run: &Run, arch: Arch) -> (Training, BTreeMap<String, String>) {
         };
         choices.insert("torch_compile".into(), compile.into());
     }
-    // DeepSpeed's ZeRO-3 fetched tensor by tensor, blocking, until v0.6.0; llm-foundry trains
-    // under Composer's FSDP, whose backward prefetch defaults to BACKWARD_POST.
-    let param_fetch = if framework == Framework::Deepspeed && before(date, COALESCED_ZERO3_ARXIV) {
-        ParamFetch::PerTensor
-    } else if llm_foundry {
-        ParamFetch::PostBackward
-    } else {
-        ParamFetch::Coalesced
-    };
-    if l.zero_stage == Some(3) {
-        let fetch = match param_fetch {
-            ParamFetch::PerTensor => "per tensor, blocking (DeepSpeed before v0.6.0)",
-            ParamFetch::Coalesced => "per layer, prefetched",
-            ParamFetch::PostBackward => {
-                "per layer, gathered for backward after the layer above (Composer's BACKWARD_POST)"
-            }
-        };
-        choices.insert("param_fetch".into(), fetch.into());
-    }
+    let param_fetch = param_fetch(run, framework, (date, llm_foundry), &mut choices);
     // llm-foundry's MPT defaults to flash-attn's fused cross-entropy (`loss_fn:
     // fused_crossentropy`); Megatron-Bridge's model providers turn Megatron-Core's fusion on.
     let bridge = bridge_perf_recipe(run);

@@ -389,61 +389,9 @@ pub(crate) fn price(
         );
     }
     let scenario = build(shape, training.clone(), cluster, gpus, efficiency);
-    // A careful user shards no more than the model needs: among the ZeRO stages left open,
-    // the lowest one with a layout that fits, then the fastest layout at that stage.
-    let mut best_fit: Option<Evaluation> = None;
-    let mut best_any: Option<Evaluation> = None;
-    for_each_evaluation(&scenario, &c, |e| {
-        let better = |b: &Option<Evaluation>| {
-            b.as_ref().is_none_or(|b| {
-                (e.mesh.zero_stage, e.step_time_s) < (b.mesh.zero_stage, b.step_time_s)
-            })
-        };
-        if e.fits() && better(&best_fit) {
-            best_fit = Some(e.clone());
-        }
-        if better(&best_any) {
-            best_any = Some(e);
-        }
-    });
     let mut notes = Vec::new();
-    let chosen = match (best_fit, best_any) {
-        (Some(e), _) => e,
-        (None, Some(e)) => {
-            notes.push(format!(
-                "published layout needs {:.1} GiB per GPU by our memory model, more than the {:.0} GiB the GPU has",
-                e.memory.total / GIB,
-                e.capacity_bytes / GIB
-            ));
-            e
-        }
-        (None, None) => {
-            return Err(bad_input(
-                &format!("runs[{}].layout", run.id),
-                "the published layout",
-                "a layout the model can split (tp dividing the heads, pp x virtual stages splitting the layers, dp x microbatch dividing the batch)",
-            ))
-        }
-    };
-    let mesh = &chosen.mesh;
-    if l.microbatch_size.is_none() {
-        choices.insert("microbatch_size".into(), mesh.microbatch_size.to_string());
-    }
-    if l.virtual_stages.is_none() && l.pp > 1 {
-        choices.insert("virtual_stages".into(), mesh.virtual_stages.to_string());
-    }
-    if l.zero_stage.is_none() {
-        choices.insert("zero_stage".into(), mesh.zero_stage.to_string());
-    }
-    if l.recompute.is_none() {
-        choices.insert("recompute".into(), mesh.recompute.to_string());
-    }
-    if l.sequence_parallel.is_none() {
-        choices.insert(
-            "sequence_parallel".into(),
-            mesh.sequence_parallel.to_string(),
-        );
-    }
+    let chosen = published_mesh(run, &scenario, &c, &mut notes)?;
+    note_chosen_knobs(l, &chosen.mesh, &mut choices);
     let observed = run.observed.iteration_time_s;
     if !(observed.is_finite() && observed > 0.0) {
         return Err(bad_input(
@@ -477,6 +425,74 @@ pub(crate) fn price(
         no_measurements: None,
     };
     Ok((prediction, scenario, mesh))
+}
+
+/// The published layout as a careful user runs it: among the ZeRO stages and knobs left
+/// open, the lowest stage with a layout that fits, then the fastest layout at that stage; a
+/// layout that fits nowhere is kept with a note.
+fn published_mesh(
+    run: &Run,
+    scenario: &Scenario,
+    c: &Constraints,
+    notes: &mut Vec<String>,
+) -> Result<Evaluation, TunerError> {
+    // A careful user shards no more than the model needs: among the ZeRO stages left open,
+    // the lowest one with a layout that fits, then the fastest layout at that stage.
+    let mut best_fit: Option<Evaluation> = None;
+    let mut best_any: Option<Evaluation> = None;
+    for_each_evaluation(scenario, c, |e| {
+        let better = |b: &Option<Evaluation>| {
+            b.as_ref().is_none_or(|b| {
+                (e.mesh.zero_stage, e.step_time_s) < (b.mesh.zero_stage, b.step_time_s)
+            })
+        };
+        if e.fits() && better(&best_fit) {
+            best_fit = Some(e.clone());
+        }
+        if better(&best_any) {
+            best_any = Some(e);
+        }
+    });
+    Ok(match (best_fit, best_any) {
+        (Some(e), _) => e,
+        (None, Some(e)) => {
+            notes.push(format!(
+                "published layout needs {:.1} GiB per GPU by our memory model, more than the {:.0} GiB the GPU has",
+                e.memory.total / GIB,
+                e.capacity_bytes / GIB
+            ));
+            e
+        }
+        (None, None) => {
+            return Err(bad_input(
+                &format!("runs[{}].layout", run.id),
+                "the published layout",
+                "a layout the model can split (tp dividing the heads, pp x virtual stages splitting the layers, dp x microbatch dividing the batch)",
+            ))
+        }
+    })
+}
+
+/// The knobs the source left out, as the search chose them.
+fn note_chosen_knobs(l: &RunLayout, mesh: &Mesh, choices: &mut BTreeMap<String, String>) {
+    if l.microbatch_size.is_none() {
+        choices.insert("microbatch_size".into(), mesh.microbatch_size.to_string());
+    }
+    if l.virtual_stages.is_none() && l.pp > 1 {
+        choices.insert("virtual_stages".into(), mesh.virtual_stages.to_string());
+    }
+    if l.zero_stage.is_none() {
+        choices.insert("zero_stage".into(), mesh.zero_stage.to_string());
+    }
+    if l.recompute.is_none() {
+        choices.insert("recompute".into(), mesh.recompute.to_string());
+    }
+    if l.sequence_parallel.is_none() {
+        choices.insert(
+            "sequence_parallel".into(),
+            mesh.sequence_parallel.to_string(),
+        );
+    }
 }
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
