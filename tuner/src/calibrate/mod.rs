@@ -22,11 +22,12 @@ use std::rc::Rc;
 
 use serde::Serialize;
 
+use crate::catalog::efficiency::FITTED;
 use crate::catalog::Efficiency;
 use crate::cost::Scenario;
 use crate::fit::Fits;
 use crate::mesh::Mesh;
-use crate::validate::fitting::{fitted_values, from_unit, to_unit, FITTED};
+use crate::validate::fitting::{fitted_values, from_unit, to_unit};
 use crate::validate::measured::Serving;
 use crate::validate::{self, RunsFile, Skipped};
 

@@ -7,9 +7,9 @@ use serde::{Deserialize, Serialize};
 use super::{
     Calibration, JobFit, KnobFit, Pricing, ERROR_SCALE, EXACT_LEAVE_ONE_OUT, HUBER, PRIOR_WIDTH,
 };
+use crate::catalog::efficiency::FITTED;
 use crate::catalog::Efficiency;
 use crate::error::{bad_input, TunerError};
-use crate::validate::fitting::FITTED;
 
 /// The profile format this tuner writes and the newest it reads.
 pub const PROFILE_VERSION: u32 = 1;

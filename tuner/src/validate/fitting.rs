@@ -7,54 +7,8 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 
 use super::{median, predict_all, RunPrediction, RunsFile};
+use crate::catalog::efficiency::{Knob, FITTED};
 use crate::catalog::Efficiency;
-
-/// One fitted efficiency: its name, where it lives and the range it may take.
-pub struct Knob {
-    /// Field name in [`Efficiency`].
-    pub name: &'static str,
-    /// The field.
-    pub field: fn(&mut Efficiency) -> &mut f64,
-    /// Lowest and highest value the fit may choose.
-    pub range: (f64, f64),
-}
-
-/// How many efficiencies are fitted.
-const FITTED_COUNT: usize = 6;
-
-/// The fitted efficiencies; every other figure of the catalog cites a measurement.
-pub const FITTED: &[Knob; FITTED_COUNT] = &[
-    Knob {
-        name: "host_s_per_kernel",
-        field: |e| &mut e.host_s_per_kernel,
-        range: (2e-6, 80e-6),
-    },
-    Knob {
-        name: "host_bwd_share",
-        field: |e| &mut e.host_bwd_share,
-        range: (0.1, 1.0),
-    },
-    Knob {
-        name: "recompute_pass",
-        field: |e| &mut e.recompute_pass,
-        range: (0.6, 1.0),
-    },
-    Knob {
-        name: "network_busbw",
-        field: |e| &mut e.network_busbw,
-        range: (0.4, 0.9),
-    },
-    Knob {
-        name: "tier_contention",
-        field: |e| &mut e.tier_contention,
-        range: (0.0, 0.5),
-    },
-    Knob {
-        name: "straggler_sigma",
-        field: |e| &mut e.straggler_sigma,
-        range: (0.0, 0.05),
-    },
-];
 
 /// The objective: the mean over sources of each source's median |error|, so that a source
 /// with 720 runs weighs no more than one with 9.
@@ -89,7 +43,7 @@ const SPREAD: [f64; 3] = [0.25, 0.5, 0.75];
 /// `prior` and the same with every knob at each share of [`SPREAD`]: where a fit starts.
 pub fn starts(prior: &Efficiency) -> Vec<Efficiency> {
     std::iter::once(prior.clone())
-        .chain(SPREAD.map(|u| from_unit(prior, &[u; FITTED_COUNT])))
+        .chain(SPREAD.map(|u| from_unit(prior, &[u; FITTED.len()])))
         .collect()
 }
 
