@@ -24,6 +24,7 @@ mod names;
 mod busbw;
 pub mod datasheet;
 mod dtype;
+mod families;
 pub mod import;
 mod input;
 mod kind;
@@ -35,6 +36,7 @@ pub mod tables;
 
 pub use busbw::busbw_factor;
 pub use dtype::Dtype;
+pub use families::Family;
 pub use input::{read_bounded, InputError, MAX_JSON_LINES_BYTES, MAX_LOG_BYTES};
 pub use kind::{AttentionPass, Backend, Clock, GemmLayout, Kind, Scope};
 pub use names::UnknownName;

@@ -13,7 +13,7 @@ use crate::fabric::Fabric;
 use crate::state::{self, RunResult};
 use microbench::discovery::Topology;
 use microbench::sweep::transformer_shapes;
-use record::{Gemm, GemmLayout, Kind, Record, Scope};
+use record::{Family, Gemm, GemmLayout, Kind, Record, Scope};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
@@ -120,7 +120,7 @@ fn state_families(s: &Snapshot, out: &mut Out) {
     let c = &s.calibration;
     if let Some(at) = c.last_success_timestamp {
         out.family(
-                "meshfit_calibration_last_success_timestamp_seconds",
+                Family::CalibrationLastSuccess.as_str(),
                 Type::Gauge,
                 "End of the last calibration that measured every point, seconds since the Unix epoch (kept across restarts).",
             )
@@ -184,7 +184,7 @@ fn measured_families(s: &Snapshot, out: &mut Out) {
     let mut p2p: BTreeMap<(u32, u32, &str), &Record> = BTreeMap::new();
     let mut memory: BTreeMap<(u32, &str, &str), &Record> = BTreeMap::new();
     let mut gemm = out.family(
-            "meshfit_gemm_flops_per_second",
+            Family::GemmFlops.as_str(),
             Type::Gauge,
             "GEMM throughput in FLOP/s (2mnk per multiply, fixed shape set), cached from the last calibration.",
         );
@@ -252,7 +252,7 @@ fn measured_families(s: &Snapshot, out: &mut Out) {
         }
     }
     let mut family = out.family(
-            "meshfit_memory_bandwidth_bytes_per_second",
+            Family::MemoryBandwidth.as_str(),
             Type::Gauge,
             "Copy bandwidth in bytes per second at the largest size measured, by path (h2d, d2h, hbm_copy counting reads and writes), cached from the last calibration.",
         );
@@ -296,7 +296,7 @@ fn collectives<'a>(records: impl Iterator<Item = &'a Record>, out: &mut Out) {
     }
     for (name, help, busbw) in [
         (
-            "meshfit_collective_time_seconds",
+            Family::CollectiveTime.as_str(),
             "Median time of the collective in seconds (out-of-place, slowest group of that size, fixed size set), cached from the last calibration (intra_node) or the last fabric run (inter_node, with ranks_per_node).",
             false,
         ),

@@ -7,6 +7,7 @@
 
 use super::{Collector, Out, Type};
 use crate::cache::Snapshot;
+use record::Family;
 
 /// Fabric families.
 pub struct Fabric;
@@ -20,14 +21,14 @@ impl Collector for Fabric {
         let f = &s.fabric;
         if let Some(at) = f.last_run_timestamp {
             out.family(
-                "meshfit_fabric_last_run_timestamp_seconds",
+                Family::FabricLastRun.as_str(),
                 Type::Gauge,
                 "When the last multi-node fabric run measured, seconds since the Unix epoch: the newest record's time in <state_dir>/fabric.jsonl, else the time the run wrote that file.",
             )
             .sample(&[], at);
         }
         let mut pairs = out.family(
-            "meshfit_fabric_pair_busbw_bytes_per_second",
+            Family::FabricPairBusbw.as_str(),
             Type::Gauge,
             "Send/recv bandwidth in bytes per second between this node and peer_node over rail gpu (GPU and NIC of that index on both nodes) at the largest size measured, cached from the last fabric run.",
         );

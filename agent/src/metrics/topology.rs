@@ -3,7 +3,7 @@
 use super::{Collector, Out, Type};
 use crate::cache::{Discovery, Snapshot};
 use microbench::discovery::{Gpu, Link, Topology as Found};
-use record::datasheet;
+use record::{datasheet, Family};
 
 /// Topology families.
 pub struct Topology;
@@ -112,7 +112,7 @@ impl Topology {
     /// Each GPU's identity and memory.
     fn gpus(t: &Found, out: &mut Out) {
         let mut info = out.family(
-            "meshfit_gpu_info",
+            Family::GpuInfo.as_str(),
             Type::Info,
             "GPU identity (always 1), from discovery at start.",
         );
@@ -138,7 +138,7 @@ impl Topology {
         let n = t.gpus.len();
         let pairs = || (0..n).flat_map(|a| (0..n).filter(move |&b| b != a).map(move |b| (a, b)));
         let mut links = out.family(
-            "meshfit_gpu_link_info",
+            Family::GpuLinkInfo.as_str(),
             Type::Info,
             "How gpu reaches peer_gpu as nvidia-smi topo -m prints it (NV<n>, PIX, PXB, PHB, NODE, SYS); always 1.",
         );

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use record::{Backend, Clock, Dtype, Gemm, Group, Kind, Record, Scope, Timing};
+use record::{Backend, Clock, Dtype, Family, Gemm, Group, Kind, Record, Scope, Timing};
 use serde::Deserialize;
 
 use super::snapshot::{GpuInfo, LinkInfo, Node, Snapshot, TimeRange, FORMAT_VERSION};
@@ -50,18 +50,6 @@ struct Sample {
     metric: BTreeMap<String, String>,
     value: (f64, String),
 }
-
-/// The families read, in query order (that of [`Families`]' fields).
-const FAMILIES: [&str; 8] = [
-    "meshfit_collective_time_seconds",
-    "meshfit_gemm_flops_per_second",
-    "meshfit_memory_bandwidth_bytes_per_second",
-    "meshfit_calibration_last_success_timestamp_seconds",
-    "meshfit_gpu_info",
-    "meshfit_gpu_link_info",
-    "meshfit_fabric_pair_busbw_bytes_per_second",
-    "meshfit_fabric_last_run_timestamp_seconds",
-];
 
 /// What each family's query returned.
 #[derive(Default)]
@@ -191,22 +179,17 @@ impl PromSource {
                 query: String::new(),
                 message: e.to_string(),
             })?;
-        let mut results = Vec::with_capacity(FAMILIES.len());
-        for family in FAMILIES {
-            results.push(self.query(&client, family)?);
-        }
-        let [collectives, gemms, memory, calibrated, gpus, links, pairs, fabric_runs] =
-            <[Vec<Sample>; FAMILIES.len()]>::try_from(results)
-                .unwrap_or_else(|_| unreachable!("one result per family"));
+        // In the order of `Families`' fields.
+        let read = |family: Family| self.query(&client, family.as_str());
         let families = Families {
-            collectives,
-            gemms,
-            memory,
-            calibrated,
-            gpus,
-            links,
-            pairs,
-            fabric_runs,
+            collectives: read(Family::CollectiveTime)?,
+            gemms: read(Family::GemmFlops)?,
+            memory: read(Family::MemoryBandwidth)?,
+            calibrated: read(Family::CalibrationLastSuccess)?,
+            gpus: read(Family::GpuInfo)?,
+            links: read(Family::GpuLinkInfo)?,
+            pairs: read(Family::FabricPairBusbw)?,
+            fabric_runs: read(Family::FabricLastRun)?,
         };
         Ok(to_measurements(self, now, families))
     }
@@ -401,10 +384,18 @@ fn to_measurements(src: &PromSource, now: f64, f: Families) -> (Measurements, Sn
     let parsed = f
         .collectives
         .iter()
-        .map(|s| (s, FAMILIES[0], collective_record(s)))
-        .chain(f.gemms.iter().map(|s| (s, FAMILIES[1], gemm_record(s))))
-        .chain(hbm.map(|s| (s, FAMILIES[2], hbm_record(s))))
-        .chain(f.pairs.iter().map(|s| (s, FAMILIES[6], pair_record(s))));
+        .map(|s| (s, Family::CollectiveTime.as_str(), collective_record(s)))
+        .chain(
+            f.gemms
+                .iter()
+                .map(|s| (s, Family::GemmFlops.as_str(), gemm_record(s))),
+        )
+        .chain(hbm.map(|s| (s, Family::MemoryBandwidth.as_str(), hbm_record(s))))
+        .chain(
+            f.pairs
+                .iter()
+                .map(|s| (s, Family::FabricPairBusbw.as_str(), pair_record(s))),
+        );
     let mut skipped = Vec::new();
     for (sample, family, r) in parsed {
         let Some(mut r) = r else {
