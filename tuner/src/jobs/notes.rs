@@ -1,0 +1,124 @@
+//! What the notes say the log left out: the fields format 1 needs and the ones a flag or
+//! `tuner validate` fills, so that the user knows what to supply.
+
+use super::job::Job;
+use super::runs_file::RunOut;
+
+pub(crate) fn range(a: u64, b: u64) -> String {
+    if a == b {
+        format!("iteration {a}")
+    } else {
+        format!("iterations {a}-{b}")
+    }
+}
+
+/// The fields format 1 requires that `run` leaves null.
+pub(crate) fn missing_fields(run: &RunOut) -> Vec<&'static str> {
+    let m = &run.model;
+    let c = &run.cluster;
+    let l = &run.layout;
+    [
+        (m.name.is_none(), "model.name"),
+        (m.layers.is_none(), "model.layers"),
+        (m.hidden.is_none(), "model.hidden"),
+        (m.heads.is_none(), "model.heads"),
+        (m.ffn_act.is_none(), "model.ffn_act"),
+        (m.vocab.is_none(), "model.vocab"),
+        (m.seq_len.is_none(), "model.seq_len"),
+        (m.tied_embeddings.is_none(), "model.tied_embeddings"),
+        (c.gpu.is_none(), "cluster.gpu"),
+        (c.gpus.is_none(), "cluster.gpus"),
+        (c.gpus_per_node.is_none(), "cluster.gpus_per_node"),
+        (c.nics_per_node.is_none(), "cluster.nics_per_node"),
+        (c.nic_gbps.is_none(), "cluster.nic_gbps"),
+        (l.tp.is_none(), "layout.tp"),
+        (l.pp.is_none(), "layout.pp"),
+        (l.dp.is_none(), "layout.dp"),
+        (l.global_batch_size.is_none(), "layout.global_batch_size"),
+        (
+            run.observed.iteration_time_s.is_none(),
+            "observed.iteration_time_s",
+        ),
+    ]
+    .into_iter()
+    .filter(|(null, _)| *null)
+    .map(|(_, name)| name)
+    .collect()
+}
+
+/// What the log did not state, with the flag that fills it where there is one; fields a flag
+/// filled are not listed.
+pub(crate) fn unstated(run: &RunOut, job: &Job) -> Vec<String> {
+    let m = &run.model;
+    let c = &run.cluster;
+    let l = &run.layout;
+    let mut out = Vec::new();
+    let shape: Vec<&str> = [
+        (m.layers.is_none(), "layers"),
+        (m.hidden.is_none(), "hidden"),
+        (m.heads.is_none(), "heads"),
+        (m.kv_heads.is_none(), "kv_heads (null reads as heads)"),
+        (
+            m.ffn_hidden.is_none(),
+            "ffn_hidden (null reads as 4 x hidden)",
+        ),
+        (m.ffn_act.is_none(), "ffn_act"),
+        (m.vocab.is_none(), "vocab"),
+        (m.seq_len.is_none(), "seq_len"),
+        (m.tied_embeddings.is_none(), "tied_embeddings"),
+        (job.model.moe.is_none(), "moe (null reads as dense)"),
+    ]
+    .into_iter()
+    .filter(|(n, _)| *n)
+    .map(|(_, s)| s)
+    .collect();
+    if !shape.is_empty() {
+        out.push(format!("model {}", shape.join(", ")));
+    }
+    for (null, text) in [
+        (c.gpu.is_none(), "gpu (pass --gpu)"),
+        (c.gpus.is_none(), "GPU count (pass --gpus)"),
+        (
+            c.gpus_per_node.is_none(),
+            "gpus_per_node (pass --gpus-per-node)",
+        ),
+        (
+            c.nics_per_node.is_none(),
+            "nics_per_node (pass --nics-per-node)",
+        ),
+        (c.nic_gbps.is_none(), "nic_gbps (pass --nic-gbps)"),
+        (
+            l.global_batch_size.is_none(),
+            "global batch (pass --global-batch)",
+        ),
+    ] {
+        if null {
+            out.push(text.to_string());
+        }
+    }
+    let knobs: Vec<&str> = [
+        (l.tp.is_none(), "tp"),
+        (l.pp.is_none(), "pp"),
+        (l.dp.is_none(), "dp"),
+        (l.ep.is_none(), "ep"),
+        (l.cp.is_none(), "cp"),
+        (l.microbatch_size.is_none(), "microbatch_size"),
+        (l.zero_stage.is_none(), "zero_stage"),
+        (l.recompute.is_none(), "recompute"),
+        (l.sequence_parallel.is_none(), "sequence_parallel"),
+        (l.precision.is_none(), "precision"),
+        (l.attention.is_none(), "attention"),
+        (l.overlap_grad_reduce.is_none(), "overlap_grad_reduce"),
+    ]
+    .into_iter()
+    .filter(|(n, _)| *n)
+    .map(|(_, s)| s)
+    .collect();
+    if !knobs.is_empty() {
+        out.push(format!(
+            "layout {} (validate chooses these as a careful user would)",
+            knobs.join(", ")
+        ));
+    }
+    out
+}

@@ -1,0 +1,105 @@
+//! The flags that fill what a log does not state, checked before any log is read, and the
+//! rule that a flag may fill a field but never overrule the log.
+
+use std::fmt::Display;
+
+use super::error::JobError;
+use super::job::Stated;
+use crate::error::{bad_input, TunerError};
+
+/// What the command line fills in where a log is silent. Each is checked by
+/// [`Overrides::check`]; where a log states a value and a flag contradicts it, [`to_run`]
+/// refuses naming both.
+///
+/// [`to_run`]: super::to_run
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// `--gpu`: a catalog GPU id.
+    pub gpu: Option<String>,
+    /// `--gpus`: GPUs of the job.
+    pub gpus: Option<u32>,
+    /// `--gpus-per-node`.
+    pub gpus_per_node: Option<u32>,
+    /// `--nics-per-node`.
+    pub nics_per_node: Option<u32>,
+    /// `--nic-gbps`: line rate of one NIC, Gbit/s.
+    pub nic_gbps: Option<f64>,
+    /// `--global-batch`: sequences per iteration.
+    pub global_batch: Option<u32>,
+    /// `--warmup`: iteration lines dropped instead of [`warmup_lines`]'s count.
+    ///
+    /// [`warmup_lines`]: super::warmup_lines
+    pub warmup: Option<usize>,
+    /// `--group`: the runs' group instead of `jobs-<stem>`.
+    pub group: Option<String>,
+}
+
+impl Overrides {
+    /// Checks each flag's value, naming the flag, the value and what is allowed.
+    pub fn check(&self) -> Result<(), TunerError> {
+        if let Some(id) = &self.gpu {
+            if crate::catalog::gpu(id).is_err() {
+                let ids: Vec<&str> = crate::catalog::GPUS.iter().map(|g| g.id).collect();
+                return Err(bad_input(
+                    "--gpu",
+                    id,
+                    &format!("a catalog GPU id: {}", ids.join(", ")),
+                ));
+            }
+        }
+        let positive = |flag: &str, v: Option<u32>, most: u32| match v {
+            Some(n) if n == 0 || n > most => Err(bad_input(
+                flag,
+                n,
+                &format!("a positive count, at most {most}"),
+            )),
+            _ => Ok(()),
+        };
+        positive("--gpus", self.gpus, 1 << 20)?;
+        positive("--gpus-per-node", self.gpus_per_node, 1024)?;
+        positive("--global-batch", self.global_batch, 1 << 24)?;
+        if let Some(n) = self.nics_per_node {
+            if n > 1024 {
+                return Err(bad_input("--nics-per-node", n, "a count up to 1024"));
+            }
+        }
+        if let Some(g) = self.nic_gbps {
+            if !(g.is_finite() && g > 0.0 && g <= 1e5) {
+                return Err(bad_input(
+                    "--nic-gbps",
+                    g,
+                    "a positive rate in Gbit/s, at most 100000",
+                ));
+            }
+        }
+        if let Some(group) = &self.group {
+            if group.trim().is_empty() {
+                return Err(bad_input("--group", "''", "a non-empty name"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The value of `field`: the log's, or the flag's where the log is silent; a flag that
+/// contradicts the log is refused naming both.
+pub(crate) fn pick<T: PartialEq + Display + Clone>(
+    file: &str,
+    flag: &'static str,
+    what: &'static str,
+    stated: &Option<Stated<T>>,
+    given: Option<T>,
+) -> Result<Option<T>, JobError> {
+    match (stated, given) {
+        (Some(s), Some(g)) if s.value != g => Err(JobError::Contradicts {
+            file: file.to_string(),
+            flag,
+            value: g.to_string(),
+            line: s.line,
+            stated: s.value.to_string(),
+            what,
+        }),
+        (Some(s), _) => Ok(Some(s.value.clone())),
+        (None, g) => Ok(g),
+    }
+}
