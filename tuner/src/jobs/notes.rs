@@ -1,10 +1,11 @@
 //! What the notes say the log left out: the fields format 1 needs and the ones a flag or
 //! `tuner validate` fills, so that the user knows what to supply.
 
-use super::job::Job;
+use super::job::{Job, Measure};
 use super::runs_file::RunOut;
+use super::steady_state::{Selection, SteadyState, StepShape};
 
-pub(crate) fn range(a: u64, b: u64) -> String {
+fn range(a: u64, b: u64) -> String {
     if a == b {
         format!("iteration {a}")
     } else {
@@ -121,4 +122,110 @@ pub(crate) fn unstated(run: &RunOut, job: &Job) -> Vec<String> {
         ));
     }
     out
+}
+
+/// The note that leads a run's notes: how `iteration_time_s` was read from `job`'s lines, or,
+/// where it is null, what the log would have had to state, so that the user knows which flag
+/// fills it.
+pub(crate) fn iteration_time(
+    job: &Job,
+    selection: &Selection,
+    shape: &StepShape,
+    warmup_given: bool,
+) -> String {
+    let dedup = repeated(selection.duplicates);
+    match &selection.steady {
+        Some(s) => {
+            let interval = if job.averaged {
+                "; each line averages the iterations since the line before"
+            } else {
+                ""
+            };
+            format!(
+                "iteration_time_s: median of {} logged iteration{} ({}; {}){interval}; {}{dedup}",
+                s.kept,
+                if s.kept == 1 { "" } else { "s" },
+                range(s.kept_range.0, s.kept_range.1),
+                warmup(s, warmup_given),
+                how_read(job, shape),
+            )
+        }
+        None => format!(
+            "iteration_time_s: null: {} is a rate, not a step time, and the log does not state {}{dedup}",
+            job.figure,
+            lacks(job.measure, shape).join(" or ")
+        ),
+    }
+}
+
+/// Repeated lines dropped, said where there were any: a log whose ranks all print would
+/// otherwise look like one with many more iterations.
+fn repeated(duplicates: usize) -> String {
+    if duplicates > 0 {
+        format!(
+            "; {duplicates} repeated lines for an iteration already seen dropped (rank 0's kept where a launcher prefix names ranks, else the first printed)"
+        )
+    } else {
+        String::new()
+    }
+}
+
+/// The lines dropped as warm-up, and whether the rule or `--warmup` chose them.
+fn warmup(s: &SteadyState, warmup_given: bool) -> String {
+    match (s.dropped, s.dropped_range) {
+        (0, _) | (_, None) => "none dropped as warm-up (too few lines)".to_string(),
+        (d, Some((a, b))) => format!(
+            "the first {d} line{} ({}) dropped as warm-up{}",
+            if d == 1 { "" } else { "s" },
+            range(a, b),
+            if warmup_given {
+                ", as --warmup says"
+            } else {
+                ""
+            }
+        ),
+    }
+}
+
+/// How a line's figure became seconds, with the numbers a rate was divided by, so that a wrong
+/// batch or GPU count shows in the note.
+fn how_read(job: &Job, shape: &StepShape) -> String {
+    match job.measure {
+        Measure::Seconds => format!("{} as the log prints it", job.figure),
+        Measure::TokensPerGpuPerSecond => format!(
+            "derived from {}: global batch {} x {} tokens / (tps x {} GPUs)",
+            job.figure,
+            shape.global_batch.unwrap_or(0),
+            shape.seq_len.unwrap_or(0),
+            shape.gpus.unwrap_or(0)
+        ),
+        Measure::SamplesPerSecond => format!(
+            "derived from {}: train_batch_size {} / samples per second",
+            job.figure,
+            shape.global_batch.unwrap_or(0)
+        ),
+    }
+}
+
+/// What a rate needs to become a step time that the log does not state, with the flag that
+/// gives it where there is one.
+fn lacks(measure: Measure, shape: &StepShape) -> Vec<&'static str> {
+    [
+        (
+            shape.global_batch.is_none(),
+            "the global batch (pass --global-batch)",
+        ),
+        (
+            shape.seq_len.is_none() && measure == Measure::TokensPerGpuPerSecond,
+            "the sequence length",
+        ),
+        (
+            shape.gpus.is_none() && measure == Measure::TokensPerGpuPerSecond,
+            "the GPU count (pass --gpus)",
+        ),
+    ]
+    .into_iter()
+    .filter(|(lack, _)| *lack)
+    .map(|(_, what)| what)
+    .collect()
 }

@@ -4,7 +4,8 @@
 use std::fmt::Display;
 
 use super::error::JobError;
-use super::job::Stated;
+use super::job::{Job, Stated};
+use super::runs_file::ClusterOut;
 use crate::error::{bad_input, TunerError};
 
 /// What the command line fills in where a log is silent. Each is checked by
@@ -83,7 +84,7 @@ impl Overrides {
 
 /// The value of `field`: the log's, or the flag's where the log is silent; a flag that
 /// contradicts the log is refused naming both.
-pub(crate) fn pick<T: PartialEq + Display + Clone>(
+fn pick<T: PartialEq + Display + Clone>(
     file: &str,
     flag: &'static str,
     what: &'static str,
@@ -101,5 +102,75 @@ pub(crate) fn pick<T: PartialEq + Display + Clone>(
         }),
         (Some(s), _) => Ok(Some(s.value.clone())),
         (None, g) => Ok(g),
+    }
+}
+
+impl Overrides {
+    /// The cluster `job`'s log (`file`) states, each flag filling a field the log leaves out:
+    /// the first flag that contradicts the log stops the run, so that a mistyped flag is not
+    /// written into the runs file as if the log said it.
+    pub(crate) fn cluster(&self, job: &Job, file: &str) -> Result<ClusterOut, JobError> {
+        let c = &job.cluster;
+        Ok(ClusterOut {
+            gpu: pick_gpu(file, &c.gpu, &self.gpu)?,
+            gpus: pick(file, "--gpus", "cluster.gpus", &c.gpus, self.gpus)?,
+            gpus_per_node: pick(
+                file,
+                "--gpus-per-node",
+                "cluster.gpus_per_node",
+                &c.gpus_per_node,
+                self.gpus_per_node,
+            )?,
+            nics_per_node: pick(
+                file,
+                "--nics-per-node",
+                "cluster.nics_per_node",
+                &c.nics_per_node,
+                self.nics_per_node,
+            )?,
+            nic_gbps: pick(
+                file,
+                "--nic-gbps",
+                "cluster.nic_gbps",
+                &c.nic_gbps,
+                self.nic_gbps,
+            )?,
+        })
+    }
+
+    /// The global batch, by the same rule as [`Overrides::cluster`].
+    pub(crate) fn global_batch(&self, job: &Job, file: &str) -> Result<Option<u32>, JobError> {
+        pick(
+            file,
+            "--global-batch",
+            "layout.global_batch_size",
+            &job.layout.global_batch_size,
+            self.global_batch,
+        )
+    }
+}
+
+/// `--gpu` against the GPU the log names. A flag may name a variant of the part the log names
+/// (`h100-sxm-96gb-500w` for a log that says H100), and then the flag wins: the log's name says
+/// which part, not which of its variants. Only the part's first word must agree.
+fn pick_gpu(
+    file: &str,
+    stated: &Option<Stated<String>>,
+    given: &Option<String>,
+) -> Result<Option<String>, JobError> {
+    match (stated, given) {
+        (Some(s), Some(g)) if s.value.split('-').next() != g.split('-').next() => {
+            Err(JobError::Contradicts {
+                file: file.to_string(),
+                flag: "--gpu",
+                value: g.clone(),
+                line: s.line,
+                stated: s.value.clone(),
+                what: "cluster.gpu",
+            })
+        }
+        (_, Some(g)) => Ok(Some(g.clone())),
+        (Some(s), None) => Ok(Some(s.value.clone())),
+        (None, None) => Ok(None),
     }
 }
