@@ -202,9 +202,26 @@ fn flag(args: &Args, key: &str) -> Option<(bool, usize)> {
 /// The model and layout the arguments state, and what follows from the ones a Megatron of
 /// that age did not have yet.
 fn apply_args(args: &Args, job: &mut Job) {
+    sizes(args, job);
+    attention_heads(args, job);
+    mlp_and_embeddings(args, job);
+    moe(args, job);
+    virtual_stages(args, job);
+    data_parallel(args, job);
+    recomputation(args, job);
+    precision(args, job);
+    attention(args, job);
+    if let Some((r, n)) = raw(args, "rampup_batch_size") {
+        job.notes.push(format!(
+            "the global batch ramps up (rampup_batch_size = {r}, line {n})"
+        ));
+    }
+}
+
+/// The sizes the arguments give as plain counts.
+fn sizes(args: &Args, job: &mut Job) {
     let m = &mut job.model;
     let l = &mut job.layout;
-    let notes = &mut job.notes;
     let put = |slot: &mut Option<super::Stated<u32>>, key: &str| {
         if let Some((v, n)) = positive(args, key) {
             state(slot, v, n);
@@ -240,9 +257,13 @@ fn apply_args(args: &Args, job: &mut Job) {
             None => {}
         }
     }
+}
 
-    // Grouped-query attention: `group_query_attention` with `num_query_groups` (Megatron-LM),
-    // `num_key_value_heads` (Megatron-DeepSpeed); neither key means a Megatron from before it.
+/// Grouped-query attention: `group_query_attention` with `num_query_groups` (Megatron-LM),
+/// `num_key_value_heads` (Megatron-DeepSpeed); neither key means a Megatron from before it.
+/// Then `kv_channels`, which is a head size of its own only where it is not hidden / heads.
+fn attention_heads(args: &Args, job: &mut Job) {
+    let m = &mut job.model;
     let heads = m.heads.as_ref().map(|h| h.value);
     match (
         flag(args, "group_query_attention"),
@@ -262,7 +283,7 @@ fn apply_args(args: &Args, job: &mut Job) {
         (None, None) => {
             if let (Some(h), Some((_, n))) = (heads, args.get("num_attention_heads")) {
                 state(&mut m.kv_heads, h, *n);
-                notes.push(
+                job.notes.push(
                     "kv_heads = heads: these arguments predate grouped-query attention".into(),
                 );
             }
@@ -277,6 +298,13 @@ fn apply_args(args: &Args, job: &mut Job) {
             state(&mut m.head_dim, kv, n);
         }
     }
+}
+
+/// The MLP's activation and whether the embeddings are tied. Arguments that lack the switch
+/// are from a Megatron that had only GELU and only tied embeddings.
+fn mlp_and_embeddings(args: &Args, job: &mut Job) {
+    let m = &mut job.model;
+    let notes = &mut job.notes;
     match flag(args, "swiglu") {
         Some((on, n)) => state(
             &mut m.ffn_act,
@@ -299,10 +327,11 @@ fn apply_args(args: &Args, job: &mut Job) {
             }
         }
     }
-    moe(args, job);
+}
 
+/// Virtual stages: given, or layers per virtual stage; 1 where a pipeline has neither.
+fn virtual_stages(args: &Args, job: &mut Job) {
     let l = &mut job.layout;
-    // Virtual stages: given, or layers per virtual stage; 1 where a pipeline has neither.
     let pp = l.pp.as_ref().map(|p| p.value);
     if let Some((v, n)) = positive(args, "virtual_pipeline_model_parallel_size") {
         state(&mut l.virtual_stages, v, n);
@@ -317,7 +346,13 @@ fn apply_args(args: &Args, job: &mut Job) {
     } else if let Some((_, n)) = args.get("pipeline_model_parallel_size") {
         state(&mut l.virtual_stages, 1, *n);
     }
+}
 
+/// How the data-parallel ranks share the optimizer and reduce gradients: DeepSpeed's ZeRO
+/// stage where the arguments run DeepSpeed (which makes the log Megatron-DeepSpeed's), else
+/// Megatron's distributed optimizer, ZeRO-1's split.
+fn data_parallel(args: &Args, job: &mut Job) {
+    let l = &mut job.layout;
     let deepspeed = flag(args, "deepspeed").is_some_and(|(on, _)| on);
     if deepspeed {
         job.family = Family::MegatronDeepspeed;
@@ -327,9 +362,16 @@ fn apply_args(args: &Args, job: &mut Job) {
     } else if let Some((on, n)) = flag(args, "use_distributed_optimizer") {
         state(&mut l.zero_stage, u8::from(on), n);
     }
+    if let Some((on, n)) = flag(args, "overlap_grad_reduce") {
+        state(&mut l.overlap_grad_reduce, on, n);
+    }
+}
 
-    // Recomputation: `recompute_granularity` (2022 on), before it `checkpoint_activations`
-    // (full) and `recompute_activations` (selective).
+/// Recomputation: `recompute_granularity` (2022 on), before it `checkpoint_activations`
+/// (full) and `recompute_activations` (selective). Sequence parallelism came with Korthikanti
+/// et al.'s selective recomputation (2022): arguments without it are from before it.
+fn recomputation(args: &Args, job: &mut Job) {
+    let l = &mut job.layout;
     let granularity = raw(args, "recompute_granularity");
     let rc = match granularity {
         Some((g, n)) if g.contains("full") => Some((Recompute::Full, n)),
@@ -349,7 +391,6 @@ fn apply_args(args: &Args, job: &mut Job) {
     if let Some((r, n)) = rc {
         state(&mut l.recompute, r, n);
     }
-    // Sequence parallelism came with Korthikanti et al.'s selective recomputation (2022).
     match flag(args, "sequence_parallel") {
         Some((on, n)) => state(&mut l.sequence_parallel, on, n),
         None => {
@@ -358,11 +399,11 @@ fn apply_args(args: &Args, job: &mut Job) {
             }
         }
     }
-    if let Some((on, n)) = flag(args, "overlap_grad_reduce") {
-        state(&mut l.overlap_grad_reduce, on, n);
-    }
+}
 
-    // Precision: `fp8` names a format when on; `bf16`; `fp16`, which format 1 has no value for.
+/// Precision: `fp8` names a format when on; `bf16`; `fp16`, which format 1 has no value for.
+fn precision(args: &Args, job: &mut Job) {
+    let l = &mut job.layout;
     if let Some((f, n)) = raw(args, "fp8") {
         state(&mut l.precision, Precision::Fp8, n);
         job.notes
@@ -374,6 +415,11 @@ fn apply_args(args: &Args, job: &mut Job) {
             "precision null: the arguments train in fp16 (line {n}), which format 1 has no value for; its GEMMs run at the bf16 rate, which validate prices for null"
         ));
     }
+}
+
+/// The attention kernel: flash (or fused) against unfused, as `validate` prices them.
+fn attention(args: &Args, job: &mut Job) {
+    let l = &mut job.layout;
     match (flag(args, "use_flash_attn"), raw(args, "attention_backend")) {
         (Some((true, n)), _) => state(&mut l.attention, Attention::Flash, n),
         (_, Some((b, n))) if b.contains("flash") || b.contains("fused") => {
@@ -383,11 +429,6 @@ fn apply_args(args: &Args, job: &mut Job) {
             state(&mut l.attention, Attention::Unfused, n)
         }
         _ => {}
-    }
-    if let Some((r, n)) = raw(args, "rampup_batch_size") {
-        job.notes.push(format!(
-            "the global batch ramps up (rampup_batch_size = {r}, line {n})"
-        ));
     }
 }
 
