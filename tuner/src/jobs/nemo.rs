@@ -361,23 +361,38 @@ pub fn bridge_summary(text: &str, job: &mut Job) -> bool {
 /// The configuration values NeMo (1.x YAML, 2.x table) and Megatron-Bridge print, under the
 /// names Megatron Core gives them.
 fn apply(c: &Config, job: &mut Job) {
-    let get = |k: &str| {
-        c.get(k)
-            .map(|(v, n)| (v.as_str(), *n))
-            .filter(|(v, _)| !matches!(*v, "null" | "None" | "~"))
-    };
-    let num = |k: &str| {
-        let (v, n) = get(k)?;
-        Some((leading_number(v).and_then(count).filter(|&x| x > 0)?, n))
-    };
-    let flag = |k: &str| {
-        let (v, n) = c.get(k)?;
-        match v.to_ascii_lowercase().as_str() {
-            "true" => Some((true, *n)),
-            "false" | "null" | "none" => Some((false, *n)),
-            _ => None,
-        }
-    };
+    model(c, job);
+    moe(c, job);
+    layout(c, job);
+    precision(c, job);
+    devices(c, job);
+}
+
+/// A value as printed; `None` where absent or unset (`null`, `None`, `~`).
+fn get<'a>(c: &'a Config, k: &str) -> Option<(&'a str, usize)> {
+    c.get(k)
+        .map(|(v, n)| (v.as_str(), *n))
+        .filter(|(v, _)| !matches!(*v, "null" | "None" | "~"))
+}
+
+/// A positive count.
+fn num(c: &Config, k: &str) -> Option<(u32, usize)> {
+    let (v, n) = get(c, k)?;
+    Some((leading_number(v).and_then(count).filter(|&x| x > 0)?, n))
+}
+
+/// A switch, in any case; unset is off.
+fn flag(c: &Config, k: &str) -> Option<(bool, usize)> {
+    let (v, n) = c.get(k)?;
+    match v.to_ascii_lowercase().as_str() {
+        "true" => Some((true, *n)),
+        "false" | "null" | "none" => Some((false, *n)),
+        _ => None,
+    }
+}
+
+/// The model's shape, its MLP and its embeddings.
+fn model(c: &Config, job: &mut Job) {
     let m = &mut job.model;
     for (slot, k) in [
         (&mut m.layers, "num_layers"),
@@ -388,15 +403,15 @@ fn apply(c: &Config, job: &mut Job) {
         (&mut m.seq_len, "seq_length"),
         (&mut m.vocab, "vocab_size"),
     ] {
-        if let Some((v, n)) = num(k) {
+        if let Some((v, n)) = num(c, k) {
             state(slot, v, n);
         }
     }
-    if let Some((v, n)) = num("sequence_length") {
+    if let Some((v, n)) = num(c, "sequence_length") {
         state(&mut m.seq_len, v, n);
     }
     if let (Some((kv, n)), Some(h), Some(hidden)) = (
-        num("kv_channels"),
+        num(c, "kv_channels"),
         m.heads.as_ref().map(|x| x.value),
         m.hidden.as_ref().map(|x| x.value),
     ) {
@@ -404,7 +419,7 @@ fn apply(c: &Config, job: &mut Job) {
             state(&mut m.head_dim, kv, n);
         }
     }
-    if let Some((a, n)) = get("activation") {
+    if let Some((a, n)) = get(c, "activation") {
         let act = if a.contains("swiglu") || a.contains("geglu") {
             Some(FfnAct::Swiglu)
         } else if a.contains("gelu") {
@@ -415,22 +430,28 @@ fn apply(c: &Config, job: &mut Job) {
         if let Some(act) = act {
             state(&mut m.ffn_act, act, n);
         }
-    } else if let Some((gated, n)) = flag("gated_linear_unit") {
+    } else if let Some((gated, n)) = flag(c, "gated_linear_unit") {
         state(
             &mut m.ffn_act,
             if gated { FfnAct::Swiglu } else { FfnAct::Gelu },
             n,
         );
     }
-    if let Some((tied, n)) = flag("share_embeddings_and_output_weights") {
+    if let Some((tied, n)) = flag(c, "share_embeddings_and_output_weights") {
         state(&mut m.tied_embeddings, tied, n);
     }
-    if let Some((e, n)) = num("num_moe_experts") {
-        let ffn = num("moe_ffn_hidden_size")
+}
+
+/// Mixture of experts: the expert FFN is the dense one's where no size of its own is given,
+/// and top-2 routing is Megatron Core's default.
+fn moe(c: &Config, job: &mut Job) {
+    let m = &mut job.model;
+    if let Some((e, n)) = num(c, "num_moe_experts") {
+        let ffn = num(c, "moe_ffn_hidden_size")
             .map(|x| x.0)
             .or(m.ffn_hidden.as_ref().map(|f| f.value));
         if let (true, Some(ffn)) = (e > 1, ffn) {
-            let top_k = num("moe_router_topk").map_or(2, |x| x.0);
+            let top_k = num(c, "moe_router_topk").map_or(2, |x| x.0);
             state(
                 &mut m.moe,
                 Some(Moe {
@@ -444,7 +465,10 @@ fn apply(c: &Config, job: &mut Job) {
             );
         }
     }
+}
 
+/// The parallel layout, the batch, the optimizer's sharding and recomputation.
+fn layout(c: &Config, job: &mut Job) {
     let l = &mut job.layout;
     for (slot, k) in [
         (&mut l.tp, "tensor_model_parallel_size"),
@@ -458,26 +482,26 @@ fn apply(c: &Config, job: &mut Job) {
         (&mut l.global_batch_size, "global_batch_size"),
         (&mut l.microbatch_size, "micro_batch_size"),
     ] {
-        if let Some((v, n)) = num(k) {
+        if let Some((v, n)) = num(c, k) {
             state(slot, v, n);
         }
     }
     if l.virtual_stages.is_none() {
-        if let Some((_, n)) = get("pipeline_model_parallel_size") {
+        if let Some((_, n)) = get(c, "pipeline_model_parallel_size") {
             if c.contains_key("virtual_pipeline_model_parallel_size") {
                 state(&mut l.virtual_stages, 1, n);
             }
         }
     }
-    if let Some((on, n)) = flag("sequence_parallel") {
+    if let Some((on, n)) = flag(c, "sequence_parallel") {
         state(&mut l.sequence_parallel, on, n);
     }
-    if let Some((on, n)) = flag("overlap_grad_reduce") {
+    if let Some((on, n)) = flag(c, "overlap_grad_reduce") {
         state(&mut l.overlap_grad_reduce, on, n);
     }
-    if let Some((on, n)) = flag("use_distributed_optimizer") {
+    if let Some((on, n)) = flag(c, "use_distributed_optimizer") {
         state(&mut l.zero_stage, u8::from(on), n);
-    } else if let Some((name, n)) = get("optimizer_name") {
+    } else if let Some((name, n)) = get(c, "optimizer_name") {
         state(&mut l.zero_stage, u8::from(name.contains("distributed")), n);
     }
     if let Some((r, n)) = c.get("recompute_granularity") {
@@ -491,34 +515,42 @@ fn apply(c: &Config, job: &mut Job) {
             state(&mut l.recompute, r, *n);
         }
     }
-    let fp8 = get("fp8").filter(|(v, _)| !v.eq_ignore_ascii_case("false"));
+}
+
+/// Precision (fp8 wins over the trainer's precision, which may be fp16, which format 1 has no
+/// value for) and the attention kernel.
+fn precision(c: &Config, job: &mut Job) {
+    let l = &mut job.layout;
+    let fp8 = get(c, "fp8").filter(|(v, _)| !v.eq_ignore_ascii_case("false"));
     if let Some((v, n)) = fp8 {
         state(&mut l.precision, Precision::Fp8, n);
         job.notes.push(format!(
             "precision = fp8: the configuration gives fp8 = {v}"
         ));
-    } else if let Some((p, n)) = get("precision") {
+    } else if let Some((p, n)) = get(c, "precision") {
         if p.contains("bf16") {
             state(&mut l.precision, Precision::Bf16, n);
         } else if p.starts_with("16") {
             job.notes.push(format!("precision null: trainer precision {p} (line {n}) is fp16, which format 1 has no value for"));
         }
-    } else if let Some((true, n)) = flag("bf16") {
+    } else if let Some((true, n)) = flag(c, "bf16") {
         state(&mut l.precision, Precision::Bf16, n);
     }
-    if let Some((true, n)) = flag("use_flash_attention") {
+    if let Some((true, n)) = flag(c, "use_flash_attention") {
         state(&mut l.attention, crate::validate::Attention::Flash, n);
     }
+}
 
-    // Lightning's devices are per node.
-    let c2 = &mut job.cluster;
-    let devices = num("devices");
+/// Lightning's devices are per node: the job's GPUs are devices x nodes.
+fn devices(c: &Config, job: &mut Job) {
+    let cluster = &mut job.cluster;
+    let devices = num(c, "devices");
     if let Some((d, n)) = devices {
-        state(&mut c2.gpus_per_node, d, n);
+        state(&mut cluster.gpus_per_node, d, n);
     }
-    if let (Some((d, _)), Some((nodes, n))) = (devices, num("num_nodes")) {
+    if let (Some((d, _)), Some((nodes, n))) = (devices, num(c, "num_nodes")) {
         if let Some(g) = d.checked_mul(nodes) {
-            state(&mut c2.gpus, g, n);
+            state(&mut cluster.gpus, g, n);
         }
     }
 }
