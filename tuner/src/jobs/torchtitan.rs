@@ -41,8 +41,7 @@ pub fn read(text: &str) -> Option<Job> {
     job.tflops_kind =
         Some("torchtitan's own count (num_flops_per_token x tps), as its log prints it");
     let mut any = false;
-    let mut tokens_per_step: Option<(u32, usize)> = None;
-    let mut local_batch: Option<(u32, usize)> = None;
+    let mut batch = Batch::default();
     for line in lines(text) {
         let t: &str = &line.text;
         let n = line.number;
@@ -54,100 +53,134 @@ pub fn read(text: &str) -> Option<Job> {
         } else if t.contains("device mesh with [") {
             mesh_lists(t, n, &mut job);
         } else if t.contains("global batch size") || t.contains("tokens per train step") {
-            if let Some(b) = number_after(t, "global batch size").and_then(count) {
-                state(&mut job.layout.global_batch_size, b, n);
-            }
-            if let Some(s) = number_after(t, "sequence length")
-                .or_else(|| number_after(t, "maximum context length"))
-                .and_then(count)
-            {
-                state(&mut job.model.seq_len, s, n);
-            }
-            if let Some(l) = number_after(t, "local batch size").and_then(count) {
-                local_batch.get_or_insert((l, n));
-            }
-            if let Some(at) = t.find(" tokens per train step") {
-                let head = t[..at].rsplit([' ', ',']).next().unwrap_or("");
-                if let Some(tok) = leading_number(head).and_then(count) {
-                    tokens_per_step.get_or_insert((tok, n));
-                }
-            }
+            batch.read(t, n, &mut job);
         } else if let Some((at, key)) = ["CUDA capacity: ", "GPU capacity: "]
             .iter()
             .find_map(|k| t.find(k).map(|at| (at, *k)))
         {
-            // `CUDA capacity: NVIDIA B200 with 178.35GiB memory`
-            let name = &t[at + key.len()..];
-            let name = name.split(" with ").next().unwrap_or(name);
-            let name = name.split(" (").next().unwrap_or(name);
-            match crate::catalog::gpu_for_model_name(name) {
-                Some(g) => {
-                    state(&mut job.cluster.gpu, g.id.to_string(), n);
-                    job.notes.push(format!(
-                        "cluster.gpu = {} from the device name `{}`",
-                        g.id,
-                        name.trim()
-                    ));
-                }
-                None => job.notes.push(format!(
-                    "the device `{}` is no catalog GPU: pass --gpu",
-                    name.trim()
-                )),
-            }
-        } else if t.contains("Applied FSDP to the model")
-            || t.contains("Applied HSDP to the model")
-            || t.contains("Applied fully_shard to the model")
-        {
-            state(&mut job.layout.zero_stage, 3, n);
-        } else if t.contains("Applied DDP to the model") {
-            state(&mut job.layout.zero_stage, 0, n);
-        } else if t.contains("activation checkpointing") && t.contains("Applied") {
-            if t.contains("full") {
-                state(&mut job.layout.recompute, Recompute::Full, n);
-            } else if t.contains("selective") || t.contains("SAC") {
-                state(&mut job.layout.recompute, Recompute::Selective, n);
-            }
-        } else if t.contains("with torch.compile") || t.contains("Applied JIT compilation") {
-            state(&mut job.layout.torch_compile, true, n);
-        } else if t.contains("Float8 training active") || t.contains("Float8Linear") {
-            let p = if t.contains("rowwise") {
-                Precision::Fp8Rowwise
-            } else {
-                Precision::Fp8
-            };
-            state(&mut job.layout.precision, p, n);
-        } else if t.contains("MXFP8Linear") {
-            state(&mut job.layout.precision, Precision::Fp8, n);
-            job.notes
-                .push("precision = fp8 for MXFP8 linears (format 1 has no mxfp8)".into());
-        } else if let Some(at) = t.find(" - Building ") {
-            let what = &t[at + " - Building ".len()..];
-            model(what.trim_end_matches(" on meta device"), n, &mut job);
+            device(&t[at + key.len()..], n, &mut job);
+        } else {
+            setup(t, n, &mut job);
         }
     }
     if !any {
         return None;
     }
-    if let (None, Some((tok, n)), Some(s)) = (
-        &job.layout.global_batch_size,
-        tokens_per_step,
-        job.model.seq_len.as_ref().map(|s| s.value),
-    ) {
-        if s > 0 && tok % s == 0 {
-            state(&mut job.layout.global_batch_size, tok / s, n);
-        }
-    }
-    // The local batch is one forward's without a pipeline; a pipeline splits it into
-    // microbatches it does not print.
-    if let (Some((b, n)), Some(1)) = (local_batch, job.layout.pp.as_ref().map(|p| p.value)) {
-        state(&mut job.layout.microbatch_size, b, n);
-    }
+    batch.apply(&mut job);
     let numbers: Vec<u64> = job.steps.iter().map(|s| s.number).collect();
     let mut sorted = numbers.clone();
     sorted.sort_unstable();
     sorted.dedup();
     job.averaged = sorted.windows(2).any(|w| w[1] > w[0] + 1);
     Some(job)
+}
+
+/// What the batch lines say beyond the global batch and the sequence length, kept until the
+/// whole log is read: the tokens per step give the global batch only once the sequence length
+/// is known, and the local batch is the microbatch only once the pipeline size is.
+#[derive(Default)]
+struct Batch {
+    tokens_per_step: Option<(u32, usize)>,
+    local: Option<(u32, usize)>,
+}
+
+impl Batch {
+    /// `Trainer is initialized with local batch size 160, global batch size 1280, ...` and its
+    /// older and newer forms.
+    fn read(&mut self, t: &str, n: usize, job: &mut Job) {
+        if let Some(b) = number_after(t, "global batch size").and_then(count) {
+            state(&mut job.layout.global_batch_size, b, n);
+        }
+        if let Some(s) = number_after(t, "sequence length")
+            .or_else(|| number_after(t, "maximum context length"))
+            .and_then(count)
+        {
+            state(&mut job.model.seq_len, s, n);
+        }
+        if let Some(l) = number_after(t, "local batch size").and_then(count) {
+            self.local.get_or_insert((l, n));
+        }
+        if let Some(at) = t.find(" tokens per train step") {
+            let head = t[..at].rsplit([' ', ',']).next().unwrap_or("");
+            if let Some(tok) = leading_number(head).and_then(count) {
+                self.tokens_per_step.get_or_insert((tok, n));
+            }
+        }
+    }
+
+    /// The global batch from the tokens per step where no line states it, and the microbatch.
+    fn apply(self, job: &mut Job) {
+        if let (None, Some((tok, n)), Some(s)) = (
+            &job.layout.global_batch_size,
+            self.tokens_per_step,
+            job.model.seq_len.as_ref().map(|s| s.value),
+        ) {
+            if s > 0 && tok % s == 0 {
+                state(&mut job.layout.global_batch_size, tok / s, n);
+            }
+        }
+        // The local batch is one forward's without a pipeline; a pipeline splits it into
+        // microbatches it does not print.
+        if let (Some((b, n)), Some(1)) = (self.local, job.layout.pp.as_ref().map(|p| p.value)) {
+            state(&mut job.layout.microbatch_size, b, n);
+        }
+    }
+}
+
+/// `NVIDIA B200 with 178.35GiB memory`, after `CUDA capacity: `: the catalog GPU of that name,
+/// or a note that there is none, so that the user knows to pass `--gpu`.
+fn device(name: &str, n: usize, job: &mut Job) {
+    let name = name.split(" with ").next().unwrap_or(name);
+    let name = name.split(" (").next().unwrap_or(name);
+    match crate::catalog::gpu_for_model_name(name) {
+        Some(g) => {
+            state(&mut job.cluster.gpu, g.id.to_string(), n);
+            job.notes.push(format!(
+                "cluster.gpu = {} from the device name `{}`",
+                g.id,
+                name.trim()
+            ));
+        }
+        None => job.notes.push(format!(
+            "the device `{}` is no catalog GPU: pass --gpu",
+            name.trim()
+        )),
+    }
+}
+
+/// What torchtitan says as it builds the job: the data-parallel wrapper, activation
+/// checkpointing, compilation, float8 and the model.
+fn setup(t: &str, n: usize, job: &mut Job) {
+    if t.contains("Applied FSDP to the model")
+        || t.contains("Applied HSDP to the model")
+        || t.contains("Applied fully_shard to the model")
+    {
+        state(&mut job.layout.zero_stage, 3, n);
+    } else if t.contains("Applied DDP to the model") {
+        state(&mut job.layout.zero_stage, 0, n);
+    } else if t.contains("activation checkpointing") && t.contains("Applied") {
+        if t.contains("full") {
+            state(&mut job.layout.recompute, Recompute::Full, n);
+        } else if t.contains("selective") || t.contains("SAC") {
+            state(&mut job.layout.recompute, Recompute::Selective, n);
+        }
+    } else if t.contains("with torch.compile") || t.contains("Applied JIT compilation") {
+        state(&mut job.layout.torch_compile, true, n);
+    } else if t.contains("Float8 training active") || t.contains("Float8Linear") {
+        let p = if t.contains("rowwise") {
+            Precision::Fp8Rowwise
+        } else {
+            Precision::Fp8
+        };
+        state(&mut job.layout.precision, p, n);
+    } else if t.contains("MXFP8Linear") {
+        state(&mut job.layout.precision, Precision::Fp8, n);
+        job.notes
+            .push("precision = fp8 for MXFP8 linears (format 1 has no mxfp8)".into());
+    } else if let Some(at) = t.find(" - Building ") {
+        let what = &t[at + " - Building ".len()..];
+        model(what.trim_end_matches(" on meta device"), n, job);
+    }
 }
 
 fn step(t: &str, line: usize, rank: Option<u32>, job: &mut Job) {
