@@ -18,9 +18,7 @@
 //! names it, `--model_name_or_path`), tensor and pipeline parallelism under Megatron (the
 //! engine's `world_size` is the data-parallel size), the GPU and the network.
 
-use std::collections::BTreeMap;
-
-use super::lines::{count, leading_number, lines, number_after};
+use super::lines::{count, keep_first, leading_number, lines, number_after, Settings};
 use super::{state, Family, Job, Measure, Step};
 use crate::mesh::Precision;
 
@@ -37,8 +35,8 @@ pub fn read(text: &str) -> Option<Job> {
         Measure::SamplesPerSecond,
         "CurrSamplesPerSec (DeepSpeed's ThroughputTimer)",
     );
-    let mut config: BTreeMap<String, (String, usize)> = BTreeMap::new();
-    let mut json: BTreeMap<String, (String, usize)> = BTreeMap::new();
+    let mut config = Settings::new();
+    let mut json = Settings::new();
     let mut dumps = 0;
     let mut in_config = false;
     let mut launched: Option<(u32, usize)> = None;
@@ -77,13 +75,12 @@ pub fn read(text: &str) -> Option<Job> {
             let body = t[at + ":print]".len()..].trim();
             if let Some((k, v)) = body.split_once(' ') {
                 let v = v.trim_start_matches([' ', '.']).trim();
-                config.entry(k.to_string()).or_insert((v.to_string(), n));
+                keep_first(&mut config, k, v, n);
             }
         } else if let Some((k, v)) = t.trim().split_once("\": ") {
             // The user's json: `    "train_batch_size": 32,`.
             let k = k.trim_start_matches('"');
-            json.entry(k.to_string())
-                .or_insert((v.trim_end_matches(',').to_string(), n));
+            keep_first(&mut json, k, v.trim_end_matches(','), n);
         } else if t.contains("] [") && !t.contains("config.py") {
             in_config = t.contains("print_user_config");
         }
@@ -132,12 +129,7 @@ fn step(t: &str, line: usize, rank: Option<u32>, job: &mut Job) {
     job.step(s, rate, "CurrSamplesPerSec");
 }
 
-fn apply(
-    config: &BTreeMap<String, (String, usize)>,
-    json: &BTreeMap<String, (String, usize)>,
-    launched: Option<(u32, usize)>,
-    job: &mut Job,
-) {
+fn apply(config: &Settings, json: &Settings, launched: Option<(u32, usize)>, job: &mut Job) {
     let num = |k: &str| {
         config
             .get(k)

@@ -4,6 +4,7 @@
 //! prefix the readers do not know (`worker-0: `, `[titan] ... INFO - `) costs nothing.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 /// One line of a log.
 #[derive(Debug, Clone)]
@@ -160,6 +161,20 @@ pub fn dotted(text: &str) -> Option<(&str, &str)> {
         None => after,
     };
     Some((key, value.trim()))
+}
+
+/// A configuration as a log prints it (Megatron's arguments, NeMo's and Megatron-Bridge's
+/// dumps, DeepSpeed's engine): each key's value as printed and the line that prints it, so that
+/// every fact read from it can name its line.
+pub type Settings = BTreeMap<String, (String, usize)>;
+
+/// Records `key`'s `value` from `line` unless an earlier line gave the key: ranks print a
+/// configuration over each other and engines print it again, and the readers trust a key's
+/// first statement as [`super::state`] trusts a field's.
+pub fn keep_first(settings: &mut Settings, key: &str, value: &str, line: usize) {
+    settings
+        .entry(key.to_string())
+        .or_insert_with(|| (value.to_string(), line));
 }
 
 /// The first date (`2024-05-01`) in `text`, as logs stamp their lines.

@@ -12,9 +12,7 @@
 //! prints neither), the vocabulary when the tokenizer line is missing and the arguments left
 //! `padded_vocab_size` unset (it is filled in after they are printed).
 
-use std::collections::BTreeMap;
-
-use super::lines::{count, dotted, leading_number, lines, number_after};
+use super::lines::{count, dotted, keep_first, leading_number, lines, number_after, Settings};
 use super::{state, Family, Job, Measure, Step};
 use crate::mesh::{Precision, Recompute};
 use crate::model::{FfnAct, Moe};
@@ -23,8 +21,8 @@ use crate::validate::Attention;
 /// The iteration line's figure.
 pub const MARK: &str = "elapsed time per iteration (ms)";
 
-/// The arguments block: key -> (value as printed, line).
-type Args = BTreeMap<String, (String, usize)>;
+/// The arguments block.
+type Args = Settings;
 
 /// Reads a Megatron-family log; `None` when no line prints [`MARK`].
 pub fn read(text: &str) -> Option<Job> {
@@ -56,8 +54,7 @@ pub fn read(text: &str) -> Option<Job> {
             // Other ranks' lines interleave into the block; only `key .... value` counts, and a
             // key's first value wins.
             if let Some((k, v)) = dotted(t) {
-                args.entry(k.to_string())
-                    .or_insert_with(|| (v.to_string(), line.number));
+                keep_first(&mut args, k, v, line.number);
             }
             continue;
         }

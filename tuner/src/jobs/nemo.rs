@@ -19,9 +19,7 @@
 //! rich table cuts with `…`, the GPU and the network. The progress bar rounds
 //! `train_step_timing` to four significant digits.
 
-use std::collections::BTreeMap;
-
-use super::lines::{count, leading_number, lines, number_after};
+use super::lines::{count, keep_first, leading_number, lines, number_after, Settings};
 use super::{state, Family, Job, Measure, Step};
 use crate::mesh::{Precision, Recompute};
 use crate::model::{FfnAct, Moe};
@@ -29,8 +27,8 @@ use crate::model::{FfnAct, Moe};
 /// The step-time figure.
 pub const MARK: &str = "train_step_timing in s";
 
-/// Configuration values by name: (value as printed, line).
-type Config = BTreeMap<String, (String, usize)>;
+/// Configuration values by name.
+type Config = Settings;
 
 /// Reads a NeMo log; `None` when no line prints [`MARK`].
 pub fn read(text: &str) -> Option<Job> {
@@ -159,8 +157,7 @@ fn hydra_yaml(text: &str) -> Config {
                 } else {
                     let mut full: Vec<&str> = path.iter().map(|(_, p)| p.as_str()).collect();
                     full.push(k);
-                    out.entry(full.join("."))
-                        .or_insert((v.to_string(), line.number));
+                    keep_first(&mut out, &full.join("."), v, line.number);
                 }
             }
             // The log line that carries the dump comes before the YAML.
@@ -263,8 +260,7 @@ fn resolved_table(text: &str) -> Config {
                 .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
                 .collect();
             if !class.is_empty() {
-                out.entry("config_class".into())
-                    .or_insert((class, line.number));
+                keep_first(&mut out, "config_class", &class, line.number);
             }
         }
         for piece in body.split([',', '(', ')', ' ']) {
@@ -275,8 +271,7 @@ fn resolved_table(text: &str) -> Config {
             if k.is_empty() || v.is_empty() || v.contains('…') {
                 continue;
             }
-            out.entry(k.to_string())
-                .or_insert((v.to_string(), line.number));
+            keep_first(&mut out, k, v, line.number);
         }
     }
     out
@@ -322,9 +317,7 @@ pub fn bridge_summary(text: &str, job: &mut Job) -> bool {
             None => v,
         };
         let v = v.trim().trim_matches(['\'', '"']);
-        config
-            .entry(k.to_string())
-            .or_insert((v.to_string(), line.number));
+        keep_first(&mut config, k, v, line.number);
     }
     if !found {
         return false;
