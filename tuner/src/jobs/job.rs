@@ -73,6 +73,20 @@ pub struct ModelFacts {
     pub moe: Option<Stated<Option<Moe>>>,
 }
 
+impl ModelFacts {
+    /// Keeps `kv_channels` from `line` as the head size only where it is not hidden / heads:
+    /// format 1 reads a null head_dim as that quotient, and Megatron's arguments print the
+    /// quotient itself where no head size was given.
+    pub(crate) fn state_head_dim(&mut self, kv_channels: u32, line: usize) {
+        let (Some(h), Some(hidden)) = (value(&self.heads), value(&self.hidden)) else {
+            return;
+        };
+        if h > 0 && kv_channels != hidden / h {
+            state(&mut self.head_dim, kv_channels, line);
+        }
+    }
+}
+
 /// The cluster a log states.
 #[derive(Debug, Clone, Default)]
 #[allow(missing_docs)]

@@ -258,7 +258,6 @@ fn sizes(args: &Args, job: &mut Job) {
 
 /// Grouped-query attention: `group_query_attention` with `num_query_groups` (Megatron-LM),
 /// `num_key_value_heads` (Megatron-DeepSpeed); neither key means a Megatron from before it.
-/// Then `kv_channels`, which is a head size of its own only where it is not hidden / heads.
 fn attention_heads(args: &Args, job: &mut Job) {
     let m = &mut job.model;
     let heads = m.heads.as_ref().map(|h| h.value);
@@ -286,14 +285,8 @@ fn attention_heads(args: &Args, job: &mut Job) {
             }
         }
     }
-    if let (Some((kv, n)), Some(h), Some(hidden)) = (
-        positive(args, "kv_channels"),
-        heads,
-        m.hidden.as_ref().map(|h| h.value),
-    ) {
-        if h > 0 && kv != hidden / h {
-            state(&mut m.head_dim, kv, n);
-        }
+    if let Some((kv, n)) = positive(args, "kv_channels") {
+        m.state_head_dim(kv, n);
     }
 }
 

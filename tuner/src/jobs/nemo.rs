@@ -403,14 +403,8 @@ fn model(c: &Config, job: &mut Job) {
     if let Some((v, n)) = num(c, "sequence_length") {
         state(&mut m.seq_len, v, n);
     }
-    if let (Some((kv, n)), Some(h), Some(hidden)) = (
-        num(c, "kv_channels"),
-        m.heads.as_ref().map(|x| x.value),
-        m.hidden.as_ref().map(|x| x.value),
-    ) {
-        if kv != hidden / h {
-            state(&mut m.head_dim, kv, n);
-        }
+    if let Some((kv, n)) = num(c, "kv_channels") {
+        m.state_head_dim(kv, n);
     }
     if let Some((a, n)) = get(c, "activation") {
         let act = if a.contains("swiglu") || a.contains("geglu") {
