@@ -21,21 +21,15 @@ pub(crate) fn facts(text: &str, job: &mut Job) {
         if !(t.contains('=') || t.contains("--nproc")) {
             continue;
         }
-        if let Some(n) = lines::number_after(t, "num_local_procs=").and_then(lines::count) {
-            if n > 0 {
-                state(&mut job.cluster.gpus_per_node, n, line.number);
-            }
+        if let Some(n) = lines::count_after(t, "num_local_procs=") {
+            state(&mut job.cluster.gpus_per_node, n, line.number);
         }
-        if let Some(n) = lines::number_after(t, "dist_world_size=").and_then(lines::count) {
-            if n > 0 {
-                state(&mut job.cluster.gpus, n, line.number);
-            }
+        if let Some(n) = lines::count_after(t, "dist_world_size=") {
+            state(&mut job.cluster.gpus, n, line.number);
         }
         for flag in ["--nproc_per_node", "--nproc-per-node"] {
-            if let Some(n) = lines::number_after(t, flag).and_then(lines::count) {
-                if n > 0 {
-                    state(&mut job.cluster.gpus_per_node, n, line.number);
-                }
+            if let Some(n) = lines::count_after(t, flag) {
+                state(&mut job.cluster.gpus_per_node, n, line.number);
             }
         }
     }

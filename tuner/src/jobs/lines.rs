@@ -144,6 +144,23 @@ pub fn number_after(text: &str, key: &str) -> Option<f64> {
     leading_number(rest)
 }
 
+/// The number right after the first `key` that starts a word: `tp=` must not read `etp=`'s
+/// number, nor `dim=` `head_dim=`'s.
+pub fn number_after_word(text: &str, key: &str) -> Option<f64> {
+    text.match_indices(key)
+        .find(|(at, _)| {
+            let before = text.as_bytes().get(at.wrapping_sub(1));
+            *at == 0 || before.is_some_and(|b| !b.is_ascii_alphanumeric() && *b != b'_')
+        })
+        .and_then(|(at, _)| leading_number(&text[at + key.len()..]))
+}
+
+/// The size after `key` (see [`number_after`]), where it is a positive whole count: a size of
+/// 0 or 2.5 is no size, so the line states nothing rather than something a run cannot have.
+pub fn count_after(text: &str, key: &str) -> Option<u32> {
+    number_after(text, key).and_then(count).filter(|&n| n > 0)
+}
+
 /// `v` as a whole count, when it is one (`4`, `4.0`, `1e3`) and fits in a `u32`.
 pub fn count(v: f64) -> Option<u32> {
     (v.fract() == 0.0 && v >= 0.0 && v <= f64::from(u32::MAX)).then_some(v as u32)

@@ -12,7 +12,9 @@
 //! prints neither), the vocabulary when the tokenizer line is missing and the arguments left
 //! `padded_vocab_size` unset (it is filled in after they are printed).
 
-use super::lines::{count, dotted, keep_first, leading_number, lines, number_after, Settings};
+use super::lines::{
+    count, count_after, dotted, keep_first, leading_number, lines, number_after, Settings,
+};
 use super::{state, Family, Job, Measure, Step};
 use crate::mesh::{Precision, Recompute};
 use crate::model::{FfnAct, Moe};
@@ -148,10 +150,7 @@ fn iteration(t: &str, line: usize, rank: Option<u32>, job: &mut Job) {
 /// `using world size: 8, data-parallel-size: 8, tensor-model-parallel size: 1, ...`: the
 /// sizes Megatron resolved, for logs whose arguments block is missing.
 fn world_size_line(t: &str, line: usize, job: &mut Job) {
-    let get = |keys: &[&str]| {
-        keys.iter()
-            .find_map(|k| number_after(t, k).and_then(count).filter(|&n| n > 0))
-    };
+    let get = |keys: &[&str]| keys.iter().find_map(|k| count_after(t, k));
     if let Some(n) = get(&["world size:"]) {
         state(&mut job.cluster.gpus, n, line);
     }

@@ -19,7 +19,7 @@
 //! rich table cuts with `…`, the GPU and the network. The progress bar rounds
 //! `train_step_timing` to four significant digits.
 
-use super::lines::{count, keep_first, leading_number, lines, number_after, Settings};
+use super::lines::{count, count_after, keep_first, leading_number, lines, number_after, Settings};
 use super::{state, Family, Job, Measure, Step};
 use crate::mesh::{Precision, Recompute};
 use crate::model::{FfnAct, Moe};
@@ -102,9 +102,7 @@ fn step(t: &str, line: usize, rank: Option<u32>, job: &mut Job) {
         ));
         return;
     }
-    let batch = number_after(t, "global_batch_size")
-        .and_then(count)
-        .filter(|&b| b > 0);
+    let batch = count_after(t, "global_batch_size");
     if let Some(b) = batch {
         state(&mut job.layout.global_batch_size, b, line);
     }

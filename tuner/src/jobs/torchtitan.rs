@@ -23,7 +23,7 @@
 //! Cannot read: the model shape of a newer log (it prints the flavor, not the arguments), the
 //! pipeline microbatch size (not printed), the network.
 
-use super::lines::{count, leading_number, lines, number_after};
+use super::lines::{count, leading_number, lines, number_after, number_after_word};
 use super::{state, Family, Job, Measure, Step};
 use crate::mesh::{Precision, Recompute};
 use crate::model::FfnAct;
@@ -202,16 +202,7 @@ fn step(t: &str, line: usize, rank: Option<u32>, job: &mut Job) {
 
 /// `pp=1, dp_replicate=1, dp_shard=8, cp=1, tp=1, ep=1`.
 fn mesh_named(t: &str, n: usize, job: &mut Job) {
-    let get = |k: &str| {
-        t.match_indices(k)
-            .find(|(at, _)| {
-                *at == 0
-                    || !t.as_bytes()[at - 1].is_ascii_alphanumeric() && t.as_bytes()[at - 1] != b'_'
-            })
-            .and_then(|(at, _)| leading_number(&t[at + k.len()..]))
-            .and_then(count)
-            .filter(|&v| v > 0)
-    };
+    let get = |k: &str| number_after_word(t, k).and_then(count).filter(|&v| v > 0);
     let (Some(pp), Some(rep), Some(shard), Some(cp), Some(tp)) = (
         get("pp="),
         get("dp_replicate="),
@@ -314,14 +305,7 @@ fn model(t: &str, n: usize, job: &mut Job) {
     }
     state(&mut job.model.name, name.to_string(), n);
     let Some(args) = args else { return };
-    let get = |k: &str| {
-        args.match_indices(k)
-            .find(|(at, _)| {
-                let before = args.as_bytes().get(at.wrapping_sub(1));
-                *at == 0 || before.is_some_and(|b| !b.is_ascii_alphanumeric() && *b != b'_')
-            })
-            .and_then(|(at, _)| leading_number(&args[at + k.len()..]))
-    };
+    let get = |k: &str| number_after_word(args, k);
     let m = &mut job.model;
     let dim = get("dim=").and_then(count).filter(|&v| v > 0);
     for (slot, k) in [
