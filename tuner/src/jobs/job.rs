@@ -260,6 +260,12 @@ impl Job {
     }
 }
 
+/// Whether iteration numbers (in the order a reader takes them) skip any: a log that prints
+/// every n-th iteration prints on each line the average of the n since the line before.
+pub(crate) fn skips(numbers: &[u64]) -> bool {
+    numbers.windows(2).any(|w| w[1] > w[0] + 1)
+}
+
 /// The value of a statement, without its line: what a run is built from.
 pub(crate) fn value<T: Clone>(s: &Option<Stated<T>>) -> Option<T> {
     s.as_ref().map(|s| s.value.clone())

@@ -12,6 +12,7 @@
 //! prints neither), the vocabulary when the tokenizer line is missing and the arguments left
 //! `padded_vocab_size` unset (it is filled in after they are printed).
 
+use super::job::skips;
 use super::lines::{
     count, count_after, dotted, keep_first, leading_number, lines, number_after, Settings,
 };
@@ -91,7 +92,7 @@ pub fn read(text: &str) -> Option<Job> {
         job.family = Family::MegatronBridge;
     }
     let numbers: Vec<u64> = job.steps.iter().map(|s| s.number).collect();
-    job.averaged = numbers.windows(2).any(|w| w[1] > w[0] + 1);
+    job.averaged = skips(&numbers);
     Some(job)
 }
 

@@ -23,6 +23,7 @@
 //! Cannot read: the model shape of a newer log (it prints the flavor, not the arguments), the
 //! pipeline microbatch size (not printed), the network.
 
+use super::job::skips;
 use super::lines::{count, leading_number, lines, number_after, number_after_word};
 use super::{state, Family, Job, Measure, Step};
 use crate::mesh::{Precision, Recompute};
@@ -67,11 +68,11 @@ pub fn read(text: &str) -> Option<Job> {
         return None;
     }
     batch.apply(&mut job);
-    let numbers: Vec<u64> = job.steps.iter().map(|s| s.number).collect();
-    let mut sorted = numbers.clone();
-    sorted.sort_unstable();
-    sorted.dedup();
-    job.averaged = sorted.windows(2).any(|w| w[1] > w[0] + 1);
+    // Ranks print each step again, not always in order: the gaps are between distinct steps.
+    let mut numbers: Vec<u64> = job.steps.iter().map(|s| s.number).collect();
+    numbers.sort_unstable();
+    numbers.dedup();
+    job.averaged = skips(&numbers);
     Some(job)
 }
 
