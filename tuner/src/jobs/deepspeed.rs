@@ -181,6 +181,7 @@ fn apply(config: &Settings, json: &Settings, launched: Option<(u32, usize)>, job
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::jobs::job::value;
 
     #[test]
     fn engine_dump_and_both_timer_forms() {
@@ -197,11 +198,10 @@ mod tests {
 [2022-10-31 10:59:51,436] [INFO] [timer.py:198:stop] 0/20, RunningAvgSamplesPerSec=428.07, CurrSamplesPerSec=431.95, MemAllocated=1.64GB
 [2022-10-31 10:59:51,436] [INFO] [timer.py:198:stop] 0/30, RunningAvgSamplesPerSec=428.07, CurrSamp";
         let job = read(log).unwrap();
-        let v = |s: &Option<super::super::Stated<u32>>| s.as_ref().map(|s| s.value);
-        assert_eq!(v(&job.layout.global_batch_size), Some(32));
-        assert_eq!(v(&job.layout.microbatch_size), Some(2));
-        assert_eq!(v(&job.layout.dp), Some(8));
-        assert_eq!(v(&job.layout.tp), Some(1));
+        assert_eq!(value(&job.layout.global_batch_size), Some(32));
+        assert_eq!(value(&job.layout.microbatch_size), Some(2));
+        assert_eq!(value(&job.layout.dp), Some(8));
+        assert_eq!(value(&job.layout.tp), Some(1));
         assert_eq!(job.layout.zero_stage.as_ref().unwrap().value, 0);
         assert_eq!(job.layout.precision, None);
         assert_eq!(

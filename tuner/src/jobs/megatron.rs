@@ -476,6 +476,7 @@ fn moe(args: &Args, job: &mut Job) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::jobs::job::value;
 
     /// Megatron-LM's line shape, with an arguments block (`training.py`, `arguments.py`).
     const LOG: &str = "\
@@ -515,14 +516,13 @@ using world size: 16, data-parallel size: 2, context-parallel size: 1 tensor-mod
     fn arguments_and_iterations() {
         let job = read(LOG).unwrap();
         assert_eq!(job.family, Family::MegatronLm);
-        let v = |s: &Option<super::super::Stated<u32>>| s.as_ref().map(|s| s.value);
-        assert_eq!(v(&job.model.layers), Some(32));
-        assert_eq!(v(&job.model.kv_heads), Some(8));
-        assert_eq!(v(&job.model.vocab), Some(32000));
-        assert_eq!(v(&job.layout.tp), Some(8));
-        assert_eq!(v(&job.layout.dp), Some(2));
-        assert_eq!(v(&job.layout.ep), Some(8));
-        assert_eq!(v(&job.cluster.gpus), Some(16));
+        assert_eq!(value(&job.model.layers), Some(32));
+        assert_eq!(value(&job.model.kv_heads), Some(8));
+        assert_eq!(value(&job.model.vocab), Some(32000));
+        assert_eq!(value(&job.layout.tp), Some(8));
+        assert_eq!(value(&job.layout.dp), Some(2));
+        assert_eq!(value(&job.layout.ep), Some(8));
+        assert_eq!(value(&job.cluster.gpus), Some(16));
         assert_eq!(job.layout.zero_stage.as_ref().unwrap().value, 1);
         assert_eq!(
             job.layout.recompute.as_ref().unwrap().value,

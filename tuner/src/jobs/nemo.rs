@@ -543,6 +543,7 @@ fn devices(c: &Config, job: &mut Job) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::jobs::job::value;
 
     /// NeMo 1.x's progress bar as it redraws (carriage returns), two ranks, and its config
     /// dump (megatron_gpt_pretraining.py: `OmegaConf.to_yaml(cfg)`).
@@ -551,12 +552,11 @@ mod tests {
     #[test]
     fn progress_bar_and_hydra_config() {
         let job = read(LOG).unwrap();
-        let v = |s: &Option<super::super::Stated<u32>>| s.as_ref().map(|s| s.value);
-        assert_eq!(v(&job.cluster.gpus), Some(16));
-        assert_eq!(v(&job.cluster.gpus_per_node), Some(8));
-        assert_eq!(v(&job.layout.tp), Some(4));
-        assert_eq!(v(&job.model.seq_len), Some(2048));
-        assert_eq!(v(&job.model.vocab), Some(50304));
+        assert_eq!(value(&job.cluster.gpus), Some(16));
+        assert_eq!(value(&job.cluster.gpus_per_node), Some(8));
+        assert_eq!(value(&job.layout.tp), Some(4));
+        assert_eq!(value(&job.model.seq_len), Some(2048));
+        assert_eq!(value(&job.model.vocab), Some(50304));
         assert_eq!(job.model.ffn_act.as_ref().unwrap().value, FfnAct::Swiglu);
         assert_eq!(job.layout.zero_stage.as_ref().unwrap().value, 1);
         assert_eq!(
@@ -587,12 +587,11 @@ mod tests {
         let log = "[model] Non-default values (vs Mcore TransformerConfig):\n  hidden_size: 128  (Mcore default: 0)\n  num_attention_heads: 4  (Mcore default: 0)\n  tensor_model_parallel_size: 2  (Mcore default: 1)\n\n[train]:\n  global_batch_size: 512\n";
         let mut job = Job::new(Family::MegatronLm, Measure::Seconds, "x");
         assert!(bridge_summary(log, &mut job));
-        let v = |s: &Option<super::super::Stated<u32>>| s.as_ref().map(|s| s.value);
-        assert_eq!(v(&job.model.hidden), Some(128));
-        assert_eq!(v(&job.layout.tp), Some(2));
-        assert_eq!(v(&job.layout.pp), Some(1));
-        assert_eq!(v(&job.model.kv_heads), Some(4));
-        assert_eq!(v(&job.layout.global_batch_size), Some(512));
+        assert_eq!(value(&job.model.hidden), Some(128));
+        assert_eq!(value(&job.layout.tp), Some(2));
+        assert_eq!(value(&job.layout.pp), Some(1));
+        assert_eq!(value(&job.model.kv_heads), Some(4));
+        assert_eq!(value(&job.layout.global_batch_size), Some(512));
         assert!(!bridge_summary("[train]:\n  x: 1\n", &mut job));
     }
 }

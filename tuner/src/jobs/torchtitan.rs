@@ -342,6 +342,7 @@ fn model(t: &str, n: usize, job: &mut Job) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::jobs::job::value;
 
     #[test]
     fn old_lines_name_the_mesh_batch_and_model() {
@@ -355,14 +356,13 @@ mod tests {
 [rank0]:2024-10-01 10:00:40,000 - root - INFO - step: 10  loss:  9.1  memory: 33.0GiB(41%)  tps: 6,123  tflops: 355.2  mfu: 35.9%
 ";
         let job = read(log).unwrap();
-        let v = |s: &Option<super::super::Stated<u32>>| s.as_ref().map(|s| s.value);
-        assert_eq!(v(&job.layout.dp), Some(4));
-        assert_eq!(v(&job.layout.tp), Some(2));
-        assert_eq!(v(&job.cluster.gpus), Some(8));
-        assert_eq!(v(&job.model.ffn_hidden), Some(14336));
-        assert_eq!(v(&job.model.kv_heads), Some(8));
-        assert_eq!(v(&job.layout.global_batch_size), Some(8));
-        assert_eq!(v(&job.model.seq_len), Some(8192));
+        assert_eq!(value(&job.layout.dp), Some(4));
+        assert_eq!(value(&job.layout.tp), Some(2));
+        assert_eq!(value(&job.cluster.gpus), Some(8));
+        assert_eq!(value(&job.model.ffn_hidden), Some(14336));
+        assert_eq!(value(&job.model.kv_heads), Some(8));
+        assert_eq!(value(&job.layout.global_batch_size), Some(8));
+        assert_eq!(value(&job.model.seq_len), Some(8192));
         assert_eq!(job.cluster.gpu.as_ref().unwrap().value, "h100-sxm");
         assert_eq!(job.layout.zero_stage.as_ref().unwrap().value, 3);
         assert_eq!(
@@ -380,9 +380,8 @@ mod tests {
     fn newest_lines_give_tokens_per_step() {
         let log = "Building device mesh with parallelism: pp=2, dp_replicate=1, dp_shard=4, cp=1, tp=2, ep=1\nTrainer is initialized with 20480 tokens per DP rank, 163840 tokens per train step, gradient accumulation steps 1, maximum context length 128, total steps 10 (warmup 2)\nstep:  1  loss: 1  tps: 100\n";
         let job = read(log).unwrap();
-        let v = |s: &Option<super::super::Stated<u32>>| s.as_ref().map(|s| s.value);
-        assert_eq!(v(&job.cluster.gpus), Some(16));
-        assert_eq!(v(&job.layout.global_batch_size), Some(1280));
-        assert_eq!(v(&job.layout.microbatch_size), None);
+        assert_eq!(value(&job.cluster.gpus), Some(16));
+        assert_eq!(value(&job.layout.global_batch_size), Some(1280));
+        assert_eq!(value(&job.layout.microbatch_size), None);
     }
 }
