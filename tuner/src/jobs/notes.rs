@@ -1,10 +1,20 @@
-//! What the notes say the log left out: the fields format 1 needs and the ones a flag or
-//! `tuner validate` fills, so that the user knows what to supply.
+//! What a run's notes say: how its time was read, what the log left out, and which of those
+//! fields format 1 needs, so that the user knows what to check and what to supply.
 
 use super::job::{Job, Measure};
 use super::runs_file::RunOut;
 use super::steady_state::{Selection, SteadyState, StepShape};
 
+/// The names whose test holds, in order: each note lists the fields that are null in one line.
+fn those<const N: usize>(tests: [(bool, &'static str); N]) -> Vec<&'static str> {
+    tests
+        .into_iter()
+        .filter(|(holds, _)| *holds)
+        .map(|(_, name)| name)
+        .collect()
+}
+
+/// Iteration numbers as a note names them.
 fn range(a: u64, b: u64) -> String {
     if a == b {
         format!("iteration {a}")
@@ -18,7 +28,7 @@ pub(crate) fn missing_fields(run: &RunOut) -> Vec<&'static str> {
     let m = &run.model;
     let c = &run.cluster;
     let l = &run.layout;
-    [
+    those([
         (m.name.is_none(), "model.name"),
         (m.layers.is_none(), "model.layers"),
         (m.hidden.is_none(), "model.hidden"),
@@ -40,11 +50,7 @@ pub(crate) fn missing_fields(run: &RunOut) -> Vec<&'static str> {
             run.observed.iteration_time_s.is_none(),
             "observed.iteration_time_s",
         ),
-    ]
-    .into_iter()
-    .filter(|(null, _)| *null)
-    .map(|(_, name)| name)
-    .collect()
+    ])
 }
 
 /// What the log did not state, with the flag that fills it where there is one; fields a flag
@@ -54,7 +60,7 @@ pub(crate) fn unstated(run: &RunOut, job: &Job) -> Vec<String> {
     let c = &run.cluster;
     let l = &run.layout;
     let mut out = Vec::new();
-    let shape: Vec<&str> = [
+    let shape = those([
         (m.layers.is_none(), "layers"),
         (m.hidden.is_none(), "hidden"),
         (m.heads.is_none(), "heads"),
@@ -68,36 +74,32 @@ pub(crate) fn unstated(run: &RunOut, job: &Job) -> Vec<String> {
         (m.seq_len.is_none(), "seq_len"),
         (m.tied_embeddings.is_none(), "tied_embeddings"),
         (job.model.moe.is_none(), "moe (null reads as dense)"),
-    ]
-    .into_iter()
-    .filter(|(n, _)| *n)
-    .map(|(_, s)| s)
-    .collect();
+    ]);
     if !shape.is_empty() {
         out.push(format!("model {}", shape.join(", ")));
     }
-    for (null, text) in [
-        (c.gpu.is_none(), "gpu (pass --gpu)"),
-        (c.gpus.is_none(), "GPU count (pass --gpus)"),
-        (
-            c.gpus_per_node.is_none(),
-            "gpus_per_node (pass --gpus-per-node)",
-        ),
-        (
-            c.nics_per_node.is_none(),
-            "nics_per_node (pass --nics-per-node)",
-        ),
-        (c.nic_gbps.is_none(), "nic_gbps (pass --nic-gbps)"),
-        (
-            l.global_batch_size.is_none(),
-            "global batch (pass --global-batch)",
-        ),
-    ] {
-        if null {
-            out.push(text.to_string());
-        }
-    }
-    let knobs: Vec<&str> = [
+    out.extend(
+        those([
+            (c.gpu.is_none(), "gpu (pass --gpu)"),
+            (c.gpus.is_none(), "GPU count (pass --gpus)"),
+            (
+                c.gpus_per_node.is_none(),
+                "gpus_per_node (pass --gpus-per-node)",
+            ),
+            (
+                c.nics_per_node.is_none(),
+                "nics_per_node (pass --nics-per-node)",
+            ),
+            (c.nic_gbps.is_none(), "nic_gbps (pass --nic-gbps)"),
+            (
+                l.global_batch_size.is_none(),
+                "global batch (pass --global-batch)",
+            ),
+        ])
+        .into_iter()
+        .map(str::to_string),
+    );
+    let knobs = those([
         (l.tp.is_none(), "tp"),
         (l.pp.is_none(), "pp"),
         (l.dp.is_none(), "dp"),
@@ -110,11 +112,7 @@ pub(crate) fn unstated(run: &RunOut, job: &Job) -> Vec<String> {
         (l.precision.is_none(), "precision"),
         (l.attention.is_none(), "attention"),
         (l.overlap_grad_reduce.is_none(), "overlap_grad_reduce"),
-    ]
-    .into_iter()
-    .filter(|(n, _)| *n)
-    .map(|(_, s)| s)
-    .collect();
+    ]);
     if !knobs.is_empty() {
         out.push(format!(
             "layout {} (validate chooses these as a careful user would)",
@@ -210,7 +208,7 @@ fn how_read(job: &Job, shape: &StepShape) -> String {
 /// What a rate needs to become a step time that the log does not state, with the flag that
 /// gives it where there is one.
 fn lacks(measure: Measure, shape: &StepShape) -> Vec<&'static str> {
-    [
+    those([
         (
             shape.global_batch.is_none(),
             "the global batch (pass --global-batch)",
@@ -223,9 +221,5 @@ fn lacks(measure: Measure, shape: &StepShape) -> Vec<&'static str> {
             shape.gpus.is_none() && measure == Measure::TokensPerGpuPerSecond,
             "the GPU count (pass --gpus)",
         ),
-    ]
-    .into_iter()
-    .filter(|(lack, _)| *lack)
-    .map(|(_, what)| what)
-    .collect()
+    ])
 }
