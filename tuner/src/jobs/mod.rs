@@ -9,11 +9,11 @@
 //! ([`read_log`]) and runs the command over its logs ([`jobs_from_logs`]); what the readers
 //! share lies in parts named for what they hold, so that a reader's author finds each rule it
 //! must follow in one place: the job they fill (`job`), what launchers print (`launcher`), the
-//! steady-state rule (`steady_state`: [`warmup_lines`], [`steady_state`]), the flags that fill
-//! what a log lacks (`overrides`: [`Overrides`]), the run assembled from a job (`run`:
-//! [`to_run`]) with its notes (`notes`), and format 1 out (`runs_file`: [`render`]). What a log
-//! does not state stays `null`, with a note naming it; a run with a `null` that format 1 needs
-//! parses only once it is filled in.
+//! steady-state rule (`steady_state`: [`warmup_lines`], [`steady_state`](fn@steady_state)),
+//! the flags that fill what a log lacks (`overrides`: [`Overrides`]), the run assembled from a
+//! job (`run`: [`to_run`]) with its notes (`notes`), and format 1 out (`runs_file`:
+//! [`render`]). What a log does not state stays `null`, with a note naming it; a run with a
+//! `null` that format 1 needs parses only once it is filled in.
 
 pub mod deepspeed;
 mod error;

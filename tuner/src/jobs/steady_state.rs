@@ -1,5 +1,5 @@
-//! Which iteration lines a run's time is the median of: one line per iteration, the warm-up
-//! dropped.
+//! Which iteration lines a run's time is the median of: one line per iteration, at the final
+//! batch, the warm-up dropped, each figure in seconds, so that one rule holds for every family.
 
 use std::collections::BTreeMap;
 
