@@ -2,7 +2,8 @@
 //! reduction and ZeRO's parameter gathers.
 
 use super::collective::Collective;
-use super::timing::{Inputs, Term};
+use super::inputs::Inputs;
+use super::term::Term;
 use crate::mesh::{Framework, ParamFetch};
 use crate::placement::GroupSpan;
 

@@ -5,7 +5,7 @@
 
 use super::collective::{Collective, CollectiveModel};
 use super::compute::ComputeModel;
-use super::timing::Inputs;
+use super::inputs::Inputs;
 use crate::catalog::Efficiency;
 use crate::mesh::{Framework, Mesh, MoeDispatch, Training};
 use crate::model::{FfnAct, Moe};

@@ -3,6 +3,7 @@
 pub mod collective;
 pub mod compute;
 mod data_parallel;
+mod inputs;
 mod layer;
 mod loss;
 pub mod measured;
@@ -12,6 +13,7 @@ pub mod memory;
 mod mocks;
 pub mod pipeline;
 mod recompute;
+mod term;
 pub mod timing;
 pub mod trace;
 

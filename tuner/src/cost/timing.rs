@@ -6,49 +6,16 @@
 
 use serde::Serialize;
 
-use super::collective::{Collective, CollectiveModel};
-use super::compute::ComputeModel;
+pub use super::inputs::Inputs;
+pub use super::term::Term;
+
+use super::collective::Collective;
 use super::data_parallel::{data_parallel, owned_params, Windows};
 use super::layer::{launch_excess, layer, tokens_per_microbatch, Layer};
 use super::recompute::{replay, Recomputing};
 use super::{loss, pipeline};
-use crate::catalog::Efficiency;
-use crate::mesh::{Mesh, Training};
-use crate::model::ModelShape;
+use crate::mesh::Mesh;
 use crate::placement::{GroupSpan, LinkClass, Placement};
-
-/// One term of the step time.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct Term {
-    /// Time the work takes, seconds.
-    pub time_s: f64,
-    /// Part of it not hidden behind other work, seconds.
-    pub exposed_s: f64,
-}
-
-impl Term {
-    pub(super) fn exposed(time_s: f64) -> Term {
-        Term {
-            time_s,
-            exposed_s: time_s,
-        }
-    }
-
-    /// A collective of which `window` seconds of compute can hide all but `floor`; the compute
-    /// that runs beside the hidden part loses `slowdown` of its throughput meanwhile, which the
-    /// step pays.
-    pub(super) fn overlapped(time_s: f64, window: f64, floor: f64, slowdown: f64) -> Term {
-        if time_s <= 0.0 {
-            return Term::default();
-        }
-        let exposed = (time_s - window).max(floor.min(time_s));
-        let hidden = time_s - exposed;
-        Term {
-            time_s,
-            exposed_s: exposed + hidden * slowdown,
-        }
-    }
-}
 
 /// The terms of a step time, in report order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -297,24 +264,6 @@ pub fn expected_max_of_normals(n: u32) -> f64 {
     } else {
         (2.0 * f64::from(n).ln()).sqrt()
     }
-}
-
-/// Everything the step-time model reads.
-pub struct Inputs<'a> {
-    /// Model shape.
-    pub model: &'a ModelShape,
-    /// Training inputs.
-    pub training: &'a Training,
-    /// Layout.
-    pub mesh: &'a Mesh,
-    /// Where the groups land.
-    pub placement: &'a Placement,
-    /// Kernel times.
-    pub compute: &'a dyn ComputeModel,
-    /// Collective times.
-    pub collectives: &'a dyn CollectiveModel,
-    /// Elementwise traffic and optimizer bytes.
-    pub efficiency: &'a Efficiency,
 }
 
 /// The average layer of the model: dense and MoE layers weighed by their counts.

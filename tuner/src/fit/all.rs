@@ -9,7 +9,7 @@ use record::{busbw_factor, Dtype, Kind, Record, Scope};
 
 use super::attention_table::AttentionTable;
 use super::fleet::{self, Aggregate, Straggler};
-use super::gemm::{self, GemmCurve};
+use super::gemm::{self, GemmCurve, GemmPoint};
 use super::gemm_table::GemmTable;
 use super::size_table::SizeTable;
 use super::{
@@ -30,8 +30,6 @@ type SweepKey = (String, Kind, Scope, u32, u32);
 type SweepPoints = (Vec<(f64, f64)>, BTreeSet<String>);
 /// A fleet curve's key: collective, scope, ranks, members per node.
 type FleetKey = (Kind, Scope, u32, u32);
-/// A GEMM point: m, n, k and efficiency against the datasheet peak.
-pub(super) type GemmPoint = (f64, f64, f64, f64);
 
 pub(super) fn node_of(r: &Record) -> String {
     r.group

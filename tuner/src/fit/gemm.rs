@@ -3,6 +3,9 @@
 
 use serde::Serialize;
 
+/// A GEMM point: m, n, k and efficiency against the datasheet peak.
+pub type GemmPoint = (f64, f64, f64, f64);
+
 /// A fitted GEMM efficiency curve.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct GemmCurve {
@@ -25,7 +28,7 @@ impl GemmCurve {
 
 /// Fits the curve to (m, n, k, efficiency) points by a log-spaced search over d0 with the best
 /// e_max in closed form for each (least squares in log space); `None` with fewer than 3 points.
-pub fn fit(points: &[super::all::GemmPoint]) -> Option<GemmCurve> {
+pub fn fit(points: &[GemmPoint]) -> Option<GemmCurve> {
     let pts: Vec<_> = points
         .iter()
         .copied()

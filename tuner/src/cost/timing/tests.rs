@@ -1,7 +1,10 @@
 use super::*;
-use crate::catalog::{self, NOMINAL};
+use crate::catalog::{self, Efficiency, NOMINAL};
+use crate::cost::collective::CollectiveModel;
+use crate::cost::compute::ComputeModel;
 use crate::cost::compute::NominalCompute;
 use crate::cost::mocks::{PerCall, PerFlop, PerWireByte, PER_FLOP};
+use crate::mesh::Training;
 use crate::mesh::{
     FlashKernel, Framework, LossKernel, ParamFetch, Precision, Recompute, ReduceDtype,
 };
