@@ -43,38 +43,18 @@ fn grouped_expert_gemms_launch_once_and_looped_ones_once_per_expert() {
     let moe = catalog::model("mixtral-8x7b").unwrap().shape.moe.unwrap();
     let expert = 2.0 * 8192.0 * 3.0 * 4096.0 * 14336.0 * 1e-15;
     let router = 2.0 * 4096.0 * 8.0 * 4096.0 * 1e-15;
-    let ((fwd, bwd), launches) = moe_mlp_gemms(
-        &PER_FLOP,
-        &moe,
-        4096.0,
-        4096.0,
-        2.0,
-        (1.0, 8.0),
-        (1.0, false),
-    );
+    // 4,096 tokens of width 4,096 through SwiGLU's two up projections, at TP 1.
+    let gemms = |ep, looped| {
+        let t = 4096.0;
+        moe_mlp_gemms(&PER_FLOP, &moe, t, 4096.0, 2.0, (1.0, ep), (1.0, looped))
+    };
+    let ((fwd, bwd), launches) = gemms(8.0, false);
     close(fwd, expert + router);
     close(bwd, 2.0 * fwd);
     assert_eq!(launches, 1.0);
     // At EP 2, four experts a GPU of 2,048 tokens each: one launch of 8,192 rows, or four
     // of 2,048, at one rate per FLOP the same time.
-    let grouped = moe_mlp_gemms(
-        &PER_FLOP,
-        &moe,
-        4096.0,
-        4096.0,
-        2.0,
-        (1.0, 2.0),
-        (1.0, false),
-    );
-    let looped = moe_mlp_gemms(
-        &PER_FLOP,
-        &moe,
-        4096.0,
-        4096.0,
-        2.0,
-        (1.0, 2.0),
-        (1.0, true),
-    );
+    let (grouped, looped) = (gemms(2.0, false), gemms(2.0, true));
     assert_eq!((grouped.1, looped.1), (1.0, 4.0));
     close(grouped.0 .0, looped.0 .0);
 }
