@@ -8,12 +8,13 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 use tuner::report::listing::{ClusterList, ModelList};
 use tuner::report::table;
+use tuner::search::Constraints;
 
 use crate::commands::{
     compare, explain_one, fit_command, recommend, snapshot_command, validate_command, ValidateMode,
 };
 use crate::exit::EXIT_STATUS;
-use crate::job_args::{Emit, JobArgs, MeshArgs};
+use crate::job_args::{Emit, JobArgs};
 use crate::jobs_cli;
 use crate::measure_args::MeasureArgs;
 use crate::render::{render, Format};
@@ -35,7 +36,7 @@ enum Command {
         #[command(flatten)]
         job: JobArgs,
         #[command(flatten)]
-        mesh: MeshArgs,
+        mesh: Constraints,
         #[command(flatten)]
         measure: MeasureArgs,
         /// Rank with catalog figures too and show what the measurements changed.
@@ -53,7 +54,7 @@ enum Command {
         #[command(flatten)]
         job: JobArgs,
         #[command(flatten)]
-        mesh: MeshArgs,
+        mesh: Constraints,
         #[command(flatten)]
         measure: MeasureArgs,
         /// Print the launch configuration of the layout instead of the breakdown.

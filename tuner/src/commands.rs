@@ -16,7 +16,7 @@ use tuner::search::{self, Constraints};
 use tuner::validate;
 
 use crate::exit::{bad_flag, from_flags};
-use crate::job_args::{efficiency, Emit, JobArgs, MeshArgs};
+use crate::job_args::{efficiency, Emit, JobArgs};
 use crate::measure_args::{self, MeasureArgs};
 use crate::render::{render, Format, Output};
 
@@ -122,17 +122,16 @@ pub(crate) fn document(
 
 pub(crate) fn recommend(
     job: &JobArgs,
-    mesh: &MeshArgs,
+    c: &Constraints,
     measure_args: &MeasureArgs,
     compare_nominal: bool,
     top: usize,
     emit_as: Option<Emit>,
 ) -> anyhow::Result<Output> {
     let (mut priced, notes) = priced(job, measure_args, emit_as)?;
-    let c = mesh.constraints();
-    let result = search::search(&priced.scenario, &c, top.max(1));
+    let result = search::search(&priced.scenario, c, top.max(1));
     if result.ranked.is_empty() {
-        bail!(no_mesh(&mut priced.scenario, result.leanest.as_ref(), &c));
+        bail!(no_mesh(&mut priced.scenario, result.leanest.as_ref(), c));
     }
     if let Some(kind) = emit_as {
         return Ok(Output {
@@ -158,7 +157,7 @@ pub(crate) fn recommend(
         meshes[i].tie_with_above = meshes[i].step_time_low_s <= meshes[i - 1].step_time_high_s;
     }
     let top_pick_changed = if compare_nominal {
-        against_nominal(scenario, &c, &result.ranked, &mut meshes)
+        against_nominal(scenario, c, &result.ranked, &mut meshes)
     } else {
         None
     };
@@ -292,15 +291,14 @@ pub(crate) const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
 pub(crate) fn explain_one(
     job: &JobArgs,
-    mesh: &MeshArgs,
+    c: &Constraints,
     measure_args: &MeasureArgs,
     emit_as: Option<Emit>,
 ) -> anyhow::Result<Output> {
     let (mut priced, mut notes) = priced(job, measure_args, emit_as)?;
-    let c = mesh.constraints();
-    let (best, count) = search::best_mesh(&priced.scenario, &c);
+    let (best, count) = search::best_mesh(&priced.scenario, c);
     let Some(e) = best else {
-        bail!(no_mesh(&mut priced.scenario, None, &c));
+        bail!(no_mesh(&mut priced.scenario, None, c));
     };
     if count > 1 {
         notes.push(format!("knobs not given were chosen as the fastest that fits (or the leanest) of {count} layouts: {}", e.mesh));

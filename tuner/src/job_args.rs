@@ -8,8 +8,7 @@ use clap::{Args, ValueEnum};
 
 use tuner::catalog::{self, Cluster, NOMINAL};
 use tuner::cost::Scenario;
-use tuner::mesh::{Framework, MoeDispatch, Precision, Recompute, ReduceDtype, Training};
-use tuner::search::Constraints;
+use tuner::mesh::{Framework, MoeDispatch, Precision, ReduceDtype, Training};
 
 use crate::exit::{bad_flag, from_flags};
 use crate::render::Format;
@@ -99,62 +98,6 @@ pub(crate) struct JobArgs {
     /// Output format; JSON and YAML documents start with `schema_version` (now 1).
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub(crate) format: Format,
-}
-
-/// Knobs to pin; the rest are searched.
-#[derive(Debug, Args)]
-pub(crate) struct MeshArgs {
-    /// Tensor parallel size.
-    #[arg(long)]
-    pub(crate) tp: Option<u32>,
-    /// Pipeline stages.
-    #[arg(long)]
-    pub(crate) pp: Option<u32>,
-    /// Data parallel size.
-    #[arg(long)]
-    pub(crate) dp: Option<u32>,
-    /// Context parallel size.
-    #[arg(long)]
-    pub(crate) cp: Option<u32>,
-    /// Expert parallel size.
-    #[arg(long)]
-    pub(crate) ep: Option<u32>,
-    /// Sequences per microbatch.
-    #[arg(long)]
-    pub(crate) microbatch_size: Option<u32>,
-    /// Microbatches per step.
-    #[arg(long)]
-    pub(crate) microbatches: Option<u32>,
-    /// Virtual pipeline stages per rank.
-    #[arg(long)]
-    pub(crate) virtual_stages: Option<u32>,
-    /// ZeRO stage, 0-3.
-    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
-    pub(crate) zero: Option<u8>,
-    /// Activation recomputation.
-    #[arg(long, value_enum)]
-    pub(crate) recompute: Option<Recompute>,
-    /// Sequence parallelism.
-    #[arg(long)]
-    pub(crate) sequence_parallel: Option<bool>,
-}
-
-impl MeshArgs {
-    pub(crate) fn constraints(&self) -> Constraints {
-        Constraints {
-            tp: self.tp,
-            pp: self.pp,
-            dp: self.dp,
-            cp: self.cp,
-            ep: self.ep,
-            microbatch_size: self.microbatch_size,
-            microbatches: self.microbatches,
-            virtual_stages: self.virtual_stages,
-            zero_stage: self.zero,
-            recompute: self.recompute,
-            sequence_parallel: self.sequence_parallel,
-        }
-    }
 }
 
 pub(crate) const DEFAULT_BATCH_TOKENS: u64 = 4 << 20;

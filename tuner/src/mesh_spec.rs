@@ -7,7 +7,7 @@ use std::str::FromStr;
 use clap::ValueEnum;
 
 use crate::mesh::Recompute;
-use crate::search::Constraints;
+use crate::search::{Constraints, COUNTS};
 
 /// A part of a mesh spec that does not read: the key it sits under (none where the part is
 /// not `key=value`, or the key is unknown), the value, and what is allowed.
@@ -50,15 +50,11 @@ impl FromStr for Constraints {
                 v.parse::<u32>()
                     .map_err(|_| bad(Some(k), v, "a positive integer"))
             };
+            if let Some(count) = COUNTS.iter().find(|n| n.keys.contains(&k)) {
+                *(count.field)(&mut c) = Some(num()?);
+                continue;
+            }
             match k {
-                "tp" => c.tp = Some(num()?),
-                "pp" => c.pp = Some(num()?),
-                "dp" => c.dp = Some(num()?),
-                "cp" => c.cp = Some(num()?),
-                "ep" => c.ep = Some(num()?),
-                "mb" | "microbatch_size" => c.microbatch_size = Some(num()?),
-                "m" | "microbatches" => c.microbatches = Some(num()?),
-                "v" | "virtual_stages" => c.virtual_stages = Some(num()?),
                 "zero" => {
                     let zero = v.parse::<u8>().ok().filter(|z| *z <= 3);
                     c.zero_stage = Some(zero.ok_or_else(|| bad(Some("zero"), v, "0, 1, 2 or 3"))?)

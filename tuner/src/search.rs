@@ -9,32 +9,95 @@ use crate::error::{bad_input, TunerError};
 use crate::mesh::{Mesh, Recompute};
 use crate::model::ModelShape;
 
-/// Knobs pinned by the user; `None` means search over it.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// Knobs pinned by the user; `None` means search over it. The flags of `recommend` and
+/// `explain` are these fields.
+#[derive(Debug, Clone, Default, PartialEq, clap::Args)]
 pub struct Constraints {
     /// Tensor parallel size.
+    #[arg(long)]
     pub tp: Option<u32>,
     /// Pipeline stages.
+    #[arg(long)]
     pub pp: Option<u32>,
     /// Data parallel size.
+    #[arg(long)]
     pub dp: Option<u32>,
     /// Context parallel size.
+    #[arg(long)]
     pub cp: Option<u32>,
     /// Expert parallel size.
+    #[arg(long)]
     pub ep: Option<u32>,
     /// Sequences per microbatch.
+    #[arg(long)]
     pub microbatch_size: Option<u32>,
-    /// Microbatches per step (fixes the microbatch size through the global batch).
+    /// Microbatches per step.
+    #[arg(long)]
     pub microbatches: Option<u32>,
-    /// Virtual stages.
+    /// Virtual pipeline stages per rank.
+    #[arg(long)]
     pub virtual_stages: Option<u32>,
-    /// ZeRO stage.
+    /// ZeRO stage, 0-3.
+    #[arg(long = "zero", value_name = "ZERO", value_parser = clap::value_parser!(u8).range(0..=3))]
     pub zero_stage: Option<u8>,
-    /// Recomputation.
+    /// Activation recomputation.
+    #[arg(long, value_enum)]
     pub recompute: Option<Recompute>,
     /// Sequence parallelism.
+    #[arg(long)]
     pub sequence_parallel: Option<bool>,
 }
+
+/// A pinned count: its flag, the keys a mesh spec (`tp=8,mb=2`) may name it by, and its field.
+pub(crate) struct Count {
+    pub(crate) flag: &'static str,
+    pub(crate) keys: &'static [&'static str],
+    pub(crate) field: fn(&mut Constraints) -> &mut Option<u32>,
+}
+
+/// Every knob that is a positive count, in flag order.
+pub(crate) const COUNTS: [Count; 8] = [
+    Count {
+        flag: "--tp",
+        keys: &["tp"],
+        field: |c| &mut c.tp,
+    },
+    Count {
+        flag: "--pp",
+        keys: &["pp"],
+        field: |c| &mut c.pp,
+    },
+    Count {
+        flag: "--dp",
+        keys: &["dp"],
+        field: |c| &mut c.dp,
+    },
+    Count {
+        flag: "--cp",
+        keys: &["cp"],
+        field: |c| &mut c.cp,
+    },
+    Count {
+        flag: "--ep",
+        keys: &["ep"],
+        field: |c| &mut c.ep,
+    },
+    Count {
+        flag: "--microbatch-size",
+        keys: &["mb", "microbatch_size"],
+        field: |c| &mut c.microbatch_size,
+    },
+    Count {
+        flag: "--microbatches",
+        keys: &["m", "microbatches"],
+        field: |c| &mut c.microbatches,
+    },
+    Count {
+        flag: "--virtual-stages",
+        keys: &["v", "virtual_stages"],
+        field: |c| &mut c.virtual_stages,
+    },
+];
 
 impl Constraints {
     /// Why the pinned knobs can hold at no GPU count, or not at `gpus`: a zero, a size the
@@ -47,19 +110,10 @@ impl Constraints {
     /// Why the pinned knobs can hold at no GPU count: a zero or a size the model cannot
     /// split. Named by flag.
     pub fn check_knobs(&self, model: &ModelShape) -> Result<(), TunerError> {
-        let counts = [
-            ("--tp", self.tp),
-            ("--pp", self.pp),
-            ("--dp", self.dp),
-            ("--cp", self.cp),
-            ("--ep", self.ep),
-            ("--microbatch-size", self.microbatch_size),
-            ("--microbatches", self.microbatches),
-            ("--virtual-stages", self.virtual_stages),
-        ];
-        for (flag, value) in counts {
-            if value == Some(0) {
-                return Err(bad_input(flag, 0, "a positive count"));
+        let mut pinned = self.clone();
+        for count in &COUNTS {
+            if *(count.field)(&mut pinned) == Some(0) {
+                return Err(bad_input(count.flag, 0, "a positive count"));
             }
         }
         if let Some(tp) = self.tp {
@@ -163,7 +217,9 @@ fn pick(fixed: Option<u32>, all: impl Iterator<Item = u32>) -> Vec<u32> {
 /// Whether `pp·v` stages can split `layers`: evenly, or with one layer fewer on the first and
 /// last stage (see [`Mesh::stage_layers`]) while every stage keeps at least one layer.
 fn splits_layers(layers: u32, stages: u32) -> bool {
-    layers % stages == 0 || ((layers + 2) % stages == 0 && (layers + 2) / stages >= 2)
+    // A pinned zero (`--virtual-stages 0`) splits nothing; its error comes from `check_knobs`.
+    stages > 0
+        && (layers % stages == 0 || ((layers + 2) % stages == 0 && (layers + 2) / stages >= 2))
 }
 
 /// Calls `f` on every valid mesh for `gpus` GPUs.
@@ -529,6 +585,21 @@ mod tests {
         assert_eq!(divisors(16).collect::<Vec<_>>(), [1, 2, 4, 8, 16]);
         assert_eq!(divisors(1).collect::<Vec<_>>(), [1]);
         assert_eq!(divisors(1 << 20).count(), 21);
+    }
+
+    #[test]
+    fn zero_virtual_stages_leave_no_mesh() {
+        let model = catalog::model("llama3-70b").unwrap().shape;
+        let c = Constraints {
+            pp: Some(4),
+            virtual_stages: Some(0),
+            ..Default::default()
+        };
+        let mut n = 0;
+        for_each_mesh(&model, 8192, 512, 64, &c, |_| n += 1);
+        assert_eq!(n, 0);
+        let err = c.check(&model, 64).unwrap_err().to_string();
+        assert!(err.starts_with("--virtual-stages = 0"), "{err}");
     }
 
     #[test]
