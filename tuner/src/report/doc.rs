@@ -9,7 +9,7 @@ use crate::cost::memory::MemoryBreakdown;
 use crate::cost::timing::{Term, TermKind};
 use crate::cost::{Evaluation, Scenario};
 use crate::measure::Priced;
-use crate::mesh::Recompute;
+use crate::mesh::Mesh;
 
 /// The whole output document.
 #[derive(Debug, Clone, Serialize)]
@@ -159,28 +159,12 @@ pub struct TrainingDoc {
 pub struct MeshDoc {
     /// 1 = best.
     pub rank: usize,
-    /// Tensor parallel.
-    pub tp: u32,
-    /// Pipeline parallel.
-    pub pp: u32,
-    /// Data parallel.
-    pub dp: u32,
-    /// Context parallel.
-    pub cp: u32,
-    /// Expert parallel.
-    pub ep: u32,
-    /// Sequences per microbatch.
-    pub microbatch_size: u32,
+    /// The layout: tp, pp, dp, cp, ep, microbatch size, virtual stages, ZeRO stage,
+    /// recomputation and sequence parallelism, each under its own key.
+    #[serde(flatten)]
+    pub mesh: Mesh,
     /// Microbatches per step.
     pub microbatches: u32,
-    /// Virtual stages.
-    pub virtual_stages: u32,
-    /// ZeRO stage.
-    pub zero_stage: u8,
-    /// Recomputation.
-    pub recompute: Recompute,
-    /// Sequence parallelism.
-    pub sequence_parallel: bool,
     /// Memory per GPU, bytes.
     pub memory_per_gpu_bytes: MemoryBreakdown,
     /// GPU capacity, bytes.
@@ -223,21 +207,11 @@ impl MeshDoc {
         scenario: &Scenario,
         why_below: Option<String>,
     ) -> MeshDoc {
-        let m = &e.mesh;
         let (low, high) = scenario.band(e);
         MeshDoc {
             rank,
-            tp: m.tp,
-            pp: m.pp,
-            dp: m.dp,
-            cp: m.cp,
-            ep: m.ep,
-            microbatch_size: m.microbatch_size,
+            mesh: e.mesh,
             microbatches: e.microbatches,
-            virtual_stages: m.virtual_stages,
-            zero_stage: m.zero_stage,
-            recompute: m.recompute,
-            sequence_parallel: m.sequence_parallel,
             memory_per_gpu_bytes: e.memory,
             memory_capacity_bytes: e.capacity_bytes,
             fits: e.fits(),

@@ -59,12 +59,12 @@ fn head(doc: &Document) -> String {
 }
 
 fn layout(m: &MeshDoc) -> String {
-    let mut s = format!("TP{} PP{} DP{}", m.tp, m.pp, m.dp);
-    if m.cp > 1 {
-        s.push_str(&format!(" CP{}", m.cp));
+    let mut s = format!("TP{} PP{} DP{}", m.mesh.tp, m.mesh.pp, m.mesh.dp);
+    if m.mesh.cp > 1 {
+        s.push_str(&format!(" CP{}", m.mesh.cp));
     }
-    if m.ep > 1 {
-        s.push_str(&format!(" EP{}", m.ep));
+    if m.mesh.ep > 1 {
+        s.push_str(&format!(" EP{}", m.mesh.ep));
     }
     s
 }
@@ -125,11 +125,15 @@ fn ranked(doc: &Document) -> Table {
                 m.rank.to_string()
             }),
             Cell::new(layout(m)),
-            Cell::new(format!("{} x {}", m.microbatch_size, m.microbatches)),
-            Cell::new(m.virtual_stages),
-            Cell::new(m.zero_stage),
-            Cell::new(m.recompute),
-            Cell::new(if m.sequence_parallel { "yes" } else { "no" }),
+            Cell::new(format!("{} x {}", m.mesh.microbatch_size, m.microbatches)),
+            Cell::new(m.mesh.virtual_stages),
+            Cell::new(m.mesh.zero_stage),
+            Cell::new(m.mesh.recompute),
+            Cell::new(if m.mesh.sequence_parallel {
+                "yes"
+            } else {
+                "no"
+            }),
             Cell::new(format!("{:.1}", m.memory_per_gpu_bytes.total / GIB)),
             Cell::new(step),
             Cell::new(format!("{:.0}", m.tokens_per_s)),
@@ -228,12 +232,12 @@ pub fn explain(doc: &Document) -> String {
         s.push_str(&format!(
             "{} mb={} x {} microbatches v={} ZeRO-{} recompute={} SP={}\n",
             layout(m),
-            m.microbatch_size,
+            m.mesh.microbatch_size,
             m.microbatches,
-            m.virtual_stages,
-            m.zero_stage,
-            m.recompute,
-            m.sequence_parallel
+            m.mesh.virtual_stages,
+            m.mesh.zero_stage,
+            m.mesh.recompute,
+            m.mesh.sequence_parallel
         ));
         let mut mem = table(&["memory per GPU", "GiB"]);
         let b = &m.memory_per_gpu_bytes;
@@ -337,16 +341,16 @@ pub fn compare(doc: &Document) -> String {
     right(&mut t, 1);
     s.push_str(&format!(
         "A: mb={} v={} ZeRO-{} recompute={} SP={}\nB: mb={} v={} ZeRO-{} recompute={} SP={}\n",
-        a.microbatch_size,
-        a.virtual_stages,
-        a.zero_stage,
-        a.recompute,
-        a.sequence_parallel,
-        b.microbatch_size,
-        b.virtual_stages,
-        b.zero_stage,
-        b.recompute,
-        b.sequence_parallel
+        a.mesh.microbatch_size,
+        a.mesh.virtual_stages,
+        a.mesh.zero_stage,
+        a.mesh.recompute,
+        a.mesh.sequence_parallel,
+        b.mesh.microbatch_size,
+        b.mesh.virtual_stages,
+        b.mesh.zero_stage,
+        b.mesh.recompute,
+        b.mesh.sequence_parallel
     ));
     s.push_str(&t.to_string());
     s.push('\n');
