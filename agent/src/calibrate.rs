@@ -176,7 +176,7 @@ impl Calibrator<'_> {
         let mut stopped: Option<(RunResult, String)> = None;
         // Once stopped: when to stop waiting for the child's exit.
         let mut give_up: Option<tokio::time::Instant> = None;
-        let mut check = tokio::time::interval(c.busy_check_interval.0);
+        let mut check = tokio::time::interval(c.idle.busy_check_interval.0);
         let status = loop {
             tokio::select! {
                 event = child.next() => match event {
@@ -226,7 +226,7 @@ impl Calibrator<'_> {
         let node = self.node.clone();
         match tokio::task::spawn_blocking(move || node.counters()).await {
             Ok(Ok(counters)) => {
-                let busy = busy_gpus(&counters, topology, c, Check::During(identity));
+                let busy = busy_gpus(&counters, topology, &c.idle, Check::During(identity));
                 if !busy.is_empty() {
                     return Some((
                         RunResult::AbortedBusy,
@@ -414,7 +414,7 @@ fn new_token() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{BackendKind, Span};
+    use crate::config::{BackendKind, IdleGate, SimConfig, Span};
     use crate::state::Calibration;
     use std::os::unix::fs::PermissionsExt;
     use std::path::Path;
@@ -440,15 +440,22 @@ mod tests {
 
     fn setup() -> Setup {
         let dir = tempfile::tempdir().unwrap();
+        let defaults = Config::default();
         let config = Config {
             state_dir: dir.path().to_path_buf(),
             backend: BackendKind::Sim,
-            profile: Some("dgx-h100".into()),
+            sim: SimConfig {
+                profile: Some("dgx-h100".into()),
+                ..defaults.sim.clone()
+            },
             min_bytes: 1 << 20,
             max_bytes: 1 << 20,
             point_timeout: Span(Duration::from_millis(300)),
-            busy_check_interval: Span(Duration::from_millis(50)),
-            ..Config::default()
+            idle: IdleGate {
+                busy_check_interval: Span(Duration::from_millis(50)),
+                ..defaults.idle
+            },
+            ..defaults
         };
         let node: Arc<dyn Node> = crate::node::build(&config).unwrap().into();
         let topology = Arc::new(node.topology().unwrap());

@@ -1,12 +1,14 @@
-//! Settings: every field is a YAML key, a `--flag` and a `MESHFIT_*` environment variable.
+//! Settings: each is a YAML key, a `--flag` and a `MESHFIT_*` environment variable.
 //!
 //! Each layer overrides the one before: [`Config::default`], the YAML file (`--config`), the
-//! environment, the flags. [`Config::check`] validates the merged result once; later code
-//! trusts it. `agent --print-config` prints the merged result as YAML.
+//! environment, the flags. The merged keys are checked once, where they become a [`Config`]
+//! (the sim faults parsed into [`Fault`]s, so a bad one stops the start naming the key);
+//! later code trusts it. `agent --print-config` prints the merged result as YAML.
 
 use crate::bind::Listen;
 use crate::error::{Error, Result};
 use clap::{Parser, ValueEnum};
+use microbench::sim::Fault;
 use record::Dtype;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
@@ -14,9 +16,9 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-/// Agent settings. Every field is a YAML key, a `--flag` and a `MESHFIT_*` variable.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+/// Agent settings, checked. Every field is a YAML key, a `--flag` and a `MESHFIT_*` variable,
+/// but for the groups, whose fields are.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// Where to serve: `:PORT` for every address of the host, IPv6 and IPv4 (the default
     /// `:9420`), or `ADDR:PORT` as given; port 0 picks a free one (the log says which).
@@ -35,22 +37,8 @@ pub struct Config {
     pub sample_interval: Span,
     /// `nccl`: this node's GPUs through NVML, CUDA and NCCL; `sim`: a model of `profile`.
     pub backend: BackendKind,
-    /// Sim node profile (sim only).
-    pub profile: Option<String>,
-    /// Sim faults, like `slow-gpu:gpu=5,factor=0.7` (sim only).
-    pub faults: Vec<String>,
-    /// Sim noise seed (sim only).
-    pub seed: u64,
-    /// Sim GPUs busy with another job from the start (sim only).
-    pub busy: Vec<u32>,
-    /// Sim: a file of comma-separated GPU indices busy with another job, read at every idle
-    /// check, so a test can make a job appear mid-run (sim only).
-    pub busy_file: Option<PathBuf>,
-    /// Sim: time each point takes, as a real kernel would (sim only).
-    pub sim_point_delay: Span,
-    /// Sim: the driver reports PIDs shifted by this much, as from another PID namespace
-    /// (an agent in a container without `hostPID`; sim only).
-    pub sim_pid_offset: u32,
+    /// What only the sim reads.
+    pub sim: SimConfig,
     /// The `microbench` binary that calibrates, as a child process; by default the one next
     /// to the agent's executable, else the first on `PATH`.
     pub microbench_bin: Option<PathBuf>,
@@ -60,30 +48,15 @@ pub struct Config {
     pub host_proc: PathBuf,
     /// Bearer token for `POST /v1/calibrate`; without one the endpoint answers 401.
     pub calibrate_token: Option<Secret>,
-    /// A GPU counts as idle up to this utilisation, in percent.
-    pub max_utilization_percent: u32,
-    /// A GPU counts as idle up to this share of its memory in use, 0 to 1.
-    pub max_memory_used_ratio: f64,
-    /// How often a running calibration checks that the GPUs are still idle.
-    pub busy_check_interval: Span,
+    /// When the GPUs are idle enough to calibrate.
+    pub idle: IdleGate,
     /// Longest the calibration child may go without finishing a point; then it is stopped
     /// as hung.
     pub point_timeout: Span,
     /// Longest a whole calibration may take; then the child is stopped.
     pub run_timeout: Span,
-    /// Longest an HTTP request may take.
-    pub request_timeout: Span,
-    /// HTTP connections open at once; past this the newest is closed at once, so open ones,
-    /// such as a scraper's keep-alive connection, keep answering (issue 13).
-    pub max_connections: u32,
-    /// Longest an HTTP request head may take from its first byte (from the connection
-    /// opening, for its first request).
-    pub header_read_timeout: Span,
-    /// Longest a keep-alive HTTP connection waits for its next request; longer than the
-    /// scrape interval, so Prometheus keeps its connection.
-    pub idle_timeout: Span,
-    /// Longest an HTTP response write may make no progress (a client that does not read).
-    pub write_timeout: Span,
+    /// What bounds the HTTP server.
+    pub http: HttpLimits,
     /// Smallest collective and copy size in bytes.
     pub min_bytes: u64,
     /// Largest collective and copy size in bytes.
@@ -98,6 +71,57 @@ pub struct Config {
     pub gemm_dtypes: Vec<Dtype>,
 }
 
+/// The sim backend's settings; backend `nccl` refuses each one set, but for `seed`, which it
+/// ignores.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimConfig {
+    /// Node profile (`profile`).
+    pub profile: Option<String>,
+    /// Faults (`faults`), written like `slow-gpu:gpu=5,factor=0.7`.
+    pub faults: Vec<Fault>,
+    /// Noise seed (`seed`).
+    pub seed: u64,
+    /// GPUs busy with another job from the start (`busy`).
+    pub busy: Vec<u32>,
+    /// A file of comma-separated GPU indices busy with another job, read at every idle
+    /// check, so a test can make a job appear mid-run (`busy_file`).
+    pub busy_file: Option<PathBuf>,
+    /// Time each point takes, as a real kernel would (`sim_point_delay`).
+    pub point_delay: Span,
+    /// The driver reports PIDs shifted by this much, as from another PID namespace (an agent
+    /// in a container without `hostPID`; `sim_pid_offset`).
+    pub pid_offset: u32,
+}
+
+/// The idle gate: what counts as busy before a run, and how often a run checks again.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IdleGate {
+    /// A GPU counts as idle up to this utilisation, in percent.
+    pub max_utilization_percent: u32,
+    /// A GPU counts as idle up to this share of its memory in use, 0 to 1.
+    pub max_memory_used_ratio: f64,
+    /// How often a running calibration checks that the GPUs are still idle.
+    pub busy_check_interval: Span,
+}
+
+/// The HTTP server's limits (issue 13).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// Longest an HTTP request may take.
+    pub request_timeout: Span,
+    /// HTTP connections open at once; past this the newest is closed at once, so open ones,
+    /// such as a scraper's keep-alive connection, keep answering.
+    pub max_connections: u32,
+    /// Longest an HTTP request head may take from its first byte (from the connection
+    /// opening, for its first request).
+    pub header_read_timeout: Span,
+    /// Longest a keep-alive HTTP connection waits for its next request; longer than the
+    /// scrape interval, so Prometheus keeps its connection.
+    pub idle_timeout: Span,
+    /// Longest an HTTP response write may make no progress (a client that does not read).
+    pub write_timeout: Span,
+}
+
 impl Default for Config {
     /// The only place defaults are written.
     fn default() -> Self {
@@ -110,35 +134,131 @@ impl Default for Config {
             busy_retry: Span::from_secs(300),
             sample_interval: Span::from_secs(5),
             backend: BackendKind::Nccl,
-            profile: None,
-            faults: Vec::new(),
-            seed: 0,
-            busy: Vec::new(),
-            busy_file: None,
-            sim_point_delay: Span::from_secs(0),
-            sim_pid_offset: 0,
+            sim: SimConfig {
+                profile: None,
+                faults: Vec::new(),
+                seed: 0,
+                busy: Vec::new(),
+                busy_file: None,
+                point_delay: Span::from_secs(0),
+                pid_offset: 0,
+            },
             microbench_bin: None,
             host_proc: PathBuf::from("/proc"),
             calibrate_token: None,
-            max_utilization_percent: 5,
-            max_memory_used_ratio: 0.05,
-            busy_check_interval: Span(Duration::from_millis(250)),
+            idle: IdleGate {
+                max_utilization_percent: 5,
+                max_memory_used_ratio: 0.05,
+                busy_check_interval: Span(Duration::from_millis(250)),
+            },
             // The slowest point is an 8 GiB collective over PCIe: ~0.75 s an iteration, run as
             // microbench's 5 timed loops of 20 plus warm-up, ~160 s. A job appearing stops the
             // child within a second whatever this is; this only bounds a hang.
             point_timeout: Span::from_secs(300),
             run_timeout: Span::from_secs(3600),
-            request_timeout: Span::from_secs(5),
-            max_connections: 512,
-            header_read_timeout: Span::from_secs(10),
-            idle_timeout: Span::from_secs(120),
-            write_timeout: Span::from_secs(30),
+            http: HttpLimits {
+                request_timeout: Span::from_secs(5),
+                max_connections: 512,
+                header_read_timeout: Span::from_secs(10),
+                idle_timeout: Span::from_secs(120),
+                write_timeout: Span::from_secs(30),
+            },
             min_bytes: 8,
             max_bytes: 8 << 30,
             iters: 20,
             warmup: 5,
             dtype: Dtype::Bf16,
             gemm_dtypes: vec![Dtype::Bf16, Dtype::Fp16, Dtype::Tf32, Dtype::Fp8E4m3],
+        }
+    }
+}
+
+/// The keys as the YAML file, the variables and the flags write them, flat and in the order
+/// `--print-config` prints them; each means what its [`Config`] field says. Flat because
+/// serde's `deny_unknown_fields`, which makes a mistyped key an error naming it, does not work
+/// through `#[serde(flatten)]`: the groups are made by [`Keys::check`].
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct Keys {
+    listen: Listen,
+    state_dir: PathBuf,
+    node_name: Option<String>,
+    interval: Span,
+    jitter: Span,
+    busy_retry: Span,
+    sample_interval: Span,
+    backend: BackendKind,
+    profile: Option<String>,
+    faults: Vec<String>,
+    seed: u64,
+    busy: Vec<u32>,
+    busy_file: Option<PathBuf>,
+    sim_point_delay: Span,
+    sim_pid_offset: u32,
+    microbench_bin: Option<PathBuf>,
+    host_proc: PathBuf,
+    calibrate_token: Option<Secret>,
+    max_utilization_percent: u32,
+    max_memory_used_ratio: f64,
+    busy_check_interval: Span,
+    point_timeout: Span,
+    run_timeout: Span,
+    request_timeout: Span,
+    max_connections: u32,
+    header_read_timeout: Span,
+    idle_timeout: Span,
+    write_timeout: Span,
+    min_bytes: u64,
+    max_bytes: u64,
+    iters: u32,
+    warmup: u32,
+    dtype: Dtype,
+    gemm_dtypes: Vec<Dtype>,
+}
+
+impl Default for Keys {
+    fn default() -> Keys {
+        Keys::from(&Config::default())
+    }
+}
+
+impl From<&Config> for Keys {
+    fn from(c: &Config) -> Keys {
+        Keys {
+            listen: c.listen,
+            state_dir: c.state_dir.clone(),
+            node_name: c.node_name.clone(),
+            interval: c.interval,
+            jitter: c.jitter,
+            busy_retry: c.busy_retry,
+            sample_interval: c.sample_interval,
+            backend: c.backend,
+            profile: c.sim.profile.clone(),
+            faults: c.sim.faults.iter().map(Fault::to_string).collect(),
+            seed: c.sim.seed,
+            busy: c.sim.busy.clone(),
+            busy_file: c.sim.busy_file.clone(),
+            sim_point_delay: c.sim.point_delay,
+            sim_pid_offset: c.sim.pid_offset,
+            microbench_bin: c.microbench_bin.clone(),
+            host_proc: c.host_proc.clone(),
+            calibrate_token: c.calibrate_token.clone(),
+            max_utilization_percent: c.idle.max_utilization_percent,
+            max_memory_used_ratio: c.idle.max_memory_used_ratio,
+            busy_check_interval: c.idle.busy_check_interval,
+            point_timeout: c.point_timeout,
+            run_timeout: c.run_timeout,
+            request_timeout: c.http.request_timeout,
+            max_connections: c.http.max_connections,
+            header_read_timeout: c.http.header_read_timeout,
+            idle_timeout: c.http.idle_timeout,
+            write_timeout: c.http.write_timeout,
+            min_bytes: c.min_bytes,
+            max_bytes: c.max_bytes,
+            iters: c.iters,
+            warmup: c.warmup,
+            dtype: c.dtype,
+            gemm_dtypes: c.gemm_dtypes.clone(),
         }
     }
 }
@@ -275,15 +395,15 @@ impl Config {
     /// Defaults, then the YAML file, then environment and flags (clap has merged those two,
     /// a flag winning over its variable). The result is checked.
     pub fn load(args: Args) -> Result<Config> {
-        let mut config = match &args.config {
-            Some(path) => Config::from_file(path)?,
-            None => Config::default(),
+        let mut keys = match &args.config {
+            Some(path) => Keys::from_file(path)?,
+            None => Keys::default(),
         };
         macro_rules! overlay {
-            ($($field:ident),*) => { $( if let Some(v) = args.$field { config.$field = v; } )* };
+            ($($field:ident),*) => { $( if let Some(v) = args.$field { keys.$field = v; } )* };
         }
         macro_rules! overlay_some {
-            ($($field:ident),*) => { $( if let Some(v) = args.$field { config.$field = Some(v); } )* };
+            ($($field:ident),*) => { $( if let Some(v) = args.$field { keys.$field = Some(v); } )* };
         }
         overlay!(
             listen,
@@ -323,41 +443,97 @@ impl Config {
             microbench_bin,
             calibrate_token
         );
-        config.check()?;
-        Ok(config)
+        keys.check()
     }
 
+    /// Parses YAML text over the defaults and checks it.
+    pub fn from_yaml(text: &str) -> std::result::Result<Config, String> {
+        Keys::from_yaml(text)?.check().map_err(|e| e.to_string())
+    }
+
+    /// The merged configuration as YAML (the token hidden).
+    pub fn to_yaml(&self) -> String {
+        serde_saphyr::to_string(&Keys::from(self))
+            .unwrap_or_else(|e| format!("# cannot print: {e}\n"))
+    }
+}
+
+impl Keys {
     /// Reads a YAML file over the defaults; unknown keys are errors that name the key.
-    pub fn from_file(path: &Path) -> Result<Config> {
+    fn from_file(path: &Path) -> Result<Keys> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::ConfigFile {
             path: path.to_path_buf(),
             message: e.to_string(),
         })?;
-        Config::from_yaml(&text).map_err(|message| Error::ConfigFile {
+        Keys::from_yaml(&text).map_err(|message| Error::ConfigFile {
             path: path.to_path_buf(),
             message,
         })
     }
 
     /// Parses YAML text over the defaults.
-    pub fn from_yaml(text: &str) -> std::result::Result<Config, String> {
+    fn from_yaml(text: &str) -> std::result::Result<Keys, String> {
         if text.trim().is_empty() {
-            return Ok(Config::default());
+            return Ok(Keys::default());
         }
         serde_saphyr::from_str(text).map_err(|e| e.to_string())
     }
 
-    /// The merged configuration as YAML (the token hidden).
-    pub fn to_yaml(&self) -> String {
-        serde_saphyr::to_string(self).unwrap_or_else(|e| format!("# cannot print: {e}\n"))
-    }
-
-    /// Checks values that their types alone do not bound.
-    pub fn check(&self) -> Result<()> {
+    /// Checks values that their types alone do not bound, and groups them. The faults are
+    /// parsed after the other checks: on `nccl` a fault is refused as sim-only, whatever it
+    /// says.
+    fn check(self) -> Result<Config> {
         self.check_shares()?;
         self.check_spans()?;
         self.check_counts()?;
-        self.check_backend()
+        self.check_backend()?;
+        let faults = self
+            .faults
+            .iter()
+            .map(|f| fault(f))
+            .collect::<Result<_>>()?;
+        Ok(Config {
+            listen: self.listen,
+            state_dir: self.state_dir,
+            node_name: self.node_name,
+            interval: self.interval,
+            jitter: self.jitter,
+            busy_retry: self.busy_retry,
+            sample_interval: self.sample_interval,
+            backend: self.backend,
+            sim: SimConfig {
+                profile: self.profile,
+                faults,
+                seed: self.seed,
+                busy: self.busy,
+                busy_file: self.busy_file,
+                point_delay: self.sim_point_delay,
+                pid_offset: self.sim_pid_offset,
+            },
+            microbench_bin: self.microbench_bin,
+            host_proc: self.host_proc,
+            calibrate_token: self.calibrate_token,
+            idle: IdleGate {
+                max_utilization_percent: self.max_utilization_percent,
+                max_memory_used_ratio: self.max_memory_used_ratio,
+                busy_check_interval: self.busy_check_interval,
+            },
+            point_timeout: self.point_timeout,
+            run_timeout: self.run_timeout,
+            http: HttpLimits {
+                request_timeout: self.request_timeout,
+                max_connections: self.max_connections,
+                header_read_timeout: self.header_read_timeout,
+                idle_timeout: self.idle_timeout,
+                write_timeout: self.write_timeout,
+            },
+            min_bytes: self.min_bytes,
+            max_bytes: self.max_bytes,
+            iters: self.iters,
+            warmup: self.warmup,
+            dtype: self.dtype,
+            gemm_dtypes: self.gemm_dtypes,
+        })
     }
 
     /// The idle rule's thresholds are shares: a percentage and a ratio.
@@ -382,48 +558,37 @@ impl Config {
     /// Every interval and timeout has a floor below which the agent would spin or time out
     /// at once; the idle check a ceiling too.
     fn check_spans(&self) -> Result<()> {
-        for (field, span, least) in [
-            ("interval", self.interval, Duration::from_secs(1)),
+        let floors: [(Duration, &[(&'static str, Span)]); 3] = [
+            (Duration::from_secs(1), &[("interval", self.interval)]),
             (
-                "sample_interval",
-                self.sample_interval,
                 Duration::from_millis(100),
-            ),
-            ("busy_retry", self.busy_retry, Duration::from_millis(100)),
-            (
-                "busy_check_interval",
-                self.busy_check_interval,
-                Duration::from_millis(10),
+                &[
+                    ("sample_interval", self.sample_interval),
+                    ("busy_retry", self.busy_retry),
+                ],
             ),
             (
-                "point_timeout",
-                self.point_timeout,
                 Duration::from_millis(10),
+                &[
+                    ("busy_check_interval", self.busy_check_interval),
+                    ("point_timeout", self.point_timeout),
+                    ("run_timeout", self.run_timeout),
+                    ("request_timeout", self.request_timeout),
+                    ("header_read_timeout", self.header_read_timeout),
+                    ("idle_timeout", self.idle_timeout),
+                    ("write_timeout", self.write_timeout),
+                ],
             ),
-            ("run_timeout", self.run_timeout, Duration::from_millis(10)),
-            (
-                "request_timeout",
-                self.request_timeout,
-                Duration::from_millis(10),
-            ),
-            (
-                "header_read_timeout",
-                self.header_read_timeout,
-                Duration::from_millis(10),
-            ),
-            ("idle_timeout", self.idle_timeout, Duration::from_millis(10)),
-            (
-                "write_timeout",
-                self.write_timeout,
-                Duration::from_millis(10),
-            ),
-        ] {
-            if span.0 < least {
-                return Err(bad(
-                    field,
-                    span.to_string(),
-                    &format!("at least {}", Span(least)),
-                ));
+        ];
+        for (least, spans) in floors {
+            for &(field, span) in spans {
+                if span.0 < least {
+                    return Err(bad(
+                        field,
+                        span.to_string(),
+                        &format!("at least {}", Span(least)),
+                    ));
+                }
             }
         }
         // An idle check slower than a second could not stop a run within a second.
@@ -498,6 +663,17 @@ fn bad(field: &'static str, value: String, expected: &str) -> Error {
         value,
         expected: expected.to_string(),
     }
+}
+
+/// A sim fault in microbench's spelling; its error names the YAML key where microbench's
+/// names its `--fault` flag.
+fn fault(text: &str) -> Result<Fault> {
+    text.parse().map_err(|e| match e {
+        microbench::Error::BadValue {
+            value, expected, ..
+        } => bad("faults", value, &expected),
+        other => Error::from(other),
+    })
 }
 
 /// A duration written like `6h`, `30m`, `5s`, `250ms` or `1h30m`.

@@ -1,7 +1,7 @@
 //! Whether the GPUs are idle enough to calibrate: what counts as busy before a run and
 //! during one.
 
-use crate::config::Config;
+use crate::config::IdleGate;
 use crate::identity::Identity;
 use microbench::discovery::{Counters, Topology};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -27,7 +27,7 @@ pub fn now_s() -> f64 {
 pub fn busy_gpus(
     counters: &[Counters],
     topology: &Topology,
-    config: &Config,
+    gate: &IdleGate,
     check: Check,
 ) -> Vec<String> {
     let strict = matches!(check, Check::BeforeRun);
@@ -55,17 +55,17 @@ pub fn busy_gpus(
                 "GPU {} runs {processes} compute process(es)",
                 c.gpu
             ));
-        } else if strict && util > config.max_utilization_percent {
+        } else if strict && util > gate.max_utilization_percent {
             busy.push(format!(
                 "GPU {} at {util}% utilisation (max_utilization_percent {})",
-                c.gpu, config.max_utilization_percent
+                c.gpu, gate.max_utilization_percent
             ));
-        } else if strict && memory_ratio > config.max_memory_used_ratio {
+        } else if strict && memory_ratio > gate.max_memory_used_ratio {
             busy.push(format!(
                 "GPU {} has {:.0}% of its memory in use (max_memory_used_ratio {})",
                 c.gpu,
                 memory_ratio * 100.0,
-                config.max_memory_used_ratio
+                gate.max_memory_used_ratio
             ));
         }
     }
@@ -75,6 +75,7 @@ pub fn busy_gpus(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
     use std::path::Path;
 
     fn counters(gpu: u32, util: u32, processes: &[u32], used: u64) -> Counters {
@@ -93,7 +94,7 @@ mod tests {
             microbench::SimBackend::new(microbench::sim::profile("dgx-h100").unwrap(), vec![], 1)
                 .unwrap();
         let t = microbench::Backend::topology(&node).unwrap();
-        let config = Config::default();
+        let gate = Config::default().idle;
         let gib = 1 << 30;
         let readings = [
             counters(0, 0, &[], 0),
@@ -102,7 +103,7 @@ mod tests {
             counters(3, 0, &[4242], 0),
             counters(4, 90, &[777], 0),
         ];
-        let busy = busy_gpus(&readings, &t, &config, Check::BeforeRun);
+        let busy = busy_gpus(&readings, &t, &gate, Check::BeforeRun);
         assert_eq!(busy.len(), 4, "{busy:?}");
         assert!(busy[0].starts_with("GPU 1 at 50% utilisation"));
         assert!(busy[1].starts_with("GPU 2 has 50% of its memory in use"));
@@ -110,7 +111,7 @@ mod tests {
         // During a run the child's load and process are expected: only others count.
         let child = Identity::new(777, "MESHFIT_CALIBRATION_RUN", "t", Path::new("/proc"));
         assert_eq!(
-            busy_gpus(&readings, &t, &config, Check::During(&child)),
+            busy_gpus(&readings, &t, &gate, Check::During(&child)),
             vec!["GPU 3 runs 1 compute process(es)"]
         );
     }

@@ -135,14 +135,14 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
             .calibrate_token
             .as_ref()
             .map(|t| Arc::from(t.0.as_str())),
-        request_timeout: config.request_timeout.0,
+        request_timeout: config.http.request_timeout.0,
         rendered: Arc::default(),
         serialized: Arc::default(),
     });
     let server = tokio::spawn(listener::serve(
         listener,
         app,
-        listener::Limits::from(&*config),
+        listener::Limits::from(&config.http),
         stop_rx.clone(),
     ));
     shutdown.await;

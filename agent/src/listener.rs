@@ -17,6 +17,7 @@
 //! Shutdown stops accepting, lets each connection finish the request it is serving, and
 //! returns when every connection is closed.
 
+use crate::config::HttpLimits;
 use axum::Router;
 use hyper::server::conn::http1;
 use hyper::service::Service as _;
@@ -56,13 +57,13 @@ pub struct Limits {
     pub write_timeout: Duration,
 }
 
-impl From<&crate::Config> for Limits {
-    fn from(config: &crate::Config) -> Limits {
+impl From<&HttpLimits> for Limits {
+    fn from(http: &HttpLimits) -> Limits {
         Limits {
-            max_connections: config.max_connections as usize,
-            header_read_timeout: config.header_read_timeout.0,
-            idle_timeout: config.idle_timeout.0,
-            write_timeout: config.write_timeout.0,
+            max_connections: http.max_connections as usize,
+            header_read_timeout: http.header_read_timeout.0,
+            idle_timeout: http.idle_timeout.0,
+            write_timeout: http.write_timeout.0,
         }
     }
 }

@@ -36,20 +36,16 @@ pub trait Node: Send + Sync {
 /// there while it lives, and the sim node reports it like NVML would.
 pub const SIM_PROCESSES_DIR: &str = "sim-gpu-processes";
 
-/// Builds the node `config` asks for. Sim settings are checked here, so a bad profile or
-/// fault stops the start.
+/// Builds the node `config` asks for. The sim's profile is looked up here and its faults and
+/// busy GPUs held against it, so a bad one stops the start.
 pub fn build(config: &Config) -> Result<Box<dyn Node>> {
     Ok(match config.backend {
         BackendKind::Nccl => Box::new(GpuNode::default()),
         BackendKind::Sim => {
-            let name = config.profile.as_deref().unwrap_or_default();
-            let faults = config
-                .faults
-                .iter()
-                .map(|f| f.parse())
-                .collect::<microbench::Result<Vec<sim::Fault>>>()?;
-            let mut backend = SimBackend::new(sim::profile(name)?, faults, config.seed)?;
-            backend.set_busy(&config.busy)?;
+            let c = &config.sim;
+            let name = c.profile.as_deref().unwrap_or_default();
+            let mut backend = SimBackend::new(sim::profile(name)?, c.faults.clone(), c.seed)?;
+            backend.set_busy(&c.busy)?;
             let processes = config.state_dir.join(SIM_PROCESSES_DIR);
             let mut args = vec![
                 "--backend".to_string(),
@@ -57,22 +53,22 @@ pub fn build(config: &Config) -> Result<Box<dyn Node>> {
                 "--profile".into(),
                 name.into(),
                 "--seed".into(),
-                config.seed.to_string(),
+                c.seed.to_string(),
                 "--sim-point-delay-ms".into(),
-                config.sim_point_delay.0.as_millis().to_string(),
+                c.point_delay.0.as_millis().to_string(),
                 "--sim-processes".into(),
                 processes.display().to_string(),
                 "--sim-pid-offset".into(),
-                config.sim_pid_offset.to_string(),
+                c.pid_offset.to_string(),
             ];
-            for f in &config.faults {
-                args.extend(["--fault".to_string(), f.clone()]);
+            for f in &c.faults {
+                args.extend(["--fault".to_string(), f.to_string()]);
             }
             Box::new(SimNode {
-                base_busy: config.busy.clone(),
+                base_busy: c.busy.clone(),
                 backend: RwLock::new(backend),
-                busy_file: config.busy_file.clone(),
-                processes: ProcessTable::new(processes, config.sim_pid_offset),
+                busy_file: c.busy_file.clone(),
+                processes: ProcessTable::new(processes, c.pid_offset),
                 args,
                 traffic: Mutex::new(Vec::new()),
             })

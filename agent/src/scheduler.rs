@@ -141,7 +141,7 @@ impl Scheduler {
         Ok(busy_gpus(
             &counters,
             topology,
-            &self.config,
+            &self.config.idle,
             Check::BeforeRun,
         ))
     }

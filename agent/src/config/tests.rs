@@ -86,3 +86,49 @@ fn printed_config_reads_back_and_hides_the_token() {
     assert_eq!(back.interval, c.interval);
     assert_eq!(back.gemm_dtypes, c.gemm_dtypes);
 }
+
+#[test]
+fn faults_are_parsed_when_checked_and_a_bad_one_names_the_key() {
+    let c = Config::from_yaml(
+        "backend: sim\nprofile: dgx-h100\nfaults:\n- slow-gpu:gpu=5,factor=0.7\n- hang:after=3\n",
+    )
+    .unwrap();
+    assert_eq!(
+        c.sim.faults,
+        vec![
+            Fault::SlowGpu {
+                gpu: 5,
+                factor: 0.7
+            },
+            Fault::Hang { after: 3 }
+        ]
+    );
+    assert_eq!(Config::from_yaml(&c.to_yaml()).unwrap(), c);
+    let args = Args::parse_from([
+        "agent",
+        "--backend",
+        "sim",
+        "--profile",
+        "dgx-h100",
+        "--fault",
+        "gpu-on-fire:gpu=1",
+    ]);
+    let err = Config::load(args).unwrap_err().to_string();
+    assert!(
+        err.starts_with(
+            "faults `gpu-on-fire:gpu=1`: unknown fault `gpu-on-fire`; expected one of nvlink-degraded"
+        ),
+        "{err}"
+    );
+    let err = Config::from_yaml("backend: sim\nprofile: dgx-h100\nfaults: [hang:after=x]\n");
+    assert_eq!(
+        err.unwrap_err(),
+        "faults `hang:after=x`: after `x` is not a whole number"
+    );
+    // On nccl a fault is refused as sim-only, whatever it says.
+    let args = Args::parse_from(["agent", "--fault", "gpu-on-fire:gpu=1"]);
+    assert_eq!(
+        Config::load(args).unwrap_err().to_string(),
+        "faults `(set)`: applies to backend sim only"
+    );
+}
