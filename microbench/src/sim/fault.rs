@@ -110,6 +110,13 @@ impl FromStr for Fault {
         };
         let required =
             |key: &str| int(key)?.ok_or_else(|| bad(text, format!("{kind} needs {key}=N")));
+        // One wording for every bounded whole number: the value, then the values it may take.
+        let within = |key: &str, fits: fn(u32) -> bool, range: &str| -> Result<Option<u32>> {
+            match int(key)? {
+                Some(v) if !fits(v) => Err(bad(text, format!("{key} `{v}` must be {range}"))),
+                v => Ok(v),
+            }
+        };
         let factor = || -> Result<f64> {
             let raw = values
                 .get("factor")
@@ -124,10 +131,7 @@ impl FromStr for Fault {
         };
         Ok(match kind {
             "nvlink-degraded" => {
-                let divisor = int("divisor")?.unwrap_or(2);
-                if divisor < 2 {
-                    return Err(bad(text, format!("divisor `{divisor}` must be 2 or more")));
-                }
+                let divisor = within("divisor", |d| d >= 2, "2 or more")?.unwrap_or(2);
                 Fault::NvlinkDegraded {
                     gpu: required("gpu")?,
                     divisor,
@@ -140,10 +144,11 @@ impl FromStr for Fault {
             "pcie-downtrained" => {
                 // A link trains at one of PCIe's widths; 0 lanes would be no link at all and
                 // an infinite copy time.
-                let width = int("width")?;
-                if let Some(w) = width.filter(|w| ![1, 2, 4, 8, 16].contains(w)) {
-                    return Err(bad(text, format!("width `{w}` must be 1, 2, 4, 8 or 16")));
-                }
+                let width = within(
+                    "width",
+                    |w| [1, 2, 4, 8, 16].contains(&w),
+                    "1, 2, 4, 8 or 16",
+                )?;
                 Fault::PcieDowntrained {
                     gpu: required("gpu")?,
                     width,
