@@ -4,7 +4,9 @@
 use super::collective::Communicators;
 use super::loader::{check_libraries, Library};
 use super::timer::cuda;
-use super::{check_iters, check_point, collective, copy, gemm, node_group, Backend, DEBUG_LINE};
+use super::{
+    check_iters, check_point, collective, copy, gemm, node_group, point_record, Backend, DEBUG_LINE,
+};
 use crate::discovery::{self, Activity, SmClock, Topology};
 use crate::error::{Error, Result};
 use crate::plan::{CopyPath, Point};
@@ -187,7 +189,7 @@ impl Backend for GpuBackend {
             } => {
                 check_libraries(&[Library::Nccl])?;
                 versions.nccl = collective::nccl_version();
-                self.measure_collective(*kind, gpus, (*bytes, *dtype), (iters, warmup))?
+                self.measure_collective(point, *kind, gpus, (*bytes, *dtype), (iters, warmup))?
             }
             Point::Gemm {
                 gpu,
@@ -197,7 +199,9 @@ impl Backend for GpuBackend {
             } => {
                 vec![self.measure_gemm(point, *gpu, (*shape, *dtype, *layout), (iters, warmup))?]
             }
-            Point::Copy { path, bytes } => vec![self.measure_copy(*path, *bytes, iters, warmup)?],
+            Point::Copy { path, bytes } => {
+                vec![self.measure_copy(point, *path, *bytes, (iters, warmup))?]
+            }
         };
         // Collectives and copies: the clocks once their loops are done (two NVML calls per
         // GPU, far below a point's time), the slowest GPU standing for the group.
@@ -224,6 +228,7 @@ impl GpuBackend {
     /// `kind` over `gpus` on their communicators: out-of-place, then in-place.
     fn measure_collective(
         &self,
+        point: &Point,
         kind: Kind,
         gpus: &[u32],
         (bytes, dtype): (u64, Dtype),
@@ -232,25 +237,11 @@ impl GpuBackend {
         let [oop, ip] = self.with_communicators(gpus, |group| {
             collective::measure(group, kind, bytes, dtype, iters, warmup)
         })?;
-        let n = gpus.len() as u32;
-        let mut in_place = Record::transfer(
-            kind,
-            Source::Nccl,
-            node_group(&self.topology, gpus.to_vec(), n),
-            bytes,
-            dtype,
-            ip,
-        );
+        let group = node_group(&self.topology, point);
+        let mut in_place = point_record(Source::Nccl, group.clone(), point, ip);
         in_place.in_place = true;
         Ok(vec![
-            Record::transfer(
-                kind,
-                Source::Nccl,
-                node_group(&self.topology, gpus.to_vec(), n),
-                bytes,
-                dtype,
-                oop,
-            ),
+            point_record(Source::Nccl, group, point, oop),
             in_place,
         ])
     }
@@ -280,33 +271,35 @@ impl GpuBackend {
             "{DEBUG_LINE}{point}: {} warm-up iterations until the SM clock settled",
             warmed.settle_iterations
         );
-        let mut r = Record::gemm(
+        let mut r = point_record(
             Source::Cuda,
-            node_group(&self.topology, vec![gpu], 1),
-            shape,
-            dtype,
+            node_group(&self.topology, point),
+            point,
             timing,
         );
-        r.detail.layout = Some(layout);
         // Read right after the timed loop, before the buffers are freed.
         set_conditions(&mut r, warmed.ended_at);
         Ok(r)
     }
 
     /// A copy along `path`, in the contexts of the GPUs it touches.
-    fn measure_copy(&self, path: CopyPath, bytes: u64, iters: u32, warmup: u32) -> Result<Record> {
+    fn measure_copy(
+        &self,
+        point: &Point,
+        path: CopyPath,
+        bytes: u64,
+        (iters, warmup): (u32, u32),
+    ) -> Result<Record> {
         let contexts = path
             .gpus()
             .iter()
             .map(|&g| self.context(g))
             .collect::<Result<Vec<_>>>()?;
         let timing = copy::measure(&contexts, path, bytes, iters, warmup)?;
-        Ok(Record::transfer(
-            path.kind(),
+        Ok(point_record(
             Source::Cuda,
-            node_group(&self.topology, path.gpus(), path.senders()),
-            bytes,
-            Dtype::Uint8,
+            node_group(&self.topology, point),
+            point,
             timing,
         ))
     }

@@ -121,15 +121,49 @@ pub trait Backend {
     }
 }
 
-/// The group of a record measured inside `topology`'s node: `gpus` of it, `ranks` of them
-/// taking part. Both backends write it so, the sim only widening its collectives across
-/// nodes.
-pub(crate) fn node_group(topology: &Topology, gpus: Vec<u32>, ranks: u32) -> Group {
+/// The group of `point` measured inside `topology`'s node: its GPUs, and as ranks every GPU
+/// of a collective, the one of a GEMM or a copy's senders. Both backends write it so, the sim
+/// only widening its collectives across nodes.
+pub(crate) fn node_group(topology: &Topology, point: &Point) -> Group {
+    let ranks = match point {
+        Point::Collective { gpus, .. } => gpus.len() as u32,
+        Point::Gemm { .. } => 1,
+        Point::Copy { path, .. } => path.senders(),
+    };
     Group {
         node: Some(topology.node.clone()),
-        gpus,
+        gpus: point.gpus(),
         scope: Scope::IntraNode,
         ranks,
+    }
+}
+
+/// The record of one timing of `point` by `source` over `group`, as both backends write it:
+/// a collective's out-of-place one (the caller marks the in-place one), a GEMM's with its
+/// layout. The caller adds what only it knows, such as the clocks the GPUs ran at.
+pub(crate) fn point_record(
+    source: record::Backend,
+    group: Group,
+    point: &Point,
+    timing: Timing,
+) -> Record {
+    match point {
+        Point::Collective {
+            kind, bytes, dtype, ..
+        } => Record::transfer(*kind, source, group, *bytes, *dtype, timing),
+        Point::Gemm {
+            shape,
+            dtype,
+            layout,
+            ..
+        } => {
+            let mut r = Record::gemm(source, group, *shape, *dtype, timing);
+            r.detail.layout = Some(*layout);
+            r
+        }
+        Point::Copy { path, bytes } => {
+            Record::transfer(path.kind(), source, group, *bytes, Dtype::Uint8, timing)
+        }
     }
 }
 

@@ -15,7 +15,8 @@ mod topology;
 use crate::discovery::{Activity, Topology};
 use crate::error::{Error, Result};
 use crate::kernels::{
-    check_gemm_layout, check_iters, check_point, loop_timing, node_group, summarize, Backend, LOOPS,
+    check_gemm_layout, check_iters, check_point, loop_timing, node_group, point_record, summarize,
+    Backend, LOOPS,
 };
 use crate::plan::{CopyPath, Point};
 
@@ -319,15 +320,17 @@ impl SimBackend {
 
     /// A collective's group: on this node, or across the nodes with the device index of each
     /// rank in rank order, as `microbench import` reads an `mpirun` log.
-    fn collective_group(&self, gpus: &[u32]) -> Group {
+    fn collective_group(&self, point: &Point) -> Group {
+        let group = node_group(&self.topology, point);
         if self.nodes < 2 {
-            return node_group(&self.topology, gpus.to_vec(), gpus.len() as u32);
+            return group;
         }
-        let per_rank = gpus.repeat(self.nodes as usize);
+        let per_rank = group.gpus.repeat(self.nodes as usize);
         Group {
             ranks: per_rank.len() as u32,
             scope: Scope::InterNode,
-            ..node_group(&self.topology, per_rank, 0)
+            gpus: per_rank,
+            ..group
         }
     }
 
@@ -371,21 +374,13 @@ impl Backend for SimBackend {
         let timed_loops =
             |tag: &str| self.timed_loops(&format!("{point} {tag}"), model_s, iters, warmup);
         Ok(match point {
-            Point::Collective {
-                kind,
-                gpus,
-                bytes,
-                dtype,
-            } => [false, true]
+            Point::Collective { gpus, .. } => [false, true]
                 .into_iter()
                 .map(|in_place| {
-                    let group = self.collective_group(gpus);
-                    let mut r = Record::transfer(
-                        *kind,
+                    let mut r = point_record(
                         record::Backend::Sim,
-                        group,
-                        *bytes,
-                        *dtype,
+                        self.collective_group(point),
+                        point,
                         timed_loops(if in_place { "in-place" } else { "out-of-place" }),
                     );
                     r.in_place = in_place;
@@ -393,34 +388,13 @@ impl Backend for SimBackend {
                     r
                 })
                 .collect(),
-            Point::Gemm {
-                gpu,
-                shape,
-                dtype,
-                layout,
-            } => {
-                // The layout only; no clock or throttle reasons, which would read as hardware.
-                let mut r = Record::gemm(
-                    record::Backend::Sim,
-                    node_group(&self.topology, vec![*gpu], 1),
-                    *shape,
-                    *dtype,
-                    timing(""),
-                );
-                r.detail.layout = Some(*layout);
-                vec![r]
-            }
-            Point::Copy { path, bytes } => {
-                let group = node_group(&self.topology, path.gpus(), path.senders());
-                vec![Record::transfer(
-                    path.kind(),
-                    record::Backend::Sim,
-                    group,
-                    *bytes,
-                    Dtype::Uint8,
-                    timing(""),
-                )]
-            }
+            // No clock or throttle reasons, which would read as hardware.
+            Point::Gemm { .. } | Point::Copy { .. } => vec![point_record(
+                record::Backend::Sim,
+                node_group(&self.topology, point),
+                point,
+                timing(""),
+            )],
         })
     }
 }
