@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 
 use tuner::report::listing::{ClusterList, ModelList};
 use tuner::report::table;
@@ -29,16 +29,24 @@ pub struct Cli {
     command: Command,
 }
 
+/// What `recommend` and `explain` price a layout under: the job, the pinned knobs and the
+/// measurements.
+#[derive(Debug, Args)]
+struct LayoutArgs {
+    #[command(flatten)]
+    job: JobArgs,
+    #[command(flatten)]
+    mesh: Constraints,
+    #[command(flatten)]
+    measure: MeasureArgs,
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Rank every valid layout for a model and GPU count.
     Recommend {
         #[command(flatten)]
-        job: JobArgs,
-        #[command(flatten)]
-        mesh: Constraints,
-        #[command(flatten)]
-        measure: MeasureArgs,
+        layout: LayoutArgs,
         /// Rank with catalog figures too and show what the measurements changed.
         #[arg(long)]
         compare_nominal: bool,
@@ -52,11 +60,7 @@ enum Command {
     /// Price one layout term by term; say why it is impossible if it is.
     Explain {
         #[command(flatten)]
-        job: JobArgs,
-        #[command(flatten)]
-        mesh: Constraints,
-        #[command(flatten)]
-        measure: MeasureArgs,
+        layout: LayoutArgs,
         /// Print the launch configuration of the layout instead of the breakdown.
         #[arg(long, value_enum)]
         emit: Option<Emit>,
@@ -161,19 +165,12 @@ enum Command {
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     let out = match cli.command {
         Command::Recommend {
-            job,
-            mesh,
-            measure,
+            layout: l,
             compare_nominal,
             top,
             emit,
-        } => recommend(&job, &mesh, &measure, compare_nominal, top, emit)?,
-        Command::Explain {
-            job,
-            mesh,
-            measure,
-            emit,
-        } => explain_one(&job, &mesh, &measure, emit)?,
+        } => recommend(&l.job, &l.mesh, &l.measure, compare_nominal, top, emit)?,
+        Command::Explain { layout: l, emit } => explain_one(&l.job, &l.mesh, &l.measure, emit)?,
         Command::Compare { job, measure, a, b } => compare(&job, &measure, &a, &b)?,
         Command::Fit {
             measure,

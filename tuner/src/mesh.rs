@@ -166,7 +166,7 @@ impl Framework {
     /// Megatron-DeepSpeed lay activations out [seq, batch, hidden] so that the sequence is
     /// dim 0 and the collective writes in place.
     pub fn sp_copies(self) -> bool {
-        self == Framework::Fsdp
+        self.defaults().sp_copies
     }
 }
 
@@ -263,16 +263,6 @@ pub enum LossKernel {
     Fused,
 }
 
-impl LossKernel {
-    /// The loss as the framework runs it unless told otherwise.
-    pub fn default_for(framework: Framework) -> LossKernel {
-        match framework {
-            Framework::Megatron | Framework::Deepspeed => LossKernel::Megatron,
-            Framework::Fsdp => LossKernel::Eager,
-        }
-    }
-}
-
 /// How ZeRO-3 brings a layer's sharded parameters in before it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -360,35 +350,6 @@ impl Training {
         }
     }
 
-    /// A job as `framework` runs it by default on GPUs of `arch`: Megatron-Core reaches
-    /// cuDNN's fused attention through Transformer Engine, whose userbuffers overlap of TP
-    /// communication needs Hopper or newer; DeepSpeed and torchtitan call FlashAttention-2;
-    /// DeepSpeed reduces gradients in bf16, Megatron-Core and FSDP2 in fp32; each runs its
-    /// own loss kernel. Callers change what the job says otherwise.
-    pub fn for_framework(
-        framework: Framework,
-        arch: record::datasheet::Arch,
-        seq_len: u32,
-        global_batch: u32,
-    ) -> Training {
-        use record::datasheet::Arch;
-        Training {
-            flash_kernel: match framework {
-                Framework::Megatron => FlashKernel::Newest,
-                Framework::Deepspeed | Framework::Fsdp => FlashKernel::Flash2,
-            },
-            tp_comm_overlap: framework == Framework::Megatron
-                && matches!(arch, Arch::Hopper | Arch::Blackwell),
-            framework,
-            grad_reduce: match framework {
-                Framework::Deepspeed => ReduceDtype::Bf16,
-                Framework::Megatron | Framework::Fsdp => ReduceDtype::Fp32,
-            },
-            loss: LossKernel::default_for(framework),
-            ..Training::megatron(seq_len, global_batch)
-        }
-    }
-
     /// Whether each sequence-parallel gather and scatter carries DTensor's re-layout copy
     /// ([`Framework::sp_copies`]): not under async TP, whose fused gather-matmul and
     /// matmul-scatter take the sharded layout as it is.
@@ -399,25 +360,5 @@ impl Training {
     /// Tokens in one global batch.
     pub fn tokens_per_step(&self) -> f64 {
         f64::from(self.global_batch) * f64::from(self.seq_len)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use record::datasheet::Arch;
-
-    #[test]
-    fn transformer_engine_overlaps_tp_from_hopper_on() {
-        let overlap = |f, arch| Training::for_framework(f, arch, 4096, 512).tp_comm_overlap;
-        assert!(overlap(Framework::Megatron, Arch::Hopper));
-        assert!(overlap(Framework::Megatron, Arch::Blackwell));
-        assert!(!overlap(Framework::Megatron, Arch::Ampere));
-        assert!(!overlap(Framework::Fsdp, Arch::Hopper));
-        let ds = Training::for_framework(Framework::Deepspeed, Arch::Hopper, 4096, 512);
-        assert_eq!(
-            (ds.grad_reduce, ds.flash_kernel, ds.loss),
-            (ReduceDtype::Bf16, FlashKernel::Flash2, LossKernel::Megatron)
-        );
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod clusters;
 pub mod efficiency;
+pub mod frameworks;
 pub mod gpus;
 pub mod models;
 

@@ -4,7 +4,8 @@
 use super::collective::Collective;
 use super::inputs::Inputs;
 use super::term::Term;
-use crate::mesh::{Framework, ParamFetch};
+use crate::catalog::frameworks;
+use crate::mesh::ParamFetch;
 use crate::placement::GroupSpan;
 
 /// Parameters held by the last stage per GPU, dense and expert, before ZeRO sharding.
@@ -46,23 +47,6 @@ pub(super) struct Windows {
     pub idle: f64,
 }
 
-/// Gradient buckets per step for `params` parameters of `grad_bytes` each over `ranks`:
-/// Megatron-Core's max(40M, 1M x dp) parameters, DDP's 25 MB, DeepSpeed's 500M-element
-/// reduce bucket (`reduce_bucket_size`).
-fn buckets(framework: Framework, grad_bytes: f64, params: f64, ranks: u32) -> f64 {
-    let bucket = match framework {
-        Framework::Megatron => 40e6_f64.max(1e6 * f64::from(ranks)),
-        Framework::Fsdp => 25.0 * 1024.0 * 1024.0 / grad_bytes,
-        Framework::Deepspeed => 5e8,
-    };
-    (params / bucket).ceil().max(1.0)
-}
-
-/// Elements below which DeepSpeed's ZeRO-3 keeps a parameter whole on every rank instead of
-/// sharding it (`stage3_param_persistence_threshold`, default 100,000 in
-/// `deepspeed/runtime/zero/constants.py` at v0.4.0): LayerNorm weights and biases.
-const DEEPSPEED_PERSISTENCE_THRESHOLD: f64 = 1e5;
-
 /// One data-parallel collective over both weight kinds, each over its own group in its own
 /// calls.
 struct Calls<'a, 'b> {
@@ -98,7 +82,11 @@ impl Calls<'_, '_> {
                 Some(k) => k * self.stage_layers.ceil(),
                 None => {
                     let grad_bytes = x.training.grad_reduce.bytes();
-                    buckets(x.training.framework, grad_bytes, params, group.ranks)
+                    x.training
+                        .framework
+                        .defaults()
+                        .bucket
+                        .count(grad_bytes, params, group.ranks)
                 }
             };
             total += x
@@ -221,7 +209,7 @@ fn zero3_per_tensor(calls: &Calls, grad_bytes: f64, m: f64) -> (Term, Term) {
     let tensors = calls.x.model.layer_tensors();
     let gathered = tensors
         .iter()
-        .filter(|&&n| n >= DEEPSPEED_PERSISTENCE_THRESHOLD)
+        .filter(|&&n| n >= frameworks::DEEPSPEED_PERSISTENCE_THRESHOLD)
         .count();
     let (ag, _) = calls.pass(Collective::AllGather, 2.0, Some(gathered as f64));
     let (rs, _) = calls.pass(
@@ -230,21 +218,4 @@ fn zero3_per_tensor(calls: &Calls, grad_bytes: f64, m: f64) -> (Term, Term) {
         Some(tensors.len() as f64),
     );
     (Term::exposed(m * rs), Term::exposed(m * 2.0 * ag))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn buckets_follow_each_framework_default() {
-        // Megatron-Core: 40M parameters up to 40 ranks, then 1M per rank.
-        assert_eq!(buckets(Framework::Megatron, 4.0, 1e9, 8), 25.0);
-        assert_eq!(buckets(Framework::Megatron, 4.0, 1e9, 100), 10.0);
-        // DDP's 25 MiB at fp32: 6,553,600 gradients a bucket.
-        assert_eq!(buckets(Framework::Fsdp, 4.0, 1e9, 8), 153.0);
-        // DeepSpeed's 5e8 elements; never fewer than one.
-        assert_eq!(buckets(Framework::Deepspeed, 2.0, 1e9, 8), 2.0);
-        assert_eq!(buckets(Framework::Deepspeed, 2.0, 1.0, 8), 1.0);
-    }
 }

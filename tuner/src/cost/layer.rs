@@ -7,7 +7,7 @@ use super::collective::{Collective, CollectiveModel};
 use super::compute::ComputeModel;
 use super::inputs::Inputs;
 use crate::catalog::Efficiency;
-use crate::mesh::{Framework, Mesh, MoeDispatch, Training};
+use crate::mesh::{Mesh, MoeDispatch, Training};
 use crate::model::{FfnAct, Moe};
 use crate::placement::GroupSpan;
 
@@ -350,7 +350,7 @@ pub(super) fn layer(x: &Inputs, moe_layer: bool) -> Layer {
     };
     let mlp_gemms = match moe {
         Some(moe) => {
-            let looped = x.training.framework == Framework::Deepspeed;
+            let looped = x.training.framework.defaults().looped_experts;
             let ep = f64::from(mesh.ep);
             let (gemms, launches) =
                 moe_mlp_gemms(c, moe, t, h, up, (tp, ep), (eff.moe_imbalance, looped));
@@ -451,7 +451,8 @@ impl Training {
     /// rowwise recipes gather in bf16 ("float8 all-gather with TP is only supported for
     /// tensorwise", torchtitan 820504e `parallelize_llama.py`). Reduce-scatters stay in bf16.
     pub fn tp_gather_bytes(&self) -> f64 {
-        if self.framework == Framework::Fsdp && self.precision == crate::mesh::Precision::Fp8 {
+        if self.framework.defaults().fp8_tp_gather && self.precision == crate::mesh::Precision::Fp8
+        {
             1.0
         } else {
             2.0

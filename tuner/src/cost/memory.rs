@@ -276,9 +276,8 @@ fn activation_bytes(model: &ModelShape, training: &Training, mesh: &Mesh) -> f64
             tp,
             sp: mesh.sequence_parallel,
             fp8_inputs: training.precision == Precision::Fp8
-                && training.framework == Framework::Megatron,
-            // Megatron-DeepSpeed's `swiglu` is eager Python whatever else it fuses.
-            fused_glu: training.fused_elementwise && training.framework != Framework::Deepspeed,
+                && training.framework.defaults().fp8_saved_inputs,
+            fused_glu: training.fused_elementwise && training.framework.defaults().fused_glu,
         };
         if op_checkpoint && recompute == Recompute::Selective {
             dims.op_checkpoint_bytes()

@@ -1,0 +1,210 @@
+//! What each training framework does unless a job says otherwise: its attention kernel, its
+//! gradient buckets and reduction type, its loss kernel and the layouts its kernels assume.
+//! One row a framework, each fact with its source; the cost model and the defaults of
+//! `recommend` and `validate` read these rows instead of matching on the framework.
+
+use record::datasheet::Arch;
+
+use crate::mesh::{FlashKernel, Framework, LossKernel, ReduceDtype, Training};
+
+/// How a framework cuts the data-parallel gradients into reduction buckets.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Bucket {
+    /// At least `floor` parameters, and `per_rank` more for each rank of the group.
+    Params {
+        /// The smallest bucket, parameters.
+        floor: f64,
+        /// Parameters more a bucket takes per rank of the group.
+        per_rank: f64,
+    },
+    /// A fixed size in bytes, whatever the gradient type.
+    Bytes(f64),
+}
+
+impl Bucket {
+    /// Buckets per step for `params` parameters of `grad_bytes` each over `ranks`.
+    pub fn count(self, grad_bytes: f64, params: f64, ranks: u32) -> f64 {
+        let bucket = match self {
+            Bucket::Params { floor, per_rank } => floor.max(per_rank * f64::from(ranks)),
+            Bucket::Bytes(bytes) => bytes / grad_bytes,
+        };
+        (params / bucket).ceil().max(1.0)
+    }
+}
+
+/// One framework's defaults.
+#[derive(Debug, Clone, Copy)]
+pub struct Defaults {
+    /// The fused attention kernel it calls.
+    pub flash_kernel: FlashKernel,
+    /// Whether it overlaps tensor-parallel collectives with their GEMMs by default on GPUs of
+    /// an architecture.
+    pub tp_comm_overlap: fn(Arch) -> bool,
+    /// Number format of its gradient reduction under bf16 training.
+    pub grad_reduce: ReduceDtype,
+    /// Its loss over the logits.
+    pub loss: LossKernel,
+    /// Its gradient buckets.
+    pub bucket: Bucket,
+    /// Whether a sequence-parallel gather or scatter also copies the whole tensor (see
+    /// [`Framework::sp_copies`]).
+    pub sp_copies: bool,
+    /// Whether its MoE layer runs one GEMM per local expert in a loop instead of a grouped
+    /// GEMM.
+    pub looped_experts: bool,
+    /// Whether its tensorwise fp8 recipe casts to fp8 before the sequence-parallel
+    /// all-gather (see [`Training::tp_gather_bytes`]).
+    pub fp8_tp_gather: bool,
+    /// Whether its GEMMs read fp8 inputs that its activation memory stores (Transformer
+    /// Engine keeps the fp8 copy of each GEMM input for backward).
+    pub fp8_saved_inputs: bool,
+    /// Whether its SwiGLU is a fused kernel when the rest of the elementwise work is.
+    pub fused_glu: bool,
+}
+
+/// Megatron-LM / Megatron-Core (NeMo, Megatron-Bridge). Attention through Transformer
+/// Engine's cuDNN kernel; userbuffers overlap of TP communication on Hopper and newer;
+/// `accumulate_allreduce_grads_in_fp32` under bf16; `vocab_parallel_cross_entropy`; buckets
+/// of max(40M, 1M x dp) parameters (`megatron/core/distributed/distributed_data_parallel.py`,
+/// `bucket_size` default); activations [seq, batch, hidden], so the sequence-parallel
+/// collectives write in place.
+pub const MEGATRON: Defaults = Defaults {
+    flash_kernel: FlashKernel::Newest,
+    tp_comm_overlap: |arch| matches!(arch, Arch::Hopper | Arch::Blackwell),
+    grad_reduce: ReduceDtype::Fp32,
+    loss: LossKernel::Megatron,
+    bucket: Bucket::Params {
+        floor: 40e6,
+        per_rank: 1e6,
+    },
+    sp_copies: false,
+    looped_experts: false,
+    fp8_tp_gather: false,
+    fp8_saved_inputs: true,
+    fused_glu: true,
+};
+
+/// DeepSpeed and Megatron-DeepSpeed. FlashAttention-2; gradients reduced in the training
+/// type; Megatron's loss kernel; one 500M-element reduce bucket (`reduce_bucket_size`); a
+/// Python loop over the local experts (`deepspeed/moe/experts.py`); Megatron-DeepSpeed's
+/// `swiglu` is eager Python whatever else it fuses.
+pub const DEEPSPEED: Defaults = Defaults {
+    flash_kernel: FlashKernel::Flash2,
+    tp_comm_overlap: |_| false,
+    grad_reduce: ReduceDtype::Bf16,
+    loss: LossKernel::Megatron,
+    bucket: Bucket::Params {
+        floor: 5e8,
+        per_rank: 0.0,
+    },
+    sp_copies: false,
+    looped_experts: true,
+    fp8_tp_gather: false,
+    fp8_saved_inputs: false,
+    fused_glu: false,
+};
+
+/// PyTorch FSDP / FSDP2 (torchtitan, llm-foundry, NeMo AutoModel). FlashAttention-2 through
+/// SDPA; `mixed_precision_reduce` fp32; `cross_entropy(logits.float())` run eagerly; DDP's
+/// 25 MB buckets (`bucket_cap_mb`) under ZeRO-0..2; DTensor's re-layout copies around each
+/// sequence-parallel collective; torchtitan's tensorwise fp8 plan casts before the gather.
+pub const FSDP: Defaults = Defaults {
+    flash_kernel: FlashKernel::Flash2,
+    tp_comm_overlap: |_| false,
+    grad_reduce: ReduceDtype::Fp32,
+    loss: LossKernel::Eager,
+    bucket: Bucket::Bytes(25.0 * 1024.0 * 1024.0),
+    sp_copies: true,
+    looped_experts: false,
+    fp8_tp_gather: true,
+    fp8_saved_inputs: false,
+    fused_glu: true,
+};
+
+/// Elements below which DeepSpeed's ZeRO-3 keeps a parameter whole on every rank instead of
+/// sharding it (`stage3_param_persistence_threshold`, default 100,000 in
+/// `deepspeed/runtime/zero/constants.py` at v0.4.0): LayerNorm weights and biases.
+pub const DEEPSPEED_PERSISTENCE_THRESHOLD: f64 = 1e5;
+
+impl Framework {
+    /// This framework's row.
+    pub fn defaults(self) -> &'static Defaults {
+        match self {
+            Framework::Megatron => &MEGATRON,
+            Framework::Deepspeed => &DEEPSPEED,
+            Framework::Fsdp => &FSDP,
+        }
+    }
+}
+
+impl LossKernel {
+    /// The loss as the framework runs it unless told otherwise.
+    pub fn default_for(framework: Framework) -> LossKernel {
+        framework.defaults().loss
+    }
+}
+
+impl Training {
+    /// A job as `framework` runs it by default on GPUs of `arch` (its row above); callers
+    /// change what the job says otherwise.
+    pub fn for_framework(
+        framework: Framework,
+        arch: Arch,
+        seq_len: u32,
+        global_batch: u32,
+    ) -> Training {
+        let d = framework.defaults();
+        Training {
+            flash_kernel: d.flash_kernel,
+            tp_comm_overlap: (d.tp_comm_overlap)(arch),
+            framework,
+            grad_reduce: d.grad_reduce,
+            loss: d.loss,
+            ..Training::megatron(seq_len, global_batch)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mesh::{FlashKernel, LossKernel, ReduceDtype};
+
+    #[test]
+    fn buckets_follow_each_framework_default() {
+        // Megatron-Core: 40M parameters up to 40 ranks, then 1M per rank.
+        assert_eq!(
+            Framework::Megatron.defaults().bucket.count(4.0, 1e9, 8),
+            25.0
+        );
+        assert_eq!(
+            Framework::Megatron.defaults().bucket.count(4.0, 1e9, 100),
+            10.0
+        );
+        // DDP's 25 MiB at fp32: 6,553,600 gradients a bucket.
+        assert_eq!(Framework::Fsdp.defaults().bucket.count(4.0, 1e9, 8), 153.0);
+        // DeepSpeed's 5e8 elements; never fewer than one.
+        assert_eq!(
+            Framework::Deepspeed.defaults().bucket.count(2.0, 1e9, 8),
+            2.0
+        );
+        assert_eq!(
+            Framework::Deepspeed.defaults().bucket.count(2.0, 1.0, 8),
+            1.0
+        );
+    }
+
+    #[test]
+    fn transformer_engine_overlaps_tp_from_hopper_on() {
+        let overlap = |f, arch| Training::for_framework(f, arch, 4096, 512).tp_comm_overlap;
+        assert!(overlap(Framework::Megatron, Arch::Hopper));
+        assert!(overlap(Framework::Megatron, Arch::Blackwell));
+        assert!(!overlap(Framework::Megatron, Arch::Ampere));
+        assert!(!overlap(Framework::Fsdp, Arch::Hopper));
+        let ds = Training::for_framework(Framework::Deepspeed, Arch::Hopper, 4096, 512);
+        assert_eq!(
+            (ds.grad_reduce, ds.flash_kernel, ds.loss),
+            (ReduceDtype::Bf16, FlashKernel::Flash2, LossKernel::Megatron)
+        );
+    }
+}
