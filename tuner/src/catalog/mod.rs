@@ -4,6 +4,8 @@ pub mod clusters;
 pub mod efficiency;
 pub mod frameworks;
 pub mod gpus;
+pub mod kernels;
+pub mod memory;
 pub mod models;
 
 use std::path::Path;

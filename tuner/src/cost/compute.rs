@@ -3,22 +3,11 @@
 use record::GemmLayout;
 
 use crate::catalog::efficiency::{arch_kernels, ArchKernels};
+use crate::catalog::kernels::{
+    seq_curve, FLASH_BACKWARD, K_OVERHEAD, ROWWISE_SAVING_SHARE, SMALL_TILES,
+};
 use crate::catalog::{Arch, Efficiency, Gpu};
 use crate::mesh::{FlashKernel, Precision};
-
-/// Backward of fused attention against its forward, in FLOPs at the same rate: recomputing
-/// the scores plus the four gradient products (Dao 2023, arXiv 2307.08691, §3.1: the backward
-/// pass does 2.5x the forward's matmul FLOPs).
-pub const FLASH_BACKWARD: f64 = 2.5;
-
-/// Forward throughput of fused causal attention by sequence length (head dim 128, H100 SXM5,
-/// 16k tokens per call), from the FlashAttention-3 paper's Fig. 5 (Shah et al. 2024, arXiv
-/// 2407.08608), TFLOP/s at 512, 1k, 2k, 4k, 8k and 16k tokens: FlashAttention-2 191, 260,
-/// 298, 319, 333, 335; cuDNN 315, 410, 484, 518, 529, 539. Short sequences leave fewer tiles
-/// per head to fill the SMs and spend more of them on the causal diagonal. The catalog's
-/// kernel efficiencies are the long-sequence plateau; this is the share of it a call keeps.
-const FLASH2_BY_SEQ: [f64; 6] = [191.0, 260.0, 298.0, 319.0, 333.0, 335.0];
-const NEWEST_BY_SEQ: [f64; 6] = [315.0, 410.0, 484.0, 518.0, 529.0, 539.0];
 
 /// Share of its long-sequence throughput a fused attention kernel keeps at `seq` tokens on
 /// Hopper: linear in log2(seq) between the measured points, the 512-token figure below them
@@ -27,15 +16,6 @@ const NEWEST_BY_SEQ: [f64; 6] = [315.0, 410.0, 484.0, 518.0, 529.0, 539.0];
 /// measured curve.
 pub fn flash_seq_share(arch: Arch, kernel: FlashKernel, seq: f64) -> f64 {
     seq_curve(arch, kernel).map_or(1.0, |curve| share_on(curve, seq))
-}
-
-/// The measured curve of a kernel on an architecture, where there is one.
-fn seq_curve(arch: Arch, kernel: FlashKernel) -> Option<&'static [f64; 6]> {
-    match (arch, kernel) {
-        (Arch::Hopper, FlashKernel::Flash2) => Some(&FLASH2_BY_SEQ),
-        (Arch::Hopper, FlashKernel::Newest) => Some(&NEWEST_BY_SEQ),
-        _ => None,
-    }
 }
 
 /// Share of the 16k-token figure at `seq` tokens on a curve of six points, 512 to 16k.
@@ -124,31 +104,6 @@ pub trait ComputeModel {
         2.0 * m * n * k / self.gemm_s(m, n, k)
     }
 }
-
-/// Share of tensorwise fp8's saving over bf16 that the rowwise recipe keeps. torchao's float8
-/// README (pytorch/ao before b79503772; torchao 0.10, PyTorch 2.7: Llama3-8B, FSDP2 on 8 H100,
-/// seq 8192, batch 1, torch.compile, per-op SAC) measured 6150 tokens/s in bf16, 7689.5 with
-/// tensorwise scaling and 6768 with rowwise: (1/6150 - 1/6768) / (1/6150 - 1/7689.5) = 0.456.
-/// The recipes differ in their GEMMs, the casts into them (PyTorch's row-wise `_scaled_mm` is a
-/// CUTLASS kernel where tensorwise calls cuBLAS, pytorch/pytorch#147971, and row scales need a
-/// cast along each axis) and FSDP's parameter all-gather (fp8 in the tensorwise row, bf16 in
-/// the rowwise one), which FSDP overlaps on one node; the share charges all of it to the GEMMs:
-/// a rowwise GEMM takes (1 - share) of the bf16 time plus share of the tensorwise one.
-pub const ROWWISE_SAVING_SHARE: f64 = (1.0 / 6150.0 - 1.0 / 6768.0) / (1.0 / 6150.0 - 1.0 / 7689.5);
-
-/// CTA tiles cuBLAS picks among for smaller problems, with their throughput against the
-/// largest tile: a smaller tile fills more SMs but reuses each loaded element fewer times
-/// (NVIDIA "Matrix Multiplication Background" user guide, "Tile quantization": 256x128 is the
-/// most efficient tile, 64x64 the least).
-const SMALL_TILES: [(f64, f64, f64); 3] = [
-    (128.0, 128.0, 0.92),
-    (128.0, 64.0, 0.80),
-    (64.0, 64.0, 0.60),
-];
-
-/// The k-loop of a tile runs in 32-wide steps behind a 3-stage software pipeline (CUTLASS's
-/// multistage mainloop): about 96 columns of k are prologue and epilogue.
-const K_OVERHEAD: f64 = 96.0;
 
 /// Datasheet peak times per-architecture kernel efficiency.
 #[derive(Debug, Clone)]

@@ -133,7 +133,7 @@ impl ComputeModel for MeasuredCompute {
 
     fn attention_bwd_s(&self, flops: f64, seq: f64, head_dim: f64) -> f64 {
         match self.attention_rate(seq, head_dim, true) {
-            Some((rate, _)) => super::compute::FLASH_BACKWARD * flops / rate,
+            Some((rate, _)) => crate::catalog::kernels::FLASH_BACKWARD * flops / rate,
             None => self.nominal.attention_bwd_s(flops, seq, head_dim),
         }
     }

@@ -79,7 +79,7 @@ fn fused_attention_executes_half_the_causal_square() {
     // forward (half of 4 t s q), the backward 2.5 times it.
     let (fwd, bwd) = fused_attention(&PER_FLOP, 8192.0, 8192.0, 4096.0, 1.0, 1.0, 128.0);
     close(fwd, 2.0 * 8192.0 * 8192.0 * 4096.0 * 1e-15);
-    close(bwd, crate::cost::compute::FLASH_BACKWARD * fwd);
+    close(bwd, crate::catalog::kernels::FLASH_BACKWARD * fwd);
 }
 
 #[test]
