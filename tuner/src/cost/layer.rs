@@ -268,7 +268,17 @@ fn tp_collectives(
     TpComm {
         time: 2.0 * (scatter + gather),
         replayed: 2.0 * gather,
-        kernels: if relays { 8.0 } else { 4.0 },
+        kernels: 2.0 * sp_scatter_kernels(relays),
+    }
+}
+
+/// Kernels of sequence parallelism's two reduce-scatters in one pass (its two all-gathers
+/// launch as many), with the re-layout copy beside each where DTensor makes one (`relays`).
+pub(super) fn sp_scatter_kernels(relays: bool) -> f64 {
+    if relays {
+        4.0
+    } else {
+        2.0
     }
 }
 

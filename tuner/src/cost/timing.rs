@@ -11,7 +11,7 @@ pub use super::term::Term;
 
 use super::collective::Collective;
 use super::data_parallel::{data_parallel, owned_params, Windows};
-use super::layer::{launch_excess, layer, tokens_per_microbatch, Layer};
+use super::layer::{launch_excess, layer, sp_scatter_kernels, tokens_per_microbatch, Layer};
 use super::recompute::{replay, Recomputing};
 use super::{loss, pipeline};
 use crate::mesh::Mesh;
@@ -296,14 +296,8 @@ fn tp_exposed(x: &Inputs, avg: &Layer) -> f64 {
 /// How `x` recomputes.
 fn recomputing(x: &Inputs) -> Recomputing {
     let mesh = x.mesh;
-    // Sequence parallelism's two reduce-scatters, with their re-layout copies where DTensor
-    // makes them.
     let scatters = if mesh.tp > 1 && mesh.sequence_parallel {
-        if x.training.sp_relayout_copies() {
-            4.0
-        } else {
-            2.0
-        }
+        sp_scatter_kernels(x.training.sp_relayout_copies())
     } else {
         0.0
     };
