@@ -1,6 +1,8 @@
 //! What the sim's transfers sustain: the shares of the nominal NVLink, PCIe, HBM and NIC
 //! rates that NCCL and the copy engines reach, and the bandwidth of a pair, a ring, a
 //! node's collective and a collective across the job's nodes, from the node's topology.
+//! These are an idle microbenchmark's shares, written apart from the tuner's catalog on
+//! purpose; `docs/measured.md` sets the two side by side and says why they differ.
 
 use super::{Fault, SimBackend};
 use crate::discovery::Link;
