@@ -1,5 +1,5 @@
-//! Files the tuner reads, each with a documented bound (issue 13): `/dev/zero` given as
-//! `--model`, `--runs` or `--measurements` used to grow without end. A file is read through
+//! Files the tuner reads, each with a documented bound, so that `/dev/zero` given as
+//! `--model`, `--runs` or `--measurements` cannot grow without end. A file is read through
 //! its limit and refused past it by name; YAML is parsed within a node budget stated in words.
 
 use std::path::Path;

@@ -204,10 +204,10 @@ pub const HOST_S_PER_KERNEL: Knob = Knob {
 /// runs only in custom `autograd.Function`s (Megatron's and Transformer Engine's have
 /// them), never `nn.Module.__call__` or its hooks, so a backward kernel carries fewer
 /// Python frames than a forward one. No measurement gives the ratio. Fitted globally:
-/// 0.557, 32 us a backward kernel. With one host rate for both passes (the catalog until
-/// 2026-12) a layer flipped from host-bound to GPU-bound at one microbatch size for all
-/// its passes; vTrain's runs show the forward turning GPU-bound later than the backward
-/// (its median 7.3% -> 5.5%).
+/// 0.557, 32 us a backward kernel. With one host rate for both passes a layer would flip
+/// from host-bound to GPU-bound at one microbatch size for all its passes; vTrain's runs
+/// show the forward turning GPU-bound later than the backward (what the share did to the
+/// scores: `docs/history.md`, "The global fit").
 pub const HOST_BWD_SHARE: Knob = Knob {
     name: "host_bwd_share",
     field: |e| &mut e.host_bwd_share,
@@ -219,9 +219,8 @@ pub const HOST_BWD_SHARE: Knob = Knob {
 /// Korthikanti et al. 2022 Table 4 time the replay of a 22B layer at 7.6 ms against a
 /// 7.7 ms forward (0.99). Fitted globally it lands at 0.80: the full-recompute runs
 /// (vTrain's, llm-foundry's, Korthikanti's) come out slower than measured with 0.99, and
-/// the fit takes that out of the one knob they share. It sat at 0.60, the bottom of its
-/// range, while torchtitan's 500 W H100s were priced as 700 W parts (their full-AC runs
-/// pulled it down); what the remaining 0.19 stands in for is not found yet.
+/// the fit takes that out of the one knob they share; what the 0.19 below Korthikanti's
+/// figure stands in for is not found yet.
 pub const RECOMPUTE_PASS: Knob = Knob {
     name: "recompute_pass",
     field: |e| &mut e.recompute_pass,
@@ -245,10 +244,9 @@ pub const NETWORK_BUSBW: Knob = Knob {
 /// Prior 10% per tier: multi-tier Clos fabrics lose bandwidth to ECMP hash collisions and
 /// polarization on the uplinks (Qian et al., "Alibaba HPN", SIGCOMM 2024, §2; Gangidi et
 /// al., "RDMA over Ethernet for distributed training at Meta scale", SIGCOMM 2024, §5).
-/// Fitted globally: 0, the bottom of its range. The runs pin it weakly: it has moved
-/// between 0 and 12.5% as other terms changed (12.5% while torchtitan's 500 W parts were
-/// priced at 700 W, 4.1% before DTensor's re-layout copies were priced), trading against
-/// the in-job share above; runs from larger fabrics would pin it.
+/// Fitted globally: 0, the bottom of its range. The runs pin it weakly, trading it against
+/// the in-job share above (how it moved as other terms changed: `docs/history.md`, "The
+/// global fit"); runs from larger fabrics would pin it.
 pub const TIER_CONTENTION: Knob = Knob {
     name: "tier_contention",
     field: |e| &mut e.tier_contention,
