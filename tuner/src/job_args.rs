@@ -52,6 +52,10 @@ pub(crate) struct JobArgs {
     /// Override the preset's GPUs per node.
     #[arg(long)]
     pub(crate) gpus_per_node: Option<u32>,
+    /// Override the GPUs sharing one NVLink fabric (72 for a GB200 NVL72 rack; default: the
+    /// preset's, or the node under --gpus-per-node).
+    #[arg(long)]
+    pub(crate) nvlink_domain: Option<u32>,
     /// Override the preset's NICs per node.
     #[arg(long)]
     pub(crate) nics_per_node: Option<u32>,
@@ -172,6 +176,9 @@ impl JobArgs {
                     } else {
                         1
                     });
+        }
+        if let Some(n) = self.nvlink_domain {
+            cluster.nvlink_domain = n;
         }
         if let Some(n) = self.nics_per_node {
             cluster.nics_per_node = n;

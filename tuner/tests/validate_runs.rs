@@ -210,6 +210,11 @@ fn nonsense_cluster_figures_are_refused_with_the_key() {
             "gpus_per_node: 0",
             "cluster.gpus_per_node = 0",
         ),
+        (
+            "gpus_per_node: 8",
+            "gpus_per_node: 8\n    nvlink_domain: 3",
+            "cluster.nvlink_domain = 3",
+        ),
     ] {
         let broken = text.replacen(good, bad, 1);
         let v = validate(&[parse_runs(&broken, "broken.yaml").unwrap()], &NOMINAL);
@@ -220,6 +225,46 @@ fn nonsense_cluster_figures_are_refused_with_the_key() {
             v.skipped[0].reason
         );
     }
+}
+
+#[test]
+fn an_nvlink_domain_past_the_node_keeps_tensor_parallelism_on_nvlink() {
+    let text = std::fs::read_to_string(format!(
+        "{}/../data/published-runs.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    // Narayanan's 1.7B on 32 GPUs moved to GB200 trays of 4 with TP 8: two trays per TP group.
+    let gb200 = text
+        .replacen("gpu: a100-sxm-80gb", "gpu: gb200", 1)
+        .replacen("gpus_per_node: 8", "gpus_per_node: 4", 1)
+        .replacen(
+            "tp: 1\n    pp: 1\n    dp: 32",
+            "tp: 8\n    pp: 1\n    dp: 4",
+            1,
+        );
+    let rack = gb200.replacen(
+        "gpus_per_node: 4",
+        "gpus_per_node: 4\n    nvlink_domain: 72",
+        1,
+    );
+    let priced = |text: &str| {
+        let v = validate(&[parse_runs(text, "gb200.yaml").unwrap()], &NOMINAL);
+        let r = v
+            .runs
+            .iter()
+            .find(|r| r.id == "narayanan2021-t1-1.7B")
+            .unwrap();
+        (r.predicted_iteration_time_s, r.breakdown.tp_comm.time_s)
+    };
+    let ((trays, trays_tp), (nvl72, rack_tp)) = (priced(&gb200), priced(&rack));
+    // Without the key the TP all-reduces cross the trays' NICs; with it they stay on the
+    // rack's NVLink (1.8 TB/s a GPU against one 400 Gb/s NIC), and the step follows.
+    assert!(
+        rack_tp < 0.2 * trays_tp,
+        "TP {rack_tp} s on the rack, {trays_tp} s on trays"
+    );
+    assert!(nvl72 < trays, "{nvl72} s on the rack, {trays} s on trays");
 }
 
 #[test]

@@ -36,10 +36,26 @@ pub struct Cluster {
 impl Cluster {
     /// Checks the node figures of a job on `gpus` GPUs, naming each field through `name` (the
     /// CLI's flags and the runs file's keys differ): at least one GPU per node, a NIC per node
-    /// when the job crosses nodes, and a finite positive NIC rate.
+    /// when the job crosses nodes, an NVLink domain that whole nodes or whole parts of a node
+    /// make up (and none on a GPU without NVLink), and a finite positive NIC rate.
     pub fn check(&self, gpus: u32, name: impl Fn(&str) -> String) -> Result<(), TunerError> {
         if self.gpus_per_node == 0 {
             return Err(bad_input(&name("gpus_per_node"), 0, "a positive count"));
+        }
+        let (domain, node) = (self.nvlink_domain, self.gpus_per_node);
+        if domain == 0 || (node % domain != 0 && domain % node != 0) {
+            return Err(bad_input(
+                &name("nvlink_domain"),
+                domain,
+                &format!("GPUs sharing one NVLink fabric: a divisor or a multiple of the {node} GPUs per node (72 for a GB200 NVL72 rack of 4-GPU trays)"),
+            ));
+        }
+        if domain > 1 && self.gpu.nvlink_bytes_per_s <= 0.0 {
+            return Err(bad_input(
+                &name("nvlink_domain"),
+                domain,
+                &format!("1: the {} has no NVLink", self.gpu.id),
+            ));
         }
         if self.nics_per_node == 0 && gpus > self.gpus_per_node {
             return Err(bad_input(
@@ -266,6 +282,24 @@ mod tests {
                 "{id}: {got:.2}B, published {billions}B"
             );
         }
+    }
+
+    #[test]
+    fn nvlink_domains_are_whole_nodes_or_whole_parts_of_one() {
+        let check = |preset: &str, domain: u32| {
+            let mut c = cluster(preset).unwrap();
+            c.nvlink_domain = domain;
+            c.check(576, |f| f.to_string()).map_err(|e| e.to_string())
+        };
+        // GB200 NVL72: 18 trays of 4; a DGX H100 split in two halves; a single GPU.
+        assert!(check("gb200-nvl72", 72).is_ok());
+        assert!(check("dgx-h100", 4).is_ok());
+        assert!(check("dgx-h100", 1).is_ok());
+        let err = check("gb200-nvl72", 6).unwrap_err();
+        assert!(err.starts_with("nvlink_domain = 6: expected GPUs sharing one NVLink fabric: a divisor or a multiple of the 4 GPUs per node"), "{err}");
+        assert!(check("dgx-h100", 0).is_err());
+        let err = check("h100-pcie", 8).unwrap_err();
+        assert!(err.contains("the h100-pcie has no NVLink"), "{err}");
     }
 
     #[test]

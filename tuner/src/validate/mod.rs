@@ -85,6 +85,11 @@ pub struct RunCluster {
     pub gpus_per_node: u32,
     pub nics_per_node: u32,
     pub nic_gbps: f64,
+    /// GPUs sharing one NVLink fabric where it spans more than a node (a GB200 NVL72 rack: 72
+    /// over 4-GPU trays; an extension of format 1); absent: the node, or 1 on a GPU without
+    /// NVLink.
+    #[serde(default)]
+    pub nvlink_domain: Option<u32>,
     /// Measurement files or directories of this run's own cluster, relative to the runs file
     /// (an extension of format 1): the run is priced from them beside the catalog.
     #[serde(default)]
@@ -287,11 +292,14 @@ impl Run {
     /// The cluster, on the GPU `gpu_id` names.
     fn cluster(&self, gpu_id: &str) -> Result<Cluster, TunerError> {
         let gpu = catalog::gpu(gpu_id)?.clone();
-        let nvlink_domain = if gpu.nvlink_bytes_per_s > 0.0 {
-            self.cluster.gpus_per_node
-        } else {
-            1
-        };
+        let nvlink_domain = self
+            .cluster
+            .nvlink_domain
+            .unwrap_or(if gpu.nvlink_bytes_per_s > 0.0 {
+                self.cluster.gpus_per_node
+            } else {
+                1
+            });
         let cluster = Cluster {
             name: format!("{} x{}", gpu.id, self.cluster.gpus),
             gpu,
