@@ -105,6 +105,23 @@ pub(crate) fn priced(
     Ok((priced, notes))
 }
 
+/// The pins within what the priced framework runs, each limit said once in `notes`.
+fn runnable(
+    priced: &Priced,
+    c: &Constraints,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<Constraints> {
+    let (c, said) = c
+        .within(priced.scenario.training.framework)
+        .map_err(from_flags)?;
+    for note in said {
+        if !notes.contains(&note) {
+            notes.push(note);
+        }
+    }
+    Ok(c)
+}
+
 pub(crate) fn document(
     priced: &Priced,
     notes: Vec<String>,
@@ -128,7 +145,8 @@ pub(crate) fn recommend(
     top: usize,
     emit_as: Option<Emit>,
 ) -> anyhow::Result<Output> {
-    let (mut priced, notes) = priced(job, measure_args, emit_as)?;
+    let (mut priced, mut notes) = priced(job, measure_args, emit_as)?;
+    let c = &runnable(&priced, c, &mut notes)?;
     let result = search::search(&priced.scenario, c, top.max(1));
     if result.ranked.is_empty() {
         bail!(no_mesh(&mut priced.scenario, result.leanest.as_ref(), c));
@@ -237,7 +255,9 @@ pub(crate) fn no_mesh(
             lean.memory.total / GIB,
             lean.capacity_bytes / GIB
         ),
-        None if *c != Constraints::default() => "no layout satisfies the pinned knobs (tp must divide heads and KV heads, pp the layers, dp x microbatch the global batch)".to_string(),
+        None if Constraints::default()
+            .within(scenario.training.framework)
+            .is_ok_and(|(searched, _)| *c != searched) => "no layout satisfies the pinned knobs (tp must divide heads and KV heads, pp the layers, dp x microbatch the global batch)".to_string(),
         None => "no layout divides the model and the global batch".to_string(),
     };
     // A pin that can never hold, or not at this count, is the answer; no larger count helps.
@@ -296,6 +316,7 @@ pub(crate) fn explain_one(
     emit_as: Option<Emit>,
 ) -> anyhow::Result<Output> {
     let (mut priced, mut notes) = priced(job, measure_args, emit_as)?;
+    let c = &runnable(&priced, c, &mut notes)?;
     let (best, count) = search::best_mesh(&priced.scenario, c);
     let Some(e) = best else {
         bail!(no_mesh(&mut priced.scenario, None, c));
@@ -337,10 +358,11 @@ pub(crate) fn compare(
     a: &str,
     b: &str,
 ) -> anyhow::Result<Output> {
-    let (mut priced, notes) = priced(job, measure_args, None)?;
+    let (mut priced, mut notes) = priced(job, measure_args, None)?;
     let mut picked = Vec::new();
     for (flag, spec) in [("--a", a), ("--b", b)] {
-        let c = parse_mesh(spec, flag)?;
+        let c = runnable(&priced, &parse_mesh(spec, flag)?, &mut notes)
+            .with_context(|| format!("{flag} {spec}"))?;
         match search::best_mesh(&priced.scenario, &c).0 {
             Some(e) => picked.push(e),
             None => {

@@ -6,7 +6,7 @@ use std::collections::BinaryHeap;
 
 use crate::cost::{Evaluation, Scenario};
 use crate::error::{bad_input, TunerError};
-use crate::mesh::{Mesh, Recompute};
+use crate::mesh::{Framework, Mesh, Recompute};
 use crate::model::ModelShape;
 
 /// Knobs pinned by the user; `None` means search over it. The flags of `recommend` and
@@ -159,6 +159,42 @@ impl Constraints {
             }
         }
         Ok(())
+    }
+
+    /// These pins within what `framework` runs: where it cannot run virtual stages or context
+    /// parallelism the search keeps them at 1, which a note says; a pin past that is refused,
+    /// named by flag.
+    pub fn within(&self, framework: Framework) -> Result<(Constraints, Vec<String>), TunerError> {
+        let d = framework.defaults();
+        let mut c = self.clone();
+        let mut notes = Vec::new();
+        for (runs, flag, pin, what) in [
+            (
+                d.interleaved_pipeline,
+                "--virtual-stages",
+                &mut c.virtual_stages,
+                "interleaved pipeline schedule",
+            ),
+            (d.context_parallel, "--cp", &mut c.cp, "context parallelism"),
+        ] {
+            if runs {
+                continue;
+            }
+            match *pin {
+                Some(v) if v > 1 => {
+                    return Err(bad_input(
+                        flag,
+                        v,
+                        &format!("1: {framework} runs no {what}"),
+                    ))
+                }
+                _ => *pin = Some(1),
+            }
+            notes.push(format!(
+                "{framework} runs no {what}: the search keeps {flag} 1"
+            ));
+        }
+        Ok((c, notes))
     }
 
     /// Why `gpus` cannot hold the pinned sizes: their product does not divide it.
@@ -585,6 +621,28 @@ mod tests {
         assert_eq!(divisors(16).collect::<Vec<_>>(), [1, 2, 4, 8, 16]);
         assert_eq!(divisors(1).collect::<Vec<_>>(), [1]);
         assert_eq!(divisors(1 << 20).count(), 21);
+    }
+
+    #[test]
+    fn the_search_keeps_to_what_the_framework_runs() {
+        // DeepSpeed's pipeline engine runs 1F1B only and has no ring context parallelism.
+        let (c, notes) = Constraints::default().within(Framework::Deepspeed).unwrap();
+        assert_eq!((c.virtual_stages, c.cp), (Some(1), Some(1)));
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        let pinned = Constraints {
+            cp: Some(2),
+            ..Default::default()
+        };
+        let err = pinned.within(Framework::Deepspeed).unwrap_err().to_string();
+        assert!(
+            err.starts_with("--cp = 2: expected 1: deepspeed runs no context parallelism"),
+            "{err}"
+        );
+        // Megatron and torchtitan run both: nothing pinned, nothing said.
+        for framework in [Framework::Megatron, Framework::Fsdp] {
+            let (c, notes) = pinned.within(framework).unwrap();
+            assert_eq!((c, notes.len()), (pinned.clone(), 0));
+        }
     }
 
     #[test]

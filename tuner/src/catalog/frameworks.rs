@@ -60,6 +60,10 @@ pub struct Defaults {
     pub fp8_saved_inputs: bool,
     /// Whether its SwiGLU is a fused kernel when the rest of the elementwise work is.
     pub fused_glu: bool,
+    /// Whether it runs an interleaved (virtual-stage) pipeline schedule.
+    pub interleaved_pipeline: bool,
+    /// Whether it runs context parallelism (a ring over the sequence).
+    pub context_parallel: bool,
 }
 
 /// Megatron-LM / Megatron-Core (NeMo, Megatron-Bridge). Attention through Transformer
@@ -67,7 +71,8 @@ pub struct Defaults {
 /// `accumulate_allreduce_grads_in_fp32` under bf16; `vocab_parallel_cross_entropy`; buckets
 /// of max(40M, 1M x dp) parameters (`megatron/core/distributed/distributed_data_parallel.py`,
 /// `bucket_size` default); activations [seq, batch, hidden], so the sequence-parallel
-/// collectives write in place.
+/// collectives write in place; interleaved schedules (`--num-layers-per-virtual-pipeline-stage`)
+/// and context parallelism (`--context-parallel-size`).
 pub const MEGATRON: Defaults = Defaults {
     flash_kernel: FlashKernel::Newest,
     tp_comm_overlap: |arch| matches!(arch, Arch::Hopper | Arch::Blackwell),
@@ -82,12 +87,17 @@ pub const MEGATRON: Defaults = Defaults {
     fp8_tp_gather: false,
     fp8_saved_inputs: true,
     fused_glu: true,
+    interleaved_pipeline: true,
+    context_parallel: true,
 };
 
 /// DeepSpeed and Megatron-DeepSpeed. FlashAttention-2; gradients reduced in the training
 /// type; Megatron's loss kernel; one 500M-element reduce bucket (`reduce_bucket_size`); a
 /// Python loop over the local experts (`deepspeed/moe/experts.py`); Megatron-DeepSpeed's
-/// `swiglu` is eager Python whatever else it fuses.
+/// `swiglu` is eager Python whatever else it fuses. Its pipeline engine runs one schedule,
+/// 1F1B without virtual stages (`deepspeed/runtime/pipe/schedule.py`, `TrainSchedule`), and
+/// it has no ring context parallelism (its Ulysses sequence parallelism is an all-to-all over
+/// heads, which the model does not price).
 pub const DEEPSPEED: Defaults = Defaults {
     flash_kernel: FlashKernel::Flash2,
     tp_comm_overlap: |_| false,
@@ -102,12 +112,16 @@ pub const DEEPSPEED: Defaults = Defaults {
     fp8_tp_gather: false,
     fp8_saved_inputs: false,
     fused_glu: false,
+    interleaved_pipeline: false,
+    context_parallel: false,
 };
 
 /// PyTorch FSDP / FSDP2 (torchtitan, llm-foundry, NeMo AutoModel). FlashAttention-2 through
 /// SDPA; `mixed_precision_reduce` fp32; `cross_entropy(logits.float())` run eagerly; DDP's
 /// 25 MB buckets (`bucket_cap_mb`) under ZeRO-0..2; DTensor's re-layout copies around each
-/// sequence-parallel collective; torchtitan's tensorwise fp8 plan casts before the gather.
+/// sequence-parallel collective; torchtitan's tensorwise fp8 plan casts before the gather;
+/// torchtitan runs interleaved schedules (`pipeline_parallel_schedule = "Interleaved1F1B"`)
+/// and context parallelism (`context_parallel_degree`).
 pub const FSDP: Defaults = Defaults {
     flash_kernel: FlashKernel::Flash2,
     tp_comm_overlap: |_| false,
@@ -119,6 +133,8 @@ pub const FSDP: Defaults = Defaults {
     fp8_tp_gather: true,
     fp8_saved_inputs: false,
     fused_glu: true,
+    interleaved_pipeline: true,
+    context_parallel: true,
 };
 
 /// Elements below which DeepSpeed's ZeRO-3 keeps a parameter whole on every rank instead of
