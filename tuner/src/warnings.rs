@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use crate::mesh::MoeDispatch;
 use crate::placement::LinkClass;
 
 /// A pitfall found in a mesh.
@@ -38,10 +39,7 @@ pub enum Pitfall {
         headroom: f64,
     },
     /// Experts spread unevenly or too thinly.
-    MoeSpread {
-        /// What is wrong.
-        reason: String,
-    },
+    MoeSpread(SpreadReason),
     /// fp8 asked for on a GPU without fp8 tensor cores.
     NoFp8 {
         /// GPU id.
@@ -55,6 +53,55 @@ pub enum Pitfall {
     },
     /// A mixture-of-experts model, whose routing overheads the model does not price.
     MoeOptimistic,
+}
+
+/// What is wrong with how a mixture-of-experts layout spreads its experts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SpreadReason {
+    /// The expert-parallel group spans nodes, so its all-to-alls cross the network.
+    EpAcrossNodes {
+        /// EP size.
+        ep: u32,
+        /// Nodes the group spans.
+        nodes: u32,
+        /// How tokens are dispatched, which decides whether a remedy is left to name.
+        dispatch: MoeDispatch,
+    },
+    /// The all-to-all is a large share of the step, and it waits for the busiest expert.
+    AllToAllBound {
+        /// Exposed all-to-all share of the step.
+        share: f64,
+        /// The busiest expert's load over the mean.
+        imbalance: f64,
+    },
+    /// Too few tokens reach each expert for its GEMMs to run efficiently.
+    StarvedExperts {
+        /// Tokens per expert per microbatch.
+        tokens_per_expert: f64,
+    },
+}
+
+impl fmt::Display for SpreadReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SpreadReason::EpAcrossNodes { ep, nodes, dispatch } => {
+                let remedy = match dispatch {
+                    MoeDispatch::AllToAll => "; a deduplicating dispatcher (DeepEP, --moe-dispatch node-dedup) sends each token once per node",
+                    MoeDispatch::NodeDedup => "",
+                };
+                write!(f, "EP={ep} spreads the experts over {nodes} nodes, so every all-to-all crosses the network{remedy}")
+            }
+            SpreadReason::AllToAllBound { share, imbalance } => write!(
+                f,
+                "the all-to-all is {:.0}% of the step and waits for the busiest expert ({imbalance:.2}x the mean load): balance the router (auxiliary loss or bias) or cap expert capacity",
+                share * 100.0
+            ),
+            SpreadReason::StarvedExperts { tokens_per_expert } => write!(
+                f,
+                "only {tokens_per_expert:.0} tokens per expert per microbatch: expert GEMMs starve and routing skew shows"
+            ),
+        }
+    }
 }
 
 impl fmt::Display for Pitfall {
@@ -85,7 +132,7 @@ impl fmt::Display for Pitfall {
                 "only {:.1}% of GPU memory left: fragmentation or a longer sequence will run out; add recomputation or ZeRO sharding",
                 headroom * 100.0
             ),
-            Pitfall::MoeSpread { reason } => write!(f, "unbalanced MoE spread: {reason}"),
+            Pitfall::MoeSpread(reason) => write!(f, "unbalanced MoE spread: {reason}"),
             Pitfall::NoFp8 { gpu } => write!(f, "{gpu} has no fp8 tensor cores: priced at its bf16 peak instead"),
             Pitfall::MoeOptimistic => write!(
                 f,

@@ -23,7 +23,7 @@ use crate::catalog::{Cluster, Efficiency};
 use crate::mesh::{Mesh, Training};
 use crate::model::ModelShape;
 use crate::placement::{LinkClass, Placement};
-use crate::warnings::Pitfall;
+use crate::warnings::{Pitfall, SpreadReason};
 use collective::{CollectiveModel, NominalCollectives, Source};
 use compute::{ComputeModel, NominalCompute};
 use measured_compute::MeasuredCompute;
@@ -237,13 +237,11 @@ impl Scenario {
         }
         if let Some(moe) = &self.model.moe {
             if mesh.ep > 1 && e.placement.ep.link == LinkClass::Network {
-                let remedy = match self.training.moe_dispatch {
-                    crate::mesh::MoeDispatch::AllToAll => "; a deduplicating dispatcher (DeepEP, --moe-dispatch node-dedup) sends each token once per node",
-                    crate::mesh::MoeDispatch::NodeDedup => "",
-                };
-                w.push(Pitfall::MoeSpread {
-                    reason: format!("EP={} spreads the experts over {} nodes, so every all-to-all crosses the network{remedy}", mesh.ep, e.placement.ep.nodes),
-                });
+                w.push(Pitfall::MoeSpread(SpreadReason::EpAcrossNodes {
+                    ep: mesh.ep,
+                    nodes: e.placement.ep.nodes,
+                    dispatch: self.training.moe_dispatch,
+                }));
             }
             let tokens = f64::from(mesh.microbatch_size) * f64::from(self.training.seq_len)
                 / f64::from(mesh.cp);
@@ -253,18 +251,15 @@ impl Scenario {
             // and of the expert GEMMs; when the all-to-all dominates, so does the imbalance.
             let a2a = e.breakdown.ep_all_to_all.exposed_s / e.step_time_s;
             if a2a > 0.2 {
-                w.push(Pitfall::MoeSpread {
-                    reason: format!(
-                        "the all-to-all is {:.0}% of the step and waits for the busiest expert ({:.2}x the mean load): balance the router (auxiliary loss or bias) or cap expert capacity",
-                        a2a * 100.0,
-                        self.efficiency.moe_imbalance
-                    ),
-                });
+                w.push(Pitfall::MoeSpread(SpreadReason::AllToAllBound {
+                    share: a2a,
+                    imbalance: self.efficiency.moe_imbalance,
+                }));
             }
             if per_expert < 256.0 {
-                w.push(Pitfall::MoeSpread {
-                    reason: format!("only {per_expert:.0} tokens per expert per microbatch: expert GEMMs starve and routing skew shows"),
-                });
+                w.push(Pitfall::MoeSpread(SpreadReason::StarvedExperts {
+                    tokens_per_expert: per_expert,
+                }));
             }
             w.push(Pitfall::MoeOptimistic);
         }
