@@ -13,7 +13,9 @@ pub struct UnknownName {
 }
 
 /// Declares a serde enum with snake_case names, `Display`, `FromStr` and a list of all values,
-/// so the four spellings of each name cannot drift apart.
+/// so the four spellings of each name cannot drift apart. Exported for the tuner's own closed
+/// sets of names; the caller's crate must depend on serde.
+#[macro_export]
 macro_rules! named_enum {
     ($(#[$doc:meta])* $name:ident, $field:literal { $($(#[$vdoc:meta])* $variant:ident => $text:literal,)+ }) => {
         $(#[$doc])*

@@ -11,7 +11,7 @@
 //!   the next GPU generation (8 to 512 GPUs, 512 to 65,536 tokens) and on half the memory.
 
 use tuner::catalog::NOMINAL;
-use tuner::validate::{parse_runs, validate, RunPrediction, Validation};
+use tuner::validate::{parse_runs, validate, Choice, RunPrediction, Validation};
 
 fn load(name: &str) -> Validation {
     let path = format!("{}/tests/data/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -173,8 +173,8 @@ fn moe_on_h100_is_priced_with_the_recipe_s_dispatcher_and_balance() {
     // runs, 39%, and the two rows rank as measured (EP 8 the faster).
     let v = load("megatron-bridge-h100-moe.yaml");
     let ep16 = run(&v, "mbridge-26.04.01-h100-qwen3-30b-a3b-16gpu-ep16-fp8");
-    assert_eq!(ep16.choices["moe_dispatch"], "node-dedup");
-    assert!(ep16.choices["moe_balance"].starts_with("forced"));
+    assert_eq!(ep16.choices[&Choice::MoeDispatch], "node-dedup");
+    assert!(ep16.choices[&Choice::MoeBalance].starts_with("forced"));
     assert!((-0.40..=-0.25).contains(&ep16.error), "{:+.3}", ep16.error);
     let ep8 = run(
         &v,

@@ -5,7 +5,7 @@
 use std::sync::OnceLock;
 
 use tuner::catalog::NOMINAL;
-use tuner::validate::{parse_runs, validate, Bucket, RunPrediction, RunsFile, Validation};
+use tuner::validate::{parse_runs, validate, Bucket, Choice, RunPrediction, RunsFile, Validation};
 
 fn read(name: &str) -> RunsFile {
     let path = format!("{}/../data/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -162,7 +162,7 @@ fn unpublished_interleaving_takes_the_framework_default() {
     // torchtitan's 405B interleaved 1F1B run names no split points, so torchtitan built 2
     // stages per rank; the search's fastest split (8) priced its bubble at a quarter of that.
     let interleaved = run("torchtitan2024-h100-405b-512gpu-interleaved-1f1b-fp8");
-    assert_eq!(interleaved.choices["virtual_stages"], "2");
+    assert_eq!(interleaved.choices[&Choice::VirtualStages], "2");
     let plain = run("torchtitan2024-h100-405b-512gpu-1f1b-fp8");
     let bubble = |r: &RunPrediction| r.breakdown.pipeline_bubble.exposed_s;
     let ratio = bubble(plain) / bubble(interleaved);
@@ -293,15 +293,18 @@ fn torchtitan_runs_are_priced_on_the_part_and_compile_their_notes_name() {
     // Grand Teton's 96 GB HBM2e H100s at 500 W; Trainy's H200s are what they say.
     let eager = run("torchtitan2024-h100-8b-8gpu-fsdp");
     assert_eq!(eager.gpu, "h100-sxm-96gb-500w");
-    assert!(eager.choices["gpu"].starts_with("h100-sxm-96gb-500w"));
+    assert!(eager.choices[&Choice::Gpu].starts_with("h100-sxm-96gb-500w"));
     assert!(!run("trainy2025-h200-8b-32gpu-fsdp-fp8")
         .choices
-        .contains_key("gpu"));
+        .contains_key(&Choice::Gpu));
     // The same layout eager and compiled: 2.844 s and 2.458 s measured (1.16x); the model tied
     // them (both eager) until it read torch.compile from the notes, and now says 1.23x.
     let compiled = run("torchtitan2024-h100-8b-8gpu-fsdp-compile");
-    assert_eq!(eager.choices["torch_compile"], "off (the default)");
-    assert_eq!(compiled.choices["torch_compile"], "on (the notes say so)");
+    assert_eq!(eager.choices[&Choice::TorchCompile], "off (the default)");
+    assert_eq!(
+        compiled.choices[&Choice::TorchCompile],
+        "on (the notes say so)"
+    );
     let ratio = eager.predicted_iteration_time_s / compiled.predicted_iteration_time_s;
     let measured = eager.observed_iteration_time_s / compiled.observed_iteration_time_s;
     assert!(

@@ -7,7 +7,7 @@ use super::explain::seconds;
 use super::listing::{ClusterList, ModelList};
 use crate::cost::collective::Source;
 use crate::validate::fitting::HeldOut;
-use crate::validate::{Bucket, Validation};
+use crate::validate::{Bucket, Choice, Validation};
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
@@ -444,7 +444,7 @@ fn run_table(v: &Validation) -> Table {
         let choices: Vec<String> = r
             .choices
             .iter()
-            .filter(|(k, _)| *k != "attention")
+            .filter(|(k, _)| **k != Choice::Attention)
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
         let mut row = vec![

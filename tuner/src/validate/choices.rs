@@ -9,6 +9,52 @@ use crate::mesh::{
 };
 use record::datasheet::{Arch, GRAND_TETON_H100};
 
+record::named_enum! {
+    /// A knob a run file can leave unsaid, under which validate reports what it chose. The
+    /// choices are a map ordered by this type, so the variants are declared in the order of
+    /// their names: reports list the knobs alphabetically.
+    Choice, "choice" {
+        /// Fused or unfused attention.
+        Attention => "attention",
+        /// Which fused attention kernel.
+        FlashKernel => "flash_kernel",
+        /// fp8 scaling per row.
+        Fp8Recipe => "fp8_recipe",
+        /// The framework the run is priced as.
+        Framework => "framework",
+        /// Fused or eager elementwise kernels.
+        FusedElementwise => "fused_elementwise",
+        /// The GPU part the notes name.
+        Gpu => "gpu",
+        /// Number format of the gradient reduction.
+        GradReduce => "grad_reduce",
+        /// The loss kernels.
+        Loss => "loss",
+        /// Sequences per microbatch.
+        MicrobatchSize => "microbatch_size",
+        /// Expert routing forced into balance.
+        MoeBalance => "moe_balance",
+        /// How MoE tokens reach their experts.
+        MoeDispatch => "moe_dispatch",
+        /// Gradient reduction overlapped with backward.
+        OverlapGradReduce => "overlap_grad_reduce",
+        /// How ZeRO-3 gathers parameters.
+        ParamFetch => "param_fetch",
+        /// Activation recomputation.
+        Recompute => "recompute",
+        /// Sequence parallelism.
+        SequenceParallel => "sequence_parallel",
+        /// Whether torch.compile ran.
+        TorchCompile => "torch_compile",
+        /// Tensor-parallel collectives overlapped with the GEMMs.
+        TpCommOverlap => "tp_comm_overlap",
+        /// Pipeline stages per rank.
+        VirtualStages => "virtual_stages",
+        /// The ZeRO stage.
+        ZeroStage => "zero_stage",
+    }
+}
+
 /// FlashAttention's first publication (Dao et al. 2022, arXiv 2205.14135). Runs published
 /// before it computed the s x s attention scores through HBM.
 const FLASH_ATTENTION_ARXIV: (u32, u32) = (2205, 14135);
@@ -180,7 +226,7 @@ fn flash_attention(
     attention: Option<Attention>,
     framework: Framework,
     date: Option<(u32, u32)>,
-    choices: &mut BTreeMap<String, String>,
+    choices: &mut BTreeMap<Choice, String>,
 ) -> bool {
     match attention {
         Some(a) => a == Attention::Flash,
@@ -197,7 +243,7 @@ fn flash_attention(
             } else {
                 None
             };
-            choices.insert("attention".into(), why.unwrap_or("fused (flash)").into());
+            choices.insert(Choice::Attention, why.unwrap_or("fused (flash)").into());
             why.is_none()
         }
     }
@@ -209,7 +255,7 @@ fn overlap_grad_reduce(
     overlap: Option<bool>,
     framework: Framework,
     megatron_core: bool,
-    choices: &mut BTreeMap<String, String>,
+    choices: &mut BTreeMap<Choice, String>,
 ) -> bool {
     match overlap {
         Some(o) => o,
@@ -221,7 +267,7 @@ fn overlap_grad_reduce(
                 Framework::Megatron => megatron_core,
                 Framework::Deepspeed => false,
             };
-            choices.insert("overlap_grad_reduce".into(), o.to_string());
+            choices.insert(Choice::OverlapGradReduce, o.to_string());
             o
         }
     }
@@ -234,7 +280,7 @@ fn param_fetch(
     run: &Run,
     framework: Framework,
     (date, llm_foundry): (Option<(u32, u32)>, bool),
-    choices: &mut BTreeMap<String, String>,
+    choices: &mut BTreeMap<Choice, String>,
 ) -> ParamFetch {
     // DeepSpeed's ZeRO-3 fetched tensor by tensor, blocking, until v0.6.0; llm-foundry trains
     // under Composer's FSDP, whose backward prefetch defaults to BACKWARD_POST.
@@ -253,19 +299,19 @@ fn param_fetch(
                 "per layer, gathered for backward after the layer above (Composer's BACKWARD_POST)"
             }
         };
-        choices.insert("param_fetch".into(), why.into());
+        choices.insert(Choice::ParamFetch, why.into());
     }
     fetch
 }
 
 /// The training inputs of a run and the choices made for what it left unpublished.
-pub fn training(run: &Run, arch: Arch) -> (Training, BTreeMap<String, String>) {
+pub fn training(run: &Run, arch: Arch) -> (Training, BTreeMap<Choice, String>) {
     let l = &run.layout;
     let notes = notes(run);
     let mut choices = BTreeMap::new();
     let date = published(&run.source);
     let framework = framework(run, date);
-    choices.insert("framework".into(), framework.to_string());
+    choices.insert(Choice::Framework, framework.to_string());
     let flash_attention = flash_attention(l.attention, framework, date, &mut choices);
     let megatron_core = !before(date, MEGATRON_CORE_ARXIV);
     let overlap_grad_reduce = overlap_grad_reduce(
@@ -284,10 +330,10 @@ pub fn training(run: &Run, arch: Arch) -> (Training, BTreeMap<String, String>) {
         Framework::Fsdp if !llm_foundry => ReduceDtype::Fp32,
         _ => ReduceDtype::Bf16,
     };
-    choices.insert("grad_reduce".into(), grad_reduce.to_string());
+    choices.insert(Choice::GradReduce, grad_reduce.to_string());
     let precision = match l.precision.unwrap_or(Precision::Bf16) {
         Precision::Fp8 if rowwise(&notes) => {
-            choices.insert("fp8_recipe".into(), "rowwise (the notes say so)".into());
+            choices.insert(Choice::Fp8Recipe, "rowwise (the notes say so)".into());
             Precision::Fp8Rowwise
         }
         p => p,
@@ -303,7 +349,7 @@ pub fn training(run: &Run, arch: Arch) -> (Training, BTreeMap<String, String>) {
     };
     if flash_attention {
         choices.insert(
-            "flash_kernel".into(),
+            Choice::FlashKernel,
             format!("{flash_kernel:?}").to_lowercase(),
         );
     }
@@ -312,14 +358,14 @@ pub fn training(run: &Run, arch: Arch) -> (Training, BTreeMap<String, String>) {
     // Megatron-DeepSpeed and llm-foundry fuse them by hand.
     let eager_stack = text.contains("torchtitan") || text.contains("automodel");
     let fused_elementwise = !eager_stack || compiled(run, &notes);
-    choices.insert("fused_elementwise".into(), fused_elementwise.to_string());
+    choices.insert(Choice::FusedElementwise, fused_elementwise.to_string());
     if eager_stack {
         let compile = if fused_elementwise {
             "on (the notes say so)"
         } else {
             "off (the default)"
         };
-        choices.insert("torch_compile".into(), compile.into());
+        choices.insert(Choice::TorchCompile, compile.into());
     }
     let param_fetch = param_fetch(run, framework, (date, llm_foundry), &mut choices);
     // llm-foundry's MPT defaults to flash-attn's fused cross-entropy (`loss_fn:
@@ -330,20 +376,20 @@ pub fn training(run: &Run, arch: Arch) -> (Training, BTreeMap<String, String>) {
     } else {
         LossKernel::default_for(framework)
     };
-    choices.insert("loss".into(), format!("{loss:?}").to_lowercase());
+    choices.insert(Choice::Loss, format!("{loss:?}").to_lowercase());
     let moe_dispatch = if bridge {
         MoeDispatch::NodeDedup
     } else {
         MoeDispatch::AllToAll
     };
     if run.model.moe.is_some() && l.ep.unwrap_or(1) > 1 {
-        choices.insert("moe_dispatch".into(), moe_dispatch.to_string());
+        choices.insert(Choice::MoeDispatch, moe_dispatch.to_string());
     }
     // Megatron-Core recipes on Hopper turn on --tp-comm-overlap with sequence parallelism
     // (Transformer Engine userbuffers need sm_90); torchtitan's async TP is opt-in.
     let async_tp = async_tp(run, &notes).filter(|_| l.tp > 1 && framework == Framework::Fsdp);
     if let Some(why) = async_tp {
-        choices.insert("tp_comm_overlap".into(), why.into());
+        choices.insert(Choice::TpCommOverlap, why.into());
     }
     let defaults = Training::for_framework(framework, arch, run.model.seq_len, l.global_batch_size);
     let tp_comm_overlap =
@@ -371,6 +417,15 @@ pub fn training(run: &Run, arch: Arch) -> (Training, BTreeMap<String, String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn choices_order_as_their_names() {
+        // The JSON and the table list the choices in the map's order, which was that of the
+        // names when the keys were strings.
+        assert!(Choice::ALL
+            .windows(2)
+            .all(|w| w[0].as_str() < w[1].as_str()));
+    }
 
     #[test]
     fn flash_attention_by_publication_date() {
@@ -416,7 +471,7 @@ mod tests {
             (t.framework, t.param_fetch),
             (Framework::Deepspeed, ParamFetch::PerTensor)
         );
-        assert!(choices["param_fetch"].contains("before v0.6.0"));
+        assert!(choices[&Choice::ParamFetch].contains("before v0.6.0"));
         assert_eq!(
             training(&runs[6], Arch::Hopper).0.framework,
             Framework::Megatron
@@ -442,7 +497,7 @@ mod tests {
             (t.framework, t.param_fetch),
             (Framework::Fsdp, ParamFetch::PostBackward)
         );
-        assert!(choices["param_fetch"].contains("BACKWARD_POST"));
+        assert!(choices[&Choice::ParamFetch].contains("BACKWARD_POST"));
     }
 
     #[test]
@@ -463,7 +518,7 @@ mod tests {
         assert_eq!(gpu_named_in_notes(&run), Some(GRAND_TETON_H100));
         assert!(!fused(&run));
         assert_eq!(
-            training(&run, Arch::Hopper).1["torch_compile"],
+            training(&run, Arch::Hopper).1[&Choice::TorchCompile],
             "off (the default)"
         );
         with(
@@ -496,7 +551,9 @@ mod tests {
         assert_eq!(gpu_named_in_notes(&run), None);
         run.source = "Megatron-LM README (2024)".into();
         assert!(fused(&run));
-        assert!(!training(&run, Arch::Hopper).1.contains_key("torch_compile"));
+        assert!(!training(&run, Arch::Hopper)
+            .1
+            .contains_key(&Choice::TorchCompile));
     }
 
     #[test]
@@ -517,11 +574,14 @@ mod tests {
         run.id = "torchtitan2025-h100-70b-256gpu-float8-tensorwise-vanilla-tp".into();
         let (overlap, precision, choices) = priced(&run);
         assert!(!overlap && precision == Precision::Fp8);
-        assert!(!choices.contains_key("tp_comm_overlap"));
+        assert!(!choices.contains_key(&Choice::TpCommOverlap));
         run.id = "torchtitan2025-h100-70b-256gpu-float8-tensorwise-async-tp".into();
         let (overlap, _, choices) = priced(&run);
         assert!(overlap);
-        assert_eq!(choices["tp_comm_overlap"], "async TP (the run id says so)");
+        assert_eq!(
+            choices[&Choice::TpCommOverlap],
+            "async TP (the run id says so)"
+        );
         // The recipe list in the notes; a group or an id that merely contains "asynctp"
         // does not count.
         run.id = "torchtitan2024-h100-70b-256gpu-2d-asynctp-fp8".into();
@@ -529,7 +589,7 @@ mod tests {
         assert!(!priced(&run).0);
         run.notes = Some("fp8 (Float8) + torch.compile + async TP. FSDP 8 x TP 8 x PP 8".into());
         assert_eq!(
-            priced(&run).2["tp_comm_overlap"],
+            priced(&run).2[&Choice::TpCommOverlap],
             "async TP (the notes say so)"
         );
         // Without TP there is nothing to overlap.
@@ -539,7 +599,7 @@ mod tests {
         run.notes = Some("fp8 (float8-rowwise). FSDP 8 x TP 8".into());
         let (_, precision, choices) = priced(&run);
         assert_eq!(precision, Precision::Fp8Rowwise);
-        assert_eq!(choices["fp8_recipe"], "rowwise (the notes say so)");
+        assert_eq!(choices[&Choice::Fp8Recipe], "rowwise (the notes say so)");
         run.layout.precision = Some(Precision::Bf16);
         assert_eq!(priced(&run).1, Precision::Bf16);
     }

@@ -9,7 +9,7 @@ use std::rc::Rc;
 
 use serde::Serialize;
 
-use super::{Run, RunPrediction, RunsFile};
+use super::{Choice, Run, RunPrediction, RunsFile};
 use crate::catalog::{self, Efficiency};
 use crate::cost::timing::Breakdown;
 use crate::cost::Scenario;
@@ -140,7 +140,7 @@ pub struct MeasuredPrediction {
     #[serde(skip)]
     pub priced_from_summary: Vec<String>,
     /// Unpublished knobs chosen otherwise than in the nominal price.
-    pub choices_changed: BTreeMap<String, String>,
+    pub choices_changed: BTreeMap<Choice, String>,
     /// The measurement sets used.
     pub measurements: Vec<String>,
 }
@@ -426,7 +426,7 @@ impl Serving {
                     .choices
                     .iter()
                     .filter(|(k, v)| nominal.choices.get(*k) != Some(v))
-                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .map(|(k, v)| (*k, v.clone()))
                     .collect();
                 Served::Priced(Box::new(MeasuredPrediction {
                     predicted_iteration_time_s: p.predicted_iteration_time_s,

@@ -19,6 +19,7 @@ use crate::mesh::{Framework, Mesh, Precision, Recompute, Training};
 use crate::model::{FfnAct, ModelShape, Moe};
 use crate::search::{for_each_evaluation, Constraints};
 pub use crate::stats::{median, spearman};
+pub use choices::Choice;
 pub use summary::{Bucket, Summary};
 
 /// A runs file.
@@ -183,7 +184,7 @@ pub struct RunPrediction {
     /// The predicted step time term by term.
     pub breakdown: crate::cost::timing::Breakdown,
     /// Knobs the file left null and what was chosen for them.
-    pub choices: BTreeMap<String, String>,
+    pub choices: BTreeMap<Choice, String>,
     /// Notes, such as a layout our memory model says does not fit.
     pub notes: Vec<String>,
     /// The same run priced from its cluster's measurements, when validate was given any.
@@ -375,7 +376,7 @@ pub(crate) fn price(
     let cluster = run.cluster(gpu_id)?;
     let (training, mut choices) = choices::training(run, cluster.gpu.arch);
     if let Some(id) = part {
-        choices.insert("gpu".into(), format!("{id} (the part the notes name)"));
+        choices.insert(Choice::Gpu, format!("{id} (the part the notes name)"));
     }
     let gpus = run.cluster.gpus;
     let c = run.constraints(training.framework);
@@ -392,7 +393,7 @@ pub(crate) fn price(
     if choices::forced_balance(run) {
         efficiency.moe_imbalance = 1.0;
         choices.insert(
-            "moe_balance".into(),
+            Choice::MoeBalance,
             "forced (the recipe's moe_router_force_load_balancing)".into(),
         );
     }
@@ -482,24 +483,21 @@ fn published_mesh(
 }
 
 /// The knobs the source left out, as the search chose them.
-fn note_chosen_knobs(l: &RunLayout, mesh: &Mesh, choices: &mut BTreeMap<String, String>) {
+fn note_chosen_knobs(l: &RunLayout, mesh: &Mesh, choices: &mut BTreeMap<Choice, String>) {
     if l.microbatch_size.is_none() {
-        choices.insert("microbatch_size".into(), mesh.microbatch_size.to_string());
+        choices.insert(Choice::MicrobatchSize, mesh.microbatch_size.to_string());
     }
     if l.virtual_stages.is_none() && l.pp > 1 {
-        choices.insert("virtual_stages".into(), mesh.virtual_stages.to_string());
+        choices.insert(Choice::VirtualStages, mesh.virtual_stages.to_string());
     }
     if l.zero_stage.is_none() {
-        choices.insert("zero_stage".into(), mesh.zero_stage.to_string());
+        choices.insert(Choice::ZeroStage, mesh.zero_stage.to_string());
     }
     if l.recompute.is_none() {
-        choices.insert("recompute".into(), mesh.recompute.to_string());
+        choices.insert(Choice::Recompute, mesh.recompute.to_string());
     }
     if l.sequence_parallel.is_none() {
-        choices.insert(
-            "sequence_parallel".into(),
-            mesh.sequence_parallel.to_string(),
-        );
+        choices.insert(Choice::SequenceParallel, mesh.sequence_parallel.to_string());
     }
 }
 
