@@ -291,6 +291,14 @@ pub enum ParamFetch {
     PerTensor,
 }
 
+record::named_enum! {
+    /// The optimizer, whose state the memory model sizes.
+    Optimizer, "optimizer" {
+        /// Mixed-precision Adam, the only one modelled.
+        Adam => "adam",
+    }
+}
+
 /// What the job trains on, independent of the layout.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Training {
@@ -300,8 +308,8 @@ pub struct Training {
     pub global_batch: u32,
     /// GEMM precision.
     pub precision: Precision,
-    /// Optimizer; mixed-precision Adam is the only one modelled.
-    pub optimizer: &'static str,
+    /// Optimizer.
+    pub optimizer: Optimizer,
     /// Fused (flash) attention, which never stores the s x s score matrix.
     pub flash_attention: bool,
     /// Data-parallel gradient reduction overlaps the backward pass (Megatron
@@ -336,7 +344,7 @@ impl Training {
             seq_len,
             global_batch,
             precision: Precision::Bf16,
-            optimizer: "adam",
+            optimizer: Optimizer::Adam,
             flash_attention: true,
             overlap_grad_reduce: true,
             flash_kernel: FlashKernel::Newest,

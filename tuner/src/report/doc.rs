@@ -9,7 +9,7 @@ use crate::cost::memory::MemoryBreakdown;
 use crate::cost::timing::{Term, TermKind};
 use crate::cost::{Evaluation, Scenario};
 use crate::measure::Priced;
-use crate::mesh::Mesh;
+use crate::mesh::{Mesh, Optimizer};
 
 /// The whole output document.
 #[derive(Debug, Clone, Serialize)]
@@ -147,7 +147,7 @@ pub struct TrainingDoc {
     /// GEMM precision.
     pub precision: String,
     /// Optimizer.
-    pub optimizer: String,
+    pub optimizer: Optimizer,
     /// Fused attention.
     pub flash_attention: bool,
     /// Gradient reduction overlapped with backward.
@@ -270,7 +270,7 @@ impl Document {
                 global_batch_sequences: t.global_batch,
                 global_batch_tokens: t.tokens_per_step(),
                 precision: t.precision.to_string(),
-                optimizer: t.optimizer.to_string(),
+                optimizer: t.optimizer,
                 flash_attention: t.flash_attention,
                 overlap_grad_reduce: t.overlap_grad_reduce,
             },

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use super::{Attention, Run};
 use crate::mesh::{
-    FlashKernel, Framework, LossKernel, MoeDispatch, ParamFetch, Precision, ReduceDtype, Training,
+    FlashKernel, Framework, LossKernel, MoeDispatch, Optimizer, ParamFetch, Precision, ReduceDtype,
+    Training,
 };
 use record::datasheet::{Arch, GRAND_TETON_H100};
 
@@ -397,7 +398,7 @@ pub fn training(run: &Run, arch: Arch) -> (Training, BTreeMap<Choice, String>) {
     (
         Training {
             precision,
-            optimizer: "adam",
+            optimizer: Optimizer::Adam,
             flash_attention,
             overlap_grad_reduce,
             flash_kernel,
