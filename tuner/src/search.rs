@@ -57,47 +57,29 @@ pub(crate) struct Count {
 
 /// Every knob that is a positive count, in flag order.
 pub(crate) const COUNTS: [Count; 8] = [
-    Count {
-        flag: "--tp",
-        keys: &["tp"],
-        field: |c| &mut c.tp,
-    },
-    Count {
-        flag: "--pp",
-        keys: &["pp"],
-        field: |c| &mut c.pp,
-    },
-    Count {
-        flag: "--dp",
-        keys: &["dp"],
-        field: |c| &mut c.dp,
-    },
-    Count {
-        flag: "--cp",
-        keys: &["cp"],
-        field: |c| &mut c.cp,
-    },
-    Count {
-        flag: "--ep",
-        keys: &["ep"],
-        field: |c| &mut c.ep,
-    },
-    Count {
-        flag: "--microbatch-size",
-        keys: &["mb", "microbatch_size"],
-        field: |c| &mut c.microbatch_size,
-    },
-    Count {
-        flag: "--microbatches",
-        keys: &["m", "microbatches"],
-        field: |c| &mut c.microbatches,
-    },
-    Count {
-        flag: "--virtual-stages",
-        keys: &["v", "virtual_stages"],
-        field: |c| &mut c.virtual_stages,
-    },
+    count("--tp", &["tp"], |c| &mut c.tp),
+    count("--pp", &["pp"], |c| &mut c.pp),
+    count("--dp", &["dp"], |c| &mut c.dp),
+    count("--cp", &["cp"], |c| &mut c.cp),
+    count("--ep", &["ep"], |c| &mut c.ep),
+    count("--microbatch-size", &["mb", "microbatch_size"], |c| {
+        &mut c.microbatch_size
+    }),
+    count("--microbatches", &["m", "microbatches"], |c| {
+        &mut c.microbatches
+    }),
+    count("--virtual-stages", &["v", "virtual_stages"], |c| {
+        &mut c.virtual_stages
+    }),
 ];
+
+const fn count(
+    flag: &'static str,
+    keys: &'static [&'static str],
+    field: fn(&mut Constraints) -> &mut Option<u32>,
+) -> Count {
+    Count { flag, keys, field }
+}
 
 impl Constraints {
     /// Why the pinned knobs can hold at no GPU count, or not at `gpus`: a zero, a size the

@@ -188,26 +188,17 @@ mod tests {
 
     #[test]
     fn buckets_follow_each_framework_default() {
+        let buckets = |f: Framework, grad_bytes, params, ranks| {
+            f.defaults().bucket.count(grad_bytes, params, ranks)
+        };
         // Megatron-Core: 40M parameters up to 40 ranks, then 1M per rank.
-        assert_eq!(
-            Framework::Megatron.defaults().bucket.count(4.0, 1e9, 8),
-            25.0
-        );
-        assert_eq!(
-            Framework::Megatron.defaults().bucket.count(4.0, 1e9, 100),
-            10.0
-        );
+        assert_eq!(buckets(Framework::Megatron, 4.0, 1e9, 8), 25.0);
+        assert_eq!(buckets(Framework::Megatron, 4.0, 1e9, 100), 10.0);
         // DDP's 25 MiB at fp32: 6,553,600 gradients a bucket.
-        assert_eq!(Framework::Fsdp.defaults().bucket.count(4.0, 1e9, 8), 153.0);
+        assert_eq!(buckets(Framework::Fsdp, 4.0, 1e9, 8), 153.0);
         // DeepSpeed's 5e8 elements; never fewer than one.
-        assert_eq!(
-            Framework::Deepspeed.defaults().bucket.count(2.0, 1e9, 8),
-            2.0
-        );
-        assert_eq!(
-            Framework::Deepspeed.defaults().bucket.count(2.0, 1.0, 8),
-            1.0
-        );
+        assert_eq!(buckets(Framework::Deepspeed, 2.0, 1e9, 8), 2.0);
+        assert_eq!(buckets(Framework::Deepspeed, 2.0, 1.0, 8), 1.0);
     }
 
     #[test]
