@@ -1,0 +1,199 @@
+//! The knobs a user pins, `None` for each one searched: checked against the model, the GPU
+//! count and what the framework runs before any mesh is priced.
+
+use super::{splits_layers, MAX_CP};
+use crate::error::{bad_input, TunerError};
+use crate::mesh::{Framework, Recompute};
+use crate::model::ModelShape;
+
+/// Knobs pinned by the user; `None` means search over it. The flags of `recommend` and
+/// `explain` are these fields.
+#[derive(Debug, Clone, Default, PartialEq, clap::Args)]
+pub struct Constraints {
+    /// Tensor parallel size.
+    #[arg(long)]
+    pub tp: Option<u32>,
+    /// Pipeline stages.
+    #[arg(long)]
+    pub pp: Option<u32>,
+    /// Data parallel size.
+    #[arg(long)]
+    pub dp: Option<u32>,
+    /// Context parallel size.
+    #[arg(long)]
+    pub cp: Option<u32>,
+    /// Expert parallel size.
+    #[arg(long)]
+    pub ep: Option<u32>,
+    /// Sequences per microbatch.
+    #[arg(long)]
+    pub microbatch_size: Option<u32>,
+    /// Microbatches per step.
+    #[arg(long)]
+    pub microbatches: Option<u32>,
+    /// Virtual pipeline stages per rank.
+    #[arg(long)]
+    pub virtual_stages: Option<u32>,
+    /// ZeRO stage, 0-3.
+    #[arg(long = "zero", value_name = "ZERO", value_parser = clap::value_parser!(u8).range(0..=3))]
+    pub zero_stage: Option<u8>,
+    /// Activation recomputation.
+    #[arg(long, value_enum)]
+    pub recompute: Option<Recompute>,
+    /// Sequence parallelism.
+    #[arg(long)]
+    pub sequence_parallel: Option<bool>,
+}
+
+/// A pinned count: its flag, the keys a mesh spec (`tp=8,mb=2`) may name it by, and its field.
+pub(crate) struct Count {
+    pub(crate) flag: &'static str,
+    pub(crate) keys: &'static [&'static str],
+    pub(crate) field: fn(&mut Constraints) -> &mut Option<u32>,
+}
+
+/// Every knob that is a positive count, in flag order.
+pub(crate) const COUNTS: [Count; 8] = [
+    count("--tp", &["tp"], |c| &mut c.tp),
+    count("--pp", &["pp"], |c| &mut c.pp),
+    count("--dp", &["dp"], |c| &mut c.dp),
+    count("--cp", &["cp"], |c| &mut c.cp),
+    count("--ep", &["ep"], |c| &mut c.ep),
+    count("--microbatch-size", &["mb", "microbatch_size"], |c| {
+        &mut c.microbatch_size
+    }),
+    count("--microbatches", &["m", "microbatches"], |c| {
+        &mut c.microbatches
+    }),
+    count("--virtual-stages", &["v", "virtual_stages"], |c| {
+        &mut c.virtual_stages
+    }),
+];
+
+const fn count(
+    flag: &'static str,
+    keys: &'static [&'static str],
+    field: fn(&mut Constraints) -> &mut Option<u32>,
+) -> Count {
+    Count { flag, keys, field }
+}
+
+impl Constraints {
+    /// Why the pinned knobs can hold at no GPU count, or not at `gpus`: a zero, a size the
+    /// model cannot split, or a product that does not divide the GPUs. Named by flag.
+    pub fn check(&self, model: &ModelShape, gpus: u32) -> Result<(), TunerError> {
+        self.check_knobs(model)?;
+        self.check_count(gpus)
+    }
+
+    /// Why the pinned knobs can hold at no GPU count: a zero or a size the model cannot
+    /// split. Named by flag.
+    pub fn check_knobs(&self, model: &ModelShape) -> Result<(), TunerError> {
+        let mut pinned = self.clone();
+        for count in &COUNTS {
+            if *(count.field)(&mut pinned) == Some(0) {
+                return Err(bad_input(count.flag, 0, "a positive count"));
+            }
+        }
+        if let Some(tp) = self.tp {
+            if model.heads % tp != 0 || model.kv_heads % tp != 0 {
+                return Err(bad_input(
+                    "--tp",
+                    tp,
+                    &format!(
+                        "a divisor of {}'s {} heads and {} KV heads",
+                        model.name, model.heads, model.kv_heads
+                    ),
+                ));
+            }
+        }
+        if let Some(pp) = self.pp {
+            if !splits_layers(model.layers, pp) {
+                return Err(bad_input(
+                    "--pp",
+                    pp,
+                    &format!(
+                        "a stage count that splits {} layers (evenly, or one fewer on the first and last stage)",
+                        model.layers
+                    ),
+                ));
+            }
+        }
+        if let Some(cp) = self.cp {
+            if !cp.is_power_of_two() || cp > MAX_CP {
+                return Err(bad_input("--cp", cp, "a power of two up to 32"));
+            }
+        }
+        if let Some(ep) = self.ep.filter(|&e| e > 1) {
+            match &model.moe {
+                Some(moe) if moe.experts % ep == 0 => {}
+                Some(moe) => {
+                    return Err(bad_input(
+                        "--ep",
+                        ep,
+                        &format!("a divisor of the {} experts", moe.experts),
+                    ))
+                }
+                None => return Err(bad_input("--ep", ep, "1: the model has no experts")),
+            }
+        }
+        Ok(())
+    }
+
+    /// These pins within what `framework` runs: where it cannot run virtual stages or context
+    /// parallelism the search keeps them at 1, which a note says; a pin past that is refused,
+    /// named by flag.
+    pub fn within(&self, framework: Framework) -> Result<(Constraints, Vec<String>), TunerError> {
+        let d = framework.defaults();
+        let mut c = self.clone();
+        let mut notes = Vec::new();
+        for (runs, flag, pin, what) in [
+            (
+                d.interleaved_pipeline,
+                "--virtual-stages",
+                &mut c.virtual_stages,
+                "interleaved pipeline schedule",
+            ),
+            (d.context_parallel, "--cp", &mut c.cp, "context parallelism"),
+        ] {
+            if runs {
+                continue;
+            }
+            match *pin {
+                Some(v) if v > 1 => {
+                    return Err(bad_input(
+                        flag,
+                        v,
+                        &format!("1: {framework} runs no {what}"),
+                    ))
+                }
+                _ => *pin = Some(1),
+            }
+            notes.push(format!(
+                "{framework} runs no {what}: the search keeps {flag} 1"
+            ));
+        }
+        Ok((c, notes))
+    }
+
+    /// Why `gpus` cannot hold the pinned sizes: their product does not divide it.
+    pub fn check_count(&self, gpus: u32) -> Result<(), TunerError> {
+        let pinned = self.pinned_product();
+        if u64::from(gpus) % pinned != 0 {
+            return Err(bad_input(
+                "--gpus",
+                gpus,
+                &format!("a multiple of the pinned tp x pp x dp x cp = {pinned}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// tp x pp x dp x cp of the pinned sizes (1 for each one not pinned): every GPU count
+    /// with a layout is a multiple of it.
+    pub(super) fn pinned_product(&self) -> u64 {
+        [self.tp, self.pp, self.dp, self.cp]
+            .iter()
+            .fold(1u64, |p, v| p.saturating_mul(u64::from(v.unwrap_or(1))))
+    }
+}
