@@ -305,6 +305,30 @@ fn param_fetch(
     fetch
 }
 
+/// Whether the run's norms, rotary, gating and residuals run fused. torchtitan and Hugging
+/// Face models (NeMo AutoModel) run eager PyTorch ops unless torch.compile fuses them (off by
+/// default, so only where the notes say it ran); Megatron, Megatron-DeepSpeed and llm-foundry
+/// fuse them by hand.
+fn fused_elementwise(
+    run: &Run,
+    source: &str,
+    notes: &str,
+    choices: &mut BTreeMap<Choice, String>,
+) -> bool {
+    let eager_stack = source.contains("torchtitan") || source.contains("automodel");
+    let fused = !eager_stack || compiled(run, notes);
+    choices.insert(Choice::FusedElementwise, fused.to_string());
+    if eager_stack {
+        let compile = if fused {
+            "on (the notes say so)"
+        } else {
+            "off (the default)"
+        };
+        choices.insert(Choice::TorchCompile, compile.into());
+    }
+    fused
+}
+
 /// The training inputs of a run and the choices made for what it left unpublished.
 pub fn training(run: &Run, arch: Arch) -> (Training, BTreeMap<Choice, String>) {
     let l = &run.layout;
@@ -354,20 +378,7 @@ pub fn training(run: &Run, arch: Arch) -> (Training, BTreeMap<Choice, String>) {
             format!("{flash_kernel:?}").to_lowercase(),
         );
     }
-    // torchtitan and Hugging Face models (NeMo AutoModel) run eager PyTorch ops unless
-    // torch.compile fuses them (off by default, so only where the notes say it ran); Megatron,
-    // Megatron-DeepSpeed and llm-foundry fuse them by hand.
-    let eager_stack = text.contains("torchtitan") || text.contains("automodel");
-    let fused_elementwise = !eager_stack || compiled(run, &notes);
-    choices.insert(Choice::FusedElementwise, fused_elementwise.to_string());
-    if eager_stack {
-        let compile = if fused_elementwise {
-            "on (the notes say so)"
-        } else {
-            "off (the default)"
-        };
-        choices.insert(Choice::TorchCompile, compile.into());
-    }
+    let fused_elementwise = fused_elementwise(run, &text, &notes, &mut choices);
     let param_fetch = param_fetch(run, framework, (date, llm_foundry), &mut choices);
     // llm-foundry's MPT defaults to flash-attn's fused cross-entropy (`loss_fn:
     // fused_crossentropy`); Megatron-Bridge's model providers turn Megatron-Core's fusion on.
