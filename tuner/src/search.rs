@@ -12,9 +12,10 @@ mod constraints;
 pub use constraints::Constraints;
 pub(crate) use constraints::COUNTS;
 
-/// Largest context-parallel and virtual-stage sizes searched; beyond them the ring or the
-/// schedule is all overhead on any cluster we know.
-const MAX_CP: u32 = 32;
+use constraints::{splits_layers, MAX_CP};
+
+/// Largest virtual-stage count and microbatch searched; beyond them the schedule is all
+/// overhead on any cluster we know.
 const MAX_VIRTUAL_STAGES: u32 = 8;
 const MAX_MICROBATCH: u32 = 64;
 
@@ -41,14 +42,6 @@ fn pick(fixed: Option<u32>, all: impl Iterator<Item = u32>) -> Vec<u32> {
         Some(v) => all.filter(|&x| x == v).collect(),
         None => all.collect(),
     }
-}
-
-/// Whether `pp·v` stages can split `layers`: evenly, or with one layer fewer on the first and
-/// last stage (see [`Mesh::stage_layers`]) while every stage keeps at least one layer.
-fn splits_layers(layers: u32, stages: u32) -> bool {
-    // A pinned zero (`--virtual-stages 0`) splits nothing; its error comes from `check_knobs`.
-    stages > 0
-        && (layers % stages == 0 || ((layers + 2) % stages == 0 && (layers + 2) / stages >= 2))
 }
 
 /// Calls `f` on every valid mesh for `gpus` GPUs.

@@ -1,10 +1,21 @@
 //! The knobs a user pins, `None` for each one searched: checked against the model, the GPU
 //! count and what the framework runs before any mesh is priced.
 
-use super::{splits_layers, MAX_CP};
 use crate::error::{bad_input, TunerError};
 use crate::mesh::{Framework, Recompute};
 use crate::model::ModelShape;
+
+/// Largest context-parallel size searched or pinned; beyond it the ring is all overhead on any
+/// cluster we know.
+pub(super) const MAX_CP: u32 = 32;
+
+/// Whether `pp·v` stages can split `layers`: evenly, or with one layer fewer on the first and
+/// last stage (see [`crate::mesh::Mesh::stage_layers`]) while every stage keeps at least one layer.
+pub(super) fn splits_layers(layers: u32, stages: u32) -> bool {
+    // A pinned zero (`--virtual-stages 0`) splits nothing; its error comes from `check_knobs`.
+    stages > 0
+        && (layers % stages == 0 || ((layers + 2) % stages == 0 && (layers + 2) / stages >= 2))
+}
 
 /// Knobs pinned by the user; `None` means search over it. The flags of `recommend` and
 /// `explain` are these fields.
