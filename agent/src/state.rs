@@ -111,14 +111,24 @@ impl Calibration {
     }
 }
 
+/// Whether two records measured the same point, so that the newer replaces the older: every
+/// field that tells points apart is compared, the GEMM operand layout, the pair's other end,
+/// the ranks per node and the attention shape among them (a shape's tn, nn and nt records
+/// are three points).
 fn same_point(a: &Record, b: &Record) -> bool {
+    let (x, y) = (&a.detail, &b.detail);
     a.kind == b.kind
         && a.group.gpus == b.group.gpus
         && a.group.ranks == b.group.ranks
+        && a.group.scope == b.group.scope
         && a.bytes == b.bytes
         && a.dtype == b.dtype
         && a.in_place == b.in_place
         && a.gemm == b.gemm
+        && x.layout == y.layout
+        && x.peer_node == y.peer_node
+        && x.ranks_per_node == y.ranks_per_node
+        && x.attention == y.attention
 }
 
 #[derive(Serialize, Deserialize)]
@@ -292,6 +302,44 @@ mod tests {
             failures: vec![],
             reason: None,
         }
+    }
+
+    #[test]
+    fn each_gemm_layout_is_its_own_point() {
+        use record::{Backend, Dtype, Gemm, GemmLayout, Group, Scope, Timing};
+        let gemm = |layout, time_s| {
+            let group = Group {
+                node: Some("n1".into()),
+                gpus: vec![0],
+                scope: Scope::IntraNode,
+                ranks: 1,
+            };
+            let shape = Gemm {
+                m: 8192,
+                n: 8192,
+                k: 8192,
+            };
+            let timing = Timing::without_spread(time_s, Some(20), record::Clock::Host);
+            let mut r = Record::gemm(Backend::Sim, group, shape, Dtype::Bf16, timing);
+            r.detail.layout = Some(layout);
+            r
+        };
+        let layouts = [GemmLayout::Tn, GemmLayout::Nn, GemmLayout::Nt];
+        let mut c = Calibration::default();
+        c.absorb(
+            run(RunResult::Success),
+            layouts.iter().map(|&l| gemm(l, 1e-3)).collect(),
+        );
+        // One shape in three layouts is three points: none overwrites another.
+        assert_eq!(c.records.len(), 3);
+        // A later run's tn replaces the stored tn only.
+        c.absorb(run(RunResult::Success), vec![gemm(GemmLayout::Tn, 2e-3)]);
+        assert_eq!(c.records.len(), 3);
+        let time = |l| {
+            let r = c.records.iter().find(|r| r.detail.layout == Some(l));
+            r.map(|r| r.timing.time_s)
+        };
+        assert_eq!(layouts.map(time), [Some(2e-3), Some(1e-3), Some(1e-3)]);
     }
 
     #[test]
