@@ -153,13 +153,6 @@ impl Framework {
     }
 }
 
-impl LossKernel {
-    /// The loss as the framework runs it unless told otherwise.
-    pub fn default_for(framework: Framework) -> LossKernel {
-        framework.defaults().loss
-    }
-}
-
 impl Training {
     /// A job as `framework` runs it by default on GPUs of `arch` (its row above); callers
     /// change what the job says otherwise.

@@ -386,7 +386,7 @@ pub fn training(run: &Run, arch: Arch) -> (Training, BTreeMap<Choice, String>) {
     let loss = if llm_foundry || bridge {
         LossKernel::Fused
     } else {
-        LossKernel::default_for(framework)
+        framework.defaults().loss
     };
     choices.insert(Choice::Loss, format!("{loss:?}").to_lowercase());
     let moe_dispatch = if bridge {

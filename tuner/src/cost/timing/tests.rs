@@ -132,11 +132,8 @@ fn the_loss_moves_each_logit_as_often_as_its_kernels_do() {
     assert!((megatron - 0.369836949504).abs() < 1e-9, "{megatron}");
     let eager = compute(LossKernel::Eager) - fused;
     assert!((eager - 0.33621540864).abs() < 1e-9, "{eager}");
-    assert_eq!(
-        LossKernel::default_for(Framework::Deepspeed),
-        LossKernel::Megatron
-    );
-    assert_eq!(LossKernel::default_for(Framework::Fsdp), LossKernel::Eager);
+    assert_eq!(Framework::Deepspeed.defaults().loss, LossKernel::Megatron);
+    assert_eq!(Framework::Fsdp.defaults().loss, LossKernel::Eager);
 }
 
 #[test]
