@@ -162,7 +162,10 @@ fn unpublished_interleaving_takes_the_framework_default() {
     // torchtitan's 405B interleaved 1F1B run names no split points, so torchtitan built 2
     // stages per rank; the search's fastest split (8) priced its bubble at a quarter of that.
     let interleaved = run("torchtitan2024-h100-405b-512gpu-interleaved-1f1b-fp8");
-    assert_eq!(interleaved.choices[&Choice::VirtualStages], "2");
+    assert_eq!(
+        interleaved.choices[&Choice::VirtualStages],
+        "2 (the default of an interleaved schedule without split points)"
+    );
     let plain = run("torchtitan2024-h100-405b-512gpu-1f1b-fp8");
     let bubble = |r: &RunPrediction| r.breakdown.pipeline_bubble.exposed_s;
     let ratio = bubble(plain) / bubble(interleaved);

@@ -5,7 +5,7 @@
 
 use record::datasheet::Arch;
 
-use crate::mesh::{FlashKernel, Framework, LossKernel, ReduceDtype, Training};
+use crate::mesh::{FlashKernel, Framework, LossKernel, Recompute, ReduceDtype, Training};
 
 /// How a framework cuts the data-parallel gradients into reduction buckets.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -32,9 +32,43 @@ impl Bucket {
     }
 }
 
+/// What a framework or recipe family runs when a job names no ZeRO stage or recomputation:
+/// validate prices a run that leaves them null with these where they fit (see
+/// `docs/choices.md`, "What a run leaves null").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Unsaid {
+    /// Who runs these defaults, as the choices name them.
+    pub name: &'static str,
+    /// The ZeRO stage: the optimizer and parameter sharding it runs unless told.
+    pub zero_stage: u8,
+    /// Its recomputation; `None` where its default is no mode the model prices.
+    pub recompute: Option<Recompute>,
+}
+
+/// NeMo 2.0 and Megatron-Bridge recipes, which run Megatron-Core with the distributed
+/// optimizer (`use_distributed_optimizer=True` in `distributed_fused_adam_with_cosine_annealing`,
+/// `nemo/collections/llm/recipes/optim/adam.py` and Megatron-Bridge's
+/// `recipes/utils/optimizer_utils.py`) and Megatron-Core's `recompute_granularity = None`.
+pub const MEGATRON_RECIPES: Unsaid = Unsaid {
+    name: "NeMo and Megatron-Bridge recipes",
+    zero_stage: 1,
+    recompute: Some(Recompute::None),
+};
+
+/// torchtitan: FSDP2 over every rank left (`data_parallel_shard_degree = -1`) and
+/// `ActivationCheckpoint(mode="selective", selective_ac_option="2")`, full recomputation of
+/// every second layer (`torchtitan/config/job_config.py`, 2025), which no mode of the model is.
+pub const TORCHTITAN: Unsaid = Unsaid {
+    name: "torchtitan",
+    zero_stage: 3,
+    recompute: None,
+};
+
 /// One framework's defaults.
 #[derive(Debug, Clone, Copy)]
 pub struct Defaults {
+    /// What it runs when a job names no ZeRO stage or recomputation.
+    pub unsaid: Unsaid,
     /// The fused attention kernel it calls.
     pub flash_kernel: FlashKernel,
     /// Whether it overlaps tensor-parallel collectives with their GEMMs by default on GPUs of
@@ -72,8 +106,15 @@ pub struct Defaults {
 /// of max(40M, 1M x dp) parameters (`megatron/core/distributed/distributed_data_parallel.py`,
 /// `bucket_size` default); activations [seq, batch, hidden], so the sequence-parallel
 /// collectives write in place; interleaved schedules (`--num-layers-per-virtual-pipeline-stage`)
-/// and context parallelism (`--context-parallel-size`).
+/// and context parallelism (`--context-parallel-size`). Unless told, no distributed optimizer
+/// (`--use-distributed-optimizer` is a `store_true` flag) and no recomputation
+/// (`--recompute-granularity` defaults to None), `megatron/training/arguments.py`.
 pub const MEGATRON: Defaults = Defaults {
+    unsaid: Unsaid {
+        name: "Megatron-LM",
+        zero_stage: 0,
+        recompute: Some(Recompute::None),
+    },
     flash_kernel: FlashKernel::Newest,
     tp_comm_overlap: |arch| matches!(arch, Arch::Hopper | Arch::Blackwell),
     grad_reduce: ReduceDtype::Fp32,
@@ -97,8 +138,15 @@ pub const MEGATRON: Defaults = Defaults {
 /// `swiglu` is eager Python whatever else it fuses. Its pipeline engine runs one schedule,
 /// 1F1B without virtual stages (`deepspeed/runtime/pipe/schedule.py`, `TrainSchedule`), and
 /// it has no ring context parallelism (its Ulysses sequence parallelism is an all-to-all over
-/// heads, which the model does not price).
+/// heads, which the model does not price). Unless told, ZeRO stage 0 (`zero_optimization.stage`
+/// defaults to 0, `deepspeed/runtime/zero/config.py`) and no activation checkpointing
+/// (Megatron-DeepSpeed's `--checkpoint-activations` is a `store_true` flag).
 pub const DEEPSPEED: Defaults = Defaults {
+    unsaid: Unsaid {
+        name: "DeepSpeed",
+        zero_stage: 0,
+        recompute: Some(Recompute::None),
+    },
     flash_kernel: FlashKernel::Flash2,
     tp_comm_overlap: |_| false,
     grad_reduce: ReduceDtype::Bf16,
@@ -121,8 +169,16 @@ pub const DEEPSPEED: Defaults = Defaults {
 /// 25 MB buckets (`bucket_cap_mb`) under ZeRO-0..2; DTensor's re-layout copies around each
 /// sequence-parallel collective; torchtitan's tensorwise fp8 plan casts before the gather;
 /// torchtitan runs interleaved schedules (`pipeline_parallel_schedule = "Interleaved1F1B"`)
-/// and context parallelism (`context_parallel_degree`).
+/// and context parallelism (`context_parallel_degree`). Unless told, full sharding (FSDP's
+/// `sharding_strategy` defaults to `FULL_SHARD`) and no activation checkpointing (FSDP has
+/// none of its own; llm-foundry's `fsdp_config.activation_checkpointing` defaults to false);
+/// torchtitan's own defaults are [`TORCHTITAN`].
 pub const FSDP: Defaults = Defaults {
+    unsaid: Unsaid {
+        name: "PyTorch FSDP",
+        zero_stage: 3,
+        recompute: Some(Recompute::None),
+    },
     flash_kernel: FlashKernel::Flash2,
     tp_comm_overlap: |_| false,
     grad_reduce: ReduceDtype::Fp32,

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::{Attention, Run};
+use crate::catalog::frameworks::{Unsaid, MEGATRON_RECIPES, TORCHTITAN};
 use crate::mesh::{
     FlashKernel, Framework, LossKernel, MoeDispatch, Optimizer, ParamFetch, Precision, ReduceDtype,
     Training,
@@ -213,6 +214,20 @@ fn rowwise(notes: &str) -> bool {
 /// the `flex` dispatcher with HybridEP (`perf_recipes/qwen/h100/qwen3_moe.py`).
 fn bridge_perf_recipe(run: &Run) -> bool {
     run.source.to_lowercase().contains("megatron-bridge")
+}
+
+/// What the run's framework runs for a ZeRO stage and recomputation the run leaves null:
+/// its recipe family's defaults where the source names NeMo or Megatron-Bridge (Megatron-Core
+/// recipes) or torchtitan, else its framework's.
+pub fn unsaid(run: &Run, framework: Framework) -> Unsaid {
+    let text = format!("{} {}", run.source, run.group).to_lowercase();
+    match framework {
+        Framework::Megatron if has_word(&text, "nemo") || text.contains("megatron-bridge") => {
+            MEGATRON_RECIPES
+        }
+        Framework::Fsdp if text.contains("torchtitan") => TORCHTITAN,
+        _ => framework.defaults().unsaid,
+    }
 }
 
 /// Whether the run's MoE routing was forced into balance, so that no expert carries more
@@ -437,6 +452,24 @@ mod tests {
         assert!(Choice::ALL
             .windows(2)
             .all(|w| w[0].as_str() < w[1].as_str()));
+    }
+
+    #[test]
+    fn null_knobs_take_the_defaults_of_the_recipe_family_the_source_names() {
+        let mut run = table2().remove(6);
+        let family = |run: &Run| unsaid(run, framework(run, published(&run.source))).name;
+        assert_eq!(family(&run), "Megatron-LM");
+        run.source = "NeMo 2.0 recipe llama3_70b, 2025".into();
+        assert_eq!(family(&run), "NeMo and Megatron-Bridge recipes");
+        // Nemotron is a model, not NeMo: trained with Megatron-LM.
+        run.source = "Parmar et al. 2024, 'Nemotron-4 15B Technical Report'".into();
+        assert_eq!(family(&run), "Megatron-LM");
+        run.source = "torchtitan benchmarks, 2024".into();
+        assert_eq!(unsaid(&run, Framework::Fsdp), TORCHTITAN);
+        assert_eq!(unsaid(&run, Framework::Fsdp).recompute, None);
+        run.source = "vTrain (Bang et al. 2024)".into();
+        assert_eq!(family(&run), "DeepSpeed");
+        assert_eq!(unsaid(&run, Framework::Deepspeed).zero_stage, 0);
     }
 
     #[test]

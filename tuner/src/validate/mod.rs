@@ -1,10 +1,12 @@
 //! Predicting published runs: read runs files (format 1, `data/*.yaml`), price each run's
 //! published layout, choose the unpublished knobs as a careful user of its framework would
-//! (the fastest layout that fits, within what was published), and score the predictions.
+//! (its framework's defaults where they fit, else the fastest layout that fits: `knobs`), and
+//! score the predictions.
 //! A run that cannot be priced is reported with the reason; the rest are scored.
 
 mod choices;
 pub mod fitting;
+mod knobs;
 pub mod measured;
 pub mod summary;
 
@@ -13,11 +15,11 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::{self, Cluster, Efficiency};
-use crate::cost::{Evaluation, Scenario};
+use crate::cost::Scenario;
 use crate::error::{bad_input, TunerError};
 use crate::mesh::{Framework, Mesh, Precision, Recompute, Training};
 use crate::model::{FfnAct, ModelShape, Moe};
-use crate::search::{for_each_evaluation, Constraints};
+use crate::search::Constraints;
 pub use crate::stats::{median, spearman};
 pub use choices::Choice;
 pub use summary::{Bucket, Summary};
@@ -399,8 +401,8 @@ pub(crate) fn price(
     }
     let scenario = build(shape, training.clone(), cluster, gpus, efficiency);
     let mut notes = Vec::new();
-    let chosen = published_mesh(run, &scenario, &c, &mut notes)?;
-    note_chosen_knobs(l, &chosen.mesh, &mut choices);
+    let unsaid = choices::unsaid(run, training.framework);
+    let chosen = knobs::published_mesh(run, &scenario, &c, &unsaid, &mut notes, &mut choices)?;
     let observed = run.observed.iteration_time_s;
     if !(observed.is_finite() && observed > 0.0) {
         return Err(bad_input(
@@ -435,73 +437,6 @@ pub(crate) fn price(
     };
     Ok((prediction, scenario, mesh))
 }
-
-/// The published layout as a careful user runs it: among the ZeRO stages and knobs left
-/// open, the lowest stage with a layout that fits, then the fastest layout at that stage; a
-/// layout that fits nowhere is kept with a note.
-fn published_mesh(
-    run: &Run,
-    scenario: &Scenario,
-    c: &Constraints,
-    notes: &mut Vec<String>,
-) -> Result<Evaluation, TunerError> {
-    // A careful user shards no more than the model needs: among the ZeRO stages left open,
-    // the lowest one with a layout that fits, then the fastest layout at that stage.
-    let mut best_fit: Option<Evaluation> = None;
-    let mut best_any: Option<Evaluation> = None;
-    for_each_evaluation(scenario, c, |e| {
-        let better = |b: &Option<Evaluation>| {
-            b.as_ref().is_none_or(|b| {
-                (e.mesh.zero_stage, e.step_time_s) < (b.mesh.zero_stage, b.step_time_s)
-            })
-        };
-        if e.fits() && better(&best_fit) {
-            best_fit = Some(e.clone());
-        }
-        if better(&best_any) {
-            best_any = Some(e);
-        }
-    });
-    Ok(match (best_fit, best_any) {
-        (Some(e), _) => e,
-        (None, Some(e)) => {
-            notes.push(format!(
-                "published layout needs {:.1} GiB per GPU by our memory model, more than the {:.0} GiB the GPU has",
-                e.memory.total / GIB,
-                e.capacity_bytes / GIB
-            ));
-            e
-        }
-        (None, None) => {
-            return Err(bad_input(
-                &format!("runs[{}].layout", run.id),
-                "the published layout",
-                "a layout the model can split (tp dividing the heads, pp x virtual stages splitting the layers, dp x microbatch dividing the batch)",
-            ))
-        }
-    })
-}
-
-/// The knobs the source left out, as the search chose them.
-fn note_chosen_knobs(l: &RunLayout, mesh: &Mesh, choices: &mut BTreeMap<Choice, String>) {
-    if l.microbatch_size.is_none() {
-        choices.insert(Choice::MicrobatchSize, mesh.microbatch_size.to_string());
-    }
-    if l.virtual_stages.is_none() && l.pp > 1 {
-        choices.insert(Choice::VirtualStages, mesh.virtual_stages.to_string());
-    }
-    if l.zero_stage.is_none() {
-        choices.insert(Choice::ZeroStage, mesh.zero_stage.to_string());
-    }
-    if l.recompute.is_none() {
-        choices.insert(Choice::Recompute, mesh.recompute.to_string());
-    }
-    if l.sequence_parallel.is_none() {
-        choices.insert(Choice::SequenceParallel, mesh.sequence_parallel.to_string());
-    }
-}
-
-const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
 /// Stages per rank of torchtitan's looped pipeline schedules when the job names no split
 /// points (torchtitan `parallelisms/pipeline_llama.py`, `generate_split_points`, 2024-12).
