@@ -170,17 +170,18 @@ fn moe_on_h100_is_priced_with_the_recipe_s_dispatcher_and_balance() {
     // 72% too slow (39 s of exchange in a 29 s step). The recipe forces balanced routing and
     // sends each token once per node (HybridEP): 34% too fast. The EP 8 row was 9% too fast
     // while each local expert cost two launches (host-bound); as the grouped GEMM the recipe
-    // runs, 39%, and the two rows rank as measured (EP 8 the faster).
+    // runs, 39%, and the two rows rank as measured (EP 8 the faster). With the dispatcher's
+    // permutation copies and each expert's half-empty last row block: 30% and 35%.
     let v = load("megatron-bridge-h100-moe.yaml");
     let ep16 = run(&v, "mbridge-26.04.01-h100-qwen3-30b-a3b-16gpu-ep16-fp8");
     assert_eq!(ep16.choices[&Choice::MoeDispatch], "node-dedup");
     assert!(ep16.choices[&Choice::MoeBalance].starts_with("forced"));
-    assert!((-0.40..=-0.25).contains(&ep16.error), "{:+.3}", ep16.error);
+    assert!((-0.33..=-0.27).contains(&ep16.error), "{:+.3}", ep16.error);
     let ep8 = run(
         &v,
         "mbridge-26.02.01-h100-qwen3-30b-a3b-16gpu-pp2-vp12-ep8-fp8",
     );
-    assert!((-0.45..=-0.30).contains(&ep8.error), "{:+.3}", ep8.error);
+    assert!((-0.38..=-0.32).contains(&ep8.error), "{:+.3}", ep8.error);
     assert!(ep8.predicted_iteration_time_s < ep16.predicted_iteration_time_s);
     assert!(ep8.observed_iteration_time_s < ep16.observed_iteration_time_s);
 }

@@ -137,7 +137,7 @@ fn moe_mlp_gemms(
     let (launches, rows) = if looped {
         (local_experts, per_expert)
     } else {
-        (1.0, local_experts * per_expert)
+        (1.0, local_experts * grouped_rows(per_expert))
     };
     let (fwd, bwd) = sum(
         c.linear_s(rows, up * fe / tp, h),
@@ -152,6 +152,20 @@ fn moe_mlp_gemms(
     };
     (sum(sum(routed, shared), c.linear_s(t, e, h)), launches)
 }
+
+/// Rows of one expert's share of a grouped GEMM over `tokens` tokens: the tiles of a grouped
+/// kernel never span two experts, so each expert's last row block is padded (DeepGEMM's
+/// contiguous layout aligns every expert's segment to its 128-row M block,
+/// `get_m_alignment_for_contiguous_layout`; CUTLASS grouped GEMMs tile each problem apart).
+/// Token counts vary from expert to expert and step to step, so the last block is on average
+/// half full; an expert with fewer tokens than a block still computes a whole one.
+pub(super) fn grouped_rows(tokens: f64) -> f64 {
+    (tokens + GROUPED_M_BLOCK / 2.0).max(GROUPED_M_BLOCK)
+}
+
+/// Rows of a grouped GEMM's M block on Hopper and Blackwell (DeepGEMM's `BLOCK_M`, the
+/// 128-row tiles of CUTLASS's grouped kernels that `torch._grouped_mm` runs).
+const GROUPED_M_BLOCK: f64 = 128.0;
 
 /// The MLP GEMMs torchtitan's per-op checkpointing replays.
 #[derive(Clone, Copy)]
@@ -329,7 +343,31 @@ fn layer_elementwise(x: &Inputs, moe_layer: bool, t: f64) -> f64 {
         eff.eager_elementwise
     };
     let width = model.mlp_width_per_token(moe_layer);
-    elementwise_s(x.compute, eff, t, (h, sp_div), (width, glu, tp), eager)
+    let permute = match model.moe.as_ref().filter(|_| moe_layer) {
+        Some(moe) => {
+            let sort = x.training.moe_dispatch == MoeDispatch::AllToAll
+                && mesh.ep > 1
+                && moe.experts > mesh.ep;
+            x.compute
+                .memory_s(permutation_bytes(t / sp_div, h, f64::from(moe.top_k), sort))
+        }
+        None => 0.0,
+    };
+    elementwise_s(x.compute, eff, t, (h, sp_div), (width, glu, tp), eager) + permute
+}
+
+/// HBM bytes the token dispatcher's copies move in one forward pass over `t` tokens of width
+/// `h` (bf16) routed to `top_k` experts each: the permutation into expert order reads each
+/// token and writes its `top_k` copies, and the unpermutation reads the copies back and writes
+/// their weighted sum (Megatron-Core `moe/moe_utils.py`, `permute` and `unpermute`). Where an
+/// all-to-all brings copies for several local experts from every rank, each direction also
+/// sorts the received chunks by expert, reading and writing every copy once more
+/// (`sort_chunks_by_idxs` in `MoEAlltoAllTokenDispatcher`, `moe/token_dispatcher.py`).
+/// Their backward moves the gradients through the inverse copies, priced as the other
+/// memory-bound kernels' backward.
+pub(super) fn permutation_bytes(t: f64, h: f64, top_k: f64, sort: bool) -> f64 {
+    let sorted = if sort { 2.0 * top_k } else { 0.0 };
+    2.0 * (1.0 + top_k + sorted) * t * h * 2.0
 }
 
 /// Forward time and communication of one layer for one microbatch on one GPU.

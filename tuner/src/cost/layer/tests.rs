@@ -38,10 +38,11 @@ fn a_swiglu_mlp_has_two_up_projections_and_one_down() {
 #[test]
 fn grouped_expert_gemms_launch_once_and_looped_ones_once_per_expert() {
     // Mixtral 8x7B at EP 8 over 4,096 tokens, imbalance 1: each GPU holds one expert, which
-    // receives 4,096 x 8 x 2 / 8 = 8,192 tokens; 3 x 4,096 x 14,336 weights; and the router
-    // 4,096 -> 8.
+    // receives 4,096 x 8 x 2 / 8 = 8,192 tokens, computed as 8,192 + 64 rows in a grouped
+    // GEMM (its last 128-row block half full on average); 3 x 4,096 x 14,336 weights; and the
+    // router 4,096 -> 8.
     let moe = catalog::model("mixtral-8x7b").unwrap().shape.moe.unwrap();
-    let expert = 2.0 * 8192.0 * 3.0 * 4096.0 * 14336.0 * 1e-15;
+    let expert = 2.0 * 8256.0 * 3.0 * 4096.0 * 14336.0 * 1e-15;
     let router = 2.0 * 4096.0 * 8.0 * 4096.0 * 1e-15;
     // 4,096 tokens of width 4,096 through SwiGLU's two up projections, at TP 1.
     let gemms = |ep, looped| {
@@ -52,11 +53,32 @@ fn grouped_expert_gemms_launch_once_and_looped_ones_once_per_expert() {
     close(fwd, expert + router);
     close(bwd, 2.0 * fwd);
     assert_eq!(launches, 1.0);
-    // At EP 2, four experts a GPU of 2,048 tokens each: one launch of 8,192 rows, or four
-    // of 2,048, at one rate per FLOP the same time.
+    // At EP 2, four experts a GPU of 2,048 tokens each: one launch of 4 x 2,112 rows, or four
+    // launches of 2,048, each quantized by its own GEMM (which one rate per FLOP does not
+    // price): 8,448 / 8,192 the time.
     let (grouped, looped) = (gemms(2.0, false), gemms(2.0, true));
     assert_eq!((grouped.1, looped.1), (1.0, 4.0));
-    close(grouped.0 .0, looped.0 .0);
+    let experts = |p: ((f64, f64), f64)| p.0 .0 - router;
+    close(experts(grouped) / experts(looped), 8448.0 / 8192.0);
+}
+
+#[test]
+fn an_expert_with_few_tokens_still_computes_a_whole_row_block() {
+    // DeepSeek-V3 at EP 64 with one 4,096-token sequence a GPU: 4,096 x 8 x 64 / 256 = 8,192
+    // tokens an expert, 0.8% padding; at 16 tokens an expert, a whole 128-row block.
+    close(grouped_rows(8192.0), 8256.0);
+    close(grouped_rows(16.0), 128.0);
+    close(grouped_rows(100.0), 164.0);
+}
+
+#[test]
+fn the_dispatcher_copies_each_token_top_k_times_each_way() {
+    // Qwen3-30B-A3B (h 2,048, top-8) over 4,096 tokens: permute reads 4,096 tokens and
+    // writes 32,768 copies, unpermute reads them back and writes 4,096: 2 x 9 x 4,096 x
+    // 2,048 x 2 bytes = 302 MB a forward pass. Sorting the all-to-all's chunks by local
+    // expert reads and writes every copy once more each way: 2 x 25 x ... = 839 MB.
+    close(permutation_bytes(4096.0, 2048.0, 8.0, false), 301_989_888.0);
+    close(permutation_bytes(4096.0, 2048.0, 8.0, true), 838_860_800.0);
 }
 
 #[test]
