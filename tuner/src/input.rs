@@ -98,13 +98,39 @@ pub fn yaml<T: DeserializeOwned>(text: &str, origin: &str, limit: Limit) -> Resu
                  that a hostile file cannot exhaust memory",
                 limit.yaml_nodes, limit.what, limit.in_words
             ),
-            _ => e.to_string(),
+            _ => with_nearest_key(e.to_string()),
         };
         TunerError::Yaml {
             origin: origin.to_string(),
             message,
         }
     })
+}
+
+/// An "unknown field `x`, expected one of a, b" error with the known key nearest to `x` named
+/// on its first line, as a misspelled flag is.
+fn with_nearest_key(message: String) -> String {
+    let Some((_, rest)) = message.split_once("unknown field `") else {
+        return message;
+    };
+    let Some((field, tail)) = rest.split_once('`') else {
+        return message;
+    };
+    let Some((_, expected)) = tail.split_once("expected") else {
+        return message;
+    };
+    let known = expected
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split([',', ' ', '`'])
+        .filter(|w| !w.is_empty() && !matches!(*w, "one" | "of" | "or"));
+    let Some(near) = crate::similar::similar(field, known).into_iter().next() else {
+        return message;
+    };
+    let end = message.find('\n').unwrap_or(message.len());
+    let hint = format!("; the nearest known key is `{near}`");
+    format!("{}{hint}{}", &message[..end], &message[end..])
 }
 
 #[cfg(test)]

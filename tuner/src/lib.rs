@@ -38,6 +38,7 @@ pub mod output;
 pub mod placement;
 pub mod report;
 pub mod search;
+pub mod similar;
 pub mod stats;
 pub mod validate;
 pub mod warnings;

@@ -231,6 +231,70 @@ fn nonsense_cluster_figures_are_refused_with_the_key() {
 }
 
 #[test]
+fn misspelled_keys_and_impossible_values_are_refused_by_name() {
+    let text = std::fs::read_to_string(format!(
+        "{}/../data/published-runs.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    // Issue 31, item 11: a misspelled key was ignored and the run scored on defaults.
+    for (good, bad, nearest) in [
+        ("zero_stage: null", "zero-stage: null", "zero_stage"),
+        ("recompute: full", "recompte: full", "recompute"),
+        (
+            "iteration_time_s: 3.53",
+            "iteration_time: 3.53",
+            "iteration_time_s",
+        ),
+    ] {
+        let err = parse_runs(&text.replacen(good, bad, 1), "typo.yaml")
+            .unwrap_err()
+            .to_string();
+        let key = bad.split(':').next().unwrap();
+        assert!(err.contains(&format!("unknown field `{key}`")), "{err}");
+        assert!(
+            err.contains(&format!("the nearest known key is `{nearest}`")),
+            "{err}"
+        );
+    }
+    // A schedule the format does not name was read as not interleaved.
+    let err = parse_runs(
+        &text.replacen("schedule: interleaved", "schedule: zigzag", 1),
+        "zigzag.yaml",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("zigzag") && err.contains("interleaved"),
+        "{err}"
+    );
+    // ZeRO 4 was priced; a width whose 4h wraps 32 bits became an ffn of 32; degrees whose
+    // product wraps 32 bits passed the GPU count.
+    for (good, bad, key) in [
+        ("zero_stage: null", "zero_stage: 4", "layout.zero_stage = 4"),
+        (
+            "hidden: 2304",
+            "hidden: 1073741832",
+            "model.hidden = 1073741832",
+        ),
+        (
+            "dp: 32\n    ep: 1\n    cp: 1",
+            "dp: 2147483664\n    ep: 1\n    cp: 2",
+            "tp x pp x dp x cp = 4294967328",
+        ),
+    ] {
+        let broken = text.replacen(good, bad, 1);
+        let v = validate(&[parse_runs(&broken, "broken.yaml").unwrap()], &NOMINAL);
+        assert_eq!(v.skipped.len(), 1, "{bad}: {:?}", v.skipped);
+        assert!(
+            v.skipped[0].reason.contains(key),
+            "{bad}: {}",
+            v.skipped[0].reason
+        );
+    }
+}
+
+#[test]
 fn an_nvlink_domain_past_the_node_keeps_tensor_parallelism_on_nvlink() {
     let text = std::fs::read_to_string(format!(
         "{}/../data/published-runs.yaml",

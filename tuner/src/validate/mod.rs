@@ -26,6 +26,7 @@ pub use summary::{Bucket, Summary};
 
 /// A runs file.
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RunsFile {
     /// Format version; 1 is the only one.
     pub format: u32,
@@ -38,6 +39,7 @@ pub struct RunsFile {
 
 /// One published run.
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Run {
     /// Unique id.
     pub id: String,
@@ -61,6 +63,7 @@ pub struct Run {
 /// Model shape as a runs file writes it.
 #[derive(Debug, Deserialize)]
 #[allow(missing_docs)]
+#[serde(deny_unknown_fields)]
 pub struct RunModel {
     pub name: String,
     pub layers: u32,
@@ -82,12 +85,16 @@ pub struct RunModel {
 /// Cluster as a runs file writes it.
 #[derive(Debug, Deserialize)]
 #[allow(missing_docs)]
+#[serde(deny_unknown_fields)]
 pub struct RunCluster {
     pub gpu: String,
     pub gpus: u32,
     pub gpus_per_node: u32,
     pub nics_per_node: u32,
     pub nic_gbps: f64,
+    /// The scale-out fabric as the source names it (`infiniband`, `roce`, ...), for readers.
+    #[serde(default)]
+    pub fabric: Option<String>,
     /// GPUs sharing one NVLink fabric where it spans more than a node (a GB200 NVL72 rack: 72
     /// over 4-GPU trays; an extension of format 1); absent: the node, or 1 on a GPU without
     /// NVLink.
@@ -112,6 +119,7 @@ pub enum Attention {
 /// Layout as a runs file writes it.
 #[derive(Debug, Deserialize)]
 #[allow(missing_docs)]
+#[serde(deny_unknown_fields)]
 pub struct RunLayout {
     pub tp: u32,
     pub pp: u32,
@@ -124,7 +132,7 @@ pub struct RunLayout {
     pub zero_stage: Option<u8>,
     pub recompute: Option<Recompute>,
     pub sequence_parallel: Option<bool>,
-    pub schedule: Option<String>,
+    pub schedule: Option<Schedule>,
     #[serde(default)]
     pub precision: Option<Precision>,
     #[serde(default)]
@@ -136,11 +144,29 @@ pub struct RunLayout {
     pub torch_compile: Option<bool>,
 }
 
+/// A pipeline schedule as a runs file names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum Schedule {
+    /// One forward, one backward per stage (PipeDream-Flush; Narayanan et al. 2021 §2.2.1).
+    #[serde(rename = "1f1b")]
+    OneFOneB,
+    /// 1F1B over virtual stages (Narayanan et al. 2021 §2.2.2).
+    #[serde(rename = "interleaved")]
+    Interleaved,
+}
+
 /// Measurements of a run.
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Observed {
     /// Seconds per iteration.
     pub iteration_time_s: f64,
+    /// Tokens per second, whole job, as published or derived (for readers).
+    #[serde(default)]
+    pub tokens_per_s: Option<f64>,
+    /// The source's own model FLOPs utilisation (for readers).
+    #[serde(default)]
+    pub mfu: Option<f64>,
     /// The source's own TFLOP/s per GPU.
     #[serde(default)]
     pub tflops_per_gpu: Option<f64>,
@@ -281,7 +307,16 @@ impl Run {
             heads: m.heads,
             kv_heads: m.kv_heads.unwrap_or(m.heads),
             head_dim: m.head_dim,
-            ffn_hidden: m.ffn_hidden.unwrap_or(4 * m.hidden),
+            ffn_hidden: match m.ffn_hidden {
+                Some(f) => f,
+                None => m.hidden.checked_mul(4).ok_or_else(|| {
+                    bad_input(
+                        &format!("runs[{}].model.hidden", self.id),
+                        m.hidden,
+                        "at most 1073741823 where ffn_hidden is left out (4 x hidden)",
+                    )
+                })?,
+            },
             ffn_act: m.ffn_act,
             vocab: m.vocab,
             seq_len: m.seq_len,
@@ -332,7 +367,7 @@ impl Run {
     /// force.
     fn constraints(&self, framework: Framework) -> Constraints {
         let l = &self.layout;
-        let interleaved = l.schedule.as_deref() == Some("interleaved") && l.pp > 1;
+        let interleaved = l.schedule == Some(Schedule::Interleaved) && l.pp > 1;
         // An interleaved schedule without a published split: torchtitan's
         // `generate_split_points` then builds 2 stages per rank ("the default if no pipeline
         // split is specified"); Megatron has no default (its interleaving needs
@@ -383,8 +418,19 @@ pub(crate) fn price(
     let gpus = run.cluster.gpus;
     let c = run.constraints(training.framework);
     let l = &run.layout;
-    let product = l.tp * l.pp * l.dp * c.cp.unwrap_or(1);
-    if product != gpus {
+    if let Some(z) = l.zero_stage.filter(|&z| z > 3) {
+        return Err(bad_input(
+            &format!("runs[{}].layout.zero_stage", run.id),
+            z,
+            "0, 1, 2 or 3",
+        ));
+    }
+    // In 128 bits: four 32-bit degrees cannot wrap past the GPU count.
+    let product = [l.tp, l.pp, l.dp, c.cp.unwrap_or(1)]
+        .map(u128::from)
+        .iter()
+        .product::<u128>();
+    if product != u128::from(gpus) {
         return Err(bad_input(
             &format!("runs[{}].layout", run.id),
             format!("tp x pp x dp x cp = {product}"),
