@@ -192,6 +192,14 @@ fn a_run_the_model_cannot_price_is_reported_and_the_rest_scored() {
     assert_eq!(v.summary.runs, 79);
 }
 
+/// Asserts that the one broken run of `text` is skipped for a reason naming `key`.
+fn assert_refused(text: &str, key: &str) {
+    let v = validate(&[parse_runs(text, "broken.yaml").unwrap()], &NOMINAL);
+    assert_eq!(v.skipped.len(), 1, "{key}: {:?}", v.skipped);
+    let reason = &v.skipped[0].reason;
+    assert!(reason.contains(key), "{key}: {reason}");
+}
+
 #[test]
 fn nonsense_cluster_figures_are_refused_with_the_key() {
     let text = std::fs::read_to_string(format!(
@@ -219,14 +227,7 @@ fn nonsense_cluster_figures_are_refused_with_the_key() {
             "cluster.nvlink_domain = 3",
         ),
     ] {
-        let broken = text.replacen(good, bad, 1);
-        let v = validate(&[parse_runs(&broken, "broken.yaml").unwrap()], &NOMINAL);
-        assert_eq!(v.skipped.len(), 1, "{bad}: {:?}", v.skipped);
-        assert!(
-            v.skipped[0].reason.contains(key),
-            "{bad}: {}",
-            v.skipped[0].reason
-        );
+        assert_refused(&text.replacen(good, bad, 1), key);
     }
 }
 
@@ -283,14 +284,7 @@ fn misspelled_keys_and_impossible_values_are_refused_by_name() {
             "tp x pp x dp x cp = 4294967328",
         ),
     ] {
-        let broken = text.replacen(good, bad, 1);
-        let v = validate(&[parse_runs(&broken, "broken.yaml").unwrap()], &NOMINAL);
-        assert_eq!(v.skipped.len(), 1, "{bad}: {:?}", v.skipped);
-        assert!(
-            v.skipped[0].reason.contains(key),
-            "{bad}: {}",
-            v.skipped[0].reason
-        );
+        assert_refused(&text.replacen(good, bad, 1), key);
     }
 }
 
