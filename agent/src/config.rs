@@ -14,6 +14,10 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// Largest configuration file read: every key set is about 1.5 KB, so 1 MiB is no
+/// configuration (`--config /dev/zero` read until memory ran out; issue 31).
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
 /// Agent settings, checked. Every field is a YAML key, a `--flag` and a `MESHFIT_*` variable,
 /// but for the groups, whose fields are.
 #[derive(Debug, Clone, PartialEq)]
@@ -459,10 +463,7 @@ impl Config {
 impl Keys {
     /// Reads a YAML file over the defaults; unknown keys are errors that name the key.
     fn from_file(path: &Path) -> Result<Keys> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::ConfigFile {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })?;
+        let text = crate::input::read_text(path, MAX_CONFIG_BYTES).map_err(Error::ConfigRead)?;
         Keys::from_yaml(&text).map_err(|message| Error::ConfigFile {
             path: path.to_path_buf(),
             message,

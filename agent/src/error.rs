@@ -16,7 +16,10 @@ pub enum Error {
         /// What is allowed.
         expected: String,
     },
-    /// The YAML configuration file could not be read or parsed.
+    /// The YAML configuration file could not be read.
+    #[error("config file {0}")]
+    ConfigRead(record::InputError),
+    /// The YAML configuration file could not be parsed.
     #[error("config file {path}: {message}")]
     ConfigFile {
         /// The file.

@@ -8,10 +8,9 @@
 //! lines is refused with a warning, and the results read before stay served: a scrape then
 //! shows the last good run, whose time `meshfit_fabric_last_run_timestamp_seconds` gives.
 
-use record::{Backend, Record, Scope};
+use record::{Backend, InputError, Record, Scope};
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -134,24 +133,9 @@ impl Fabric {
 /// Why a file was not taken.
 #[derive(Debug, thiserror::Error)]
 pub enum Refused {
-    /// Larger than [`MAX_BYTES`].
-    #[error(
-        "{path}: {bytes} bytes or more, over the {MAX_BYTES}-byte limit of a fabric results file; not read"
-    )]
-    TooLarge {
-        /// The file.
-        path: PathBuf,
-        /// Its length.
-        bytes: u64,
-    },
-    /// Could not be read.
-    #[error("{path}: unreadable: {source}")]
-    Unreadable {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
+    /// Could not be read, or is larger than [`MAX_BYTES`].
+    #[error(transparent)]
+    Unreadable(InputError),
     /// Not measurement records as JSON lines.
     #[error("{path}: {source}")]
     NotRecords {
@@ -211,10 +195,10 @@ impl Watcher {
             Err(source) => {
                 self.stat_failed = true;
                 return (!failed_before).then(|| {
-                    Change::Refused(Refused::Unreadable {
+                    Change::Refused(Refused::Unreadable(InputError::Io {
                         path: self.path.clone(),
                         source,
-                    })
+                    }))
                 });
             }
         };
@@ -228,31 +212,10 @@ impl Watcher {
         }
         // Remembered before reading, so a refused file is reported once, not at every poll.
         self.seen = Some(stamp);
-        if meta.len() > MAX_BYTES {
-            return Some(Change::Refused(Refused::TooLarge {
-                path: self.path.clone(),
-                bytes: meta.len(),
-            }));
-        }
-        // Read through a bound: the file may have grown since it was looked at.
-        let mut text = String::new();
-        let read = fs::File::open(&self.path)
-            .and_then(|f| f.take(MAX_BYTES + 1).read_to_string(&mut text));
-        match read {
-            Ok(n) if n as u64 > MAX_BYTES => {
-                return Some(Change::Refused(Refused::TooLarge {
-                    path: self.path.clone(),
-                    bytes: n as u64,
-                }))
-            }
-            Ok(_) => {}
-            Err(source) => {
-                return Some(Change::Refused(Refused::Unreadable {
-                    path: self.path.clone(),
-                    source,
-                }))
-            }
-        }
+        let text = match crate::input::read_text(&self.path, MAX_BYTES) {
+            Ok(text) => text,
+            Err(e) => return Some(Change::Refused(Refused::Unreadable(e))),
+        };
         match record::read_json_lines(&text) {
             Ok(records) => {
                 let (mut fabric, notes) = Fabric::from_records(records, node);
@@ -377,8 +340,12 @@ pub(crate) mod tests {
         let big = fs::File::create(&path).unwrap();
         big.set_len(MAX_BYTES + 1).unwrap();
         match w.poll("n1") {
-            Some(Change::Refused(e @ Refused::TooLarge { .. })) => {
-                assert!(e.to_string().contains("33554433 bytes or more"), "{e}")
+            Some(Change::Refused(e @ Refused::Unreadable(InputError::TooLarge { .. }))) => {
+                assert!(
+                    e.to_string()
+                        .contains("33554433 bytes, more than 33554432 bytes (32 MiB)"),
+                    "{e}"
+                )
             }
             other => panic!("{other:?}"),
         }

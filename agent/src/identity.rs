@@ -36,7 +36,8 @@ impl Identity {
 
     fn environ_has_token(&self, pid: u32) -> bool {
         // Unreadable (another user's process without CAP_SYS_PTRACE, or gone): not ours.
-        std::fs::read(self.host_proc.join(pid.to_string()).join("environ"))
+        let environ = self.host_proc.join(pid.to_string()).join("environ");
+        crate::input::read(&environ, crate::input::MAX_ENVIRON_BYTES)
             .is_ok_and(|environ| environ.split(|&b| b == 0).any(|v| v == self.marker))
     }
 }

@@ -12,6 +12,7 @@
 //! - [`sampler`]: live counters, host and process figures every few seconds.
 //! - [`state`]: the calibration kept across restarts, written atomically.
 //! - [`fabric`]: the last multi-node fabric run's results, read from the state directory.
+//! - [`input`]: every file the agent reads, each bounded by a limit of its own.
 //! - [`cache::Cache`]: what the scheduler and the sampler last learnt; all a scrape reads.
 //! - [`metrics`]: one collector per family group, rendered at scrape time.
 //! - [`negotiation`]: the exposition format and coding a `/metrics` request gets.
@@ -34,6 +35,7 @@ pub mod fabric;
 pub mod http;
 pub mod identity;
 pub mod idle;
+pub mod input;
 pub mod listener;
 pub mod metrics;
 pub mod negotiation;
@@ -161,10 +163,13 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
 
 /// The host name, for the `hostname` label when no node name is configured.
 fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .ok()
-        .filter(|s| !s.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "localhost".into())
+    input::read_text(
+        std::path::Path::new("/proc/sys/kernel/hostname"),
+        input::MAX_PROC_BYTES,
+    )
+    .map(|s| s.trim().to_string())
+    .ok()
+    .filter(|s| !s.is_empty())
+    .or_else(|| std::env::var("HOSTNAME").ok())
+    .unwrap_or_else(|| "localhost".into())
 }

@@ -116,6 +116,9 @@ const SIM_JOB_PID: u32 = (1 << 22) + 1;
 const SIM_POWER_W: [f64; 2] = [70.0, 600.0];
 const SIM_TEMPERATURE_C: [u32; 2] = [34, 68];
 
+/// Largest busy file read: GPU indices, a few bytes each.
+const MAX_BUSY_FILE_BYTES: u64 = 64 << 10;
+
 /// The sim backend, with busy GPUs that can change while the agent runs (from `busy_file`),
 /// the calibration child on the GPUs while it lives (from the process table), and NVLink
 /// byte counters that grow with the traffic it measured.
@@ -138,21 +141,30 @@ impl SimNode {
         };
         let mut busy = self.base_busy.clone();
         // A missing file means no job; a test creates it to make one appear.
-        if let Ok(text) = std::fs::read_to_string(path) {
-            for item in text
-                .split([',', '\n', ' '])
-                .filter(|s| !s.trim().is_empty())
-            {
-                busy.push(
-                    item.trim()
-                        .parse()
-                        .map_err(|_| microbench::Error::BadValue {
-                            field: "busy_file",
-                            value: item.to_string(),
-                            expected: format!("comma-separated GPU indices in {}", path.display()),
-                        })?,
-                );
+        let text = match crate::input::read_text(path, MAX_BUSY_FILE_BYTES) {
+            Ok(text) => text,
+            Err(e) if e.is_not_found() => String::new(),
+            Err(e) => {
+                return Err(microbench::Error::BadValue {
+                    field: "busy_file",
+                    value: path.display().to_string(),
+                    expected: format!("a readable file of comma-separated GPU indices ({e})"),
+                })
             }
+        };
+        for item in text
+            .split([',', '\n', ' '])
+            .filter(|s| !s.trim().is_empty())
+        {
+            busy.push(
+                item.trim()
+                    .parse()
+                    .map_err(|_| microbench::Error::BadValue {
+                        field: "busy_file",
+                        value: item.to_string(),
+                        expected: format!("comma-separated GPU indices in {}", path.display()),
+                    })?,
+            );
         }
         self.backend
             .write()
@@ -263,5 +275,34 @@ impl Node for SimNode {
 
     fn observe(&self, record: &Record) {
         self.add_traffic(record);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 31, item 4: the busy file was read whole, whatever its size; past 64 KiB the
+    /// counters fail naming the file, its size and the limit.
+    #[test]
+    fn r31_a_busy_file_past_its_limit_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let busy = dir.path().join("busy");
+        std::fs::File::create(&busy)
+            .unwrap()
+            .set_len(MAX_BUSY_FILE_BYTES + 1)
+            .unwrap();
+        let mut config = Config::from_yaml("backend: sim\nprofile: dgx-h100\n").unwrap();
+        config.state_dir = dir.path().to_path_buf();
+        config.sim.busy_file = Some(busy.clone());
+        let err = build(&config).unwrap().counters().unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "busy_file `{0}`: a readable file of comma-separated GPU indices ({0}: 65537 \
+                 bytes, more than 65536 bytes (64 KiB), the most this reader takes)",
+                busy.display()
+            )
+        );
     }
 }

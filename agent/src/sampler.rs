@@ -6,7 +6,9 @@
 use crate::cache::{Cache, Discovery, DownReason, Process};
 use crate::fabric::{Change, Watcher};
 use crate::idle::now_s;
+use crate::input;
 use crate::node::Node;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -159,7 +161,7 @@ async fn poll_fabric(watcher: Watcher, cache: &Cache) -> Watcher {
 /// a file that cannot be read leaves its figures at 0. Hand-read: five numbers do not justify
 /// sysinfo's build on two-core machines.
 fn read_process() -> Process {
-    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let read = |p: &str| input::read_text(Path::new(p), input::MAX_PROC_BYTES).unwrap_or_default();
     let stat = read("/proc/self/stat");
     let boot = parse_boot_time(&read("/proc/stat"));
     Process {

@@ -16,6 +16,11 @@ pub const FORMAT_VERSION: u32 = 1;
 /// The state file's name inside the state directory.
 pub const FILE_NAME: &str = "calibration.json";
 
+/// Largest state file read: a record is about 500 bytes, so a node's 5,120 points are
+/// 2.5 MB and 64 MiB holds 25 times that. A state file linked to `/dev/zero` was read until
+/// the machine ran out of memory (issue 31); past the limit the file is set aside.
+pub const MAX_BYTES: u64 = 64 << 20;
+
 /// How a calibration run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -228,9 +233,9 @@ pub enum Loaded {
 /// Loads the state file from `dir`, setting aside one that cannot be trusted.
 pub fn load(dir: &Path) -> Result<Loaded> {
     let path = dir.join(FILE_NAME);
-    let text = match fs::read_to_string(&path) {
+    let text = match crate::input::read_text(&path, MAX_BYTES) {
         Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Loaded::Empty),
+        Err(e) if e.is_not_found() => return Ok(Loaded::Empty),
         Err(e) => return set_aside(&path, format!("unreadable: {e}")),
     };
     match parse(&text) {
@@ -388,6 +393,32 @@ mod tests {
                 other => panic!("{other:?}"),
             }
             assert!(matches!(load(dir.path()).unwrap(), Loaded::Empty));
+        }
+    }
+
+    /// Issue 31, item 4: a state file linked to `/dev/zero` was read until the machine ran
+    /// out of memory. It is set aside, and so is a regular file past the limit, by its
+    /// length, with the file, its size and the limit named.
+    #[test]
+    fn r31_an_endless_or_oversized_state_file_is_set_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        std::os::unix::fs::symlink("/dev/zero", &path).unwrap();
+        match load(dir.path()).unwrap() {
+            Loaded::SetAside { reason, .. } => assert!(reason.contains(FILE_NAME), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+        File::create(&path).unwrap().set_len(MAX_BYTES + 1).unwrap();
+        match load(dir.path()).unwrap() {
+            Loaded::SetAside { reason, .. } => assert_eq!(
+                reason,
+                format!(
+                    "unreadable: {}: 67108865 bytes, more than 67108864 bytes (64 MiB), the \
+                     most this reader takes",
+                    path.display()
+                )
+            ),
+            other => panic!("{other:?}"),
         }
     }
 

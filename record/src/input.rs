@@ -25,13 +25,16 @@ pub enum InputError {
         /// What the system said.
         source: std::io::Error,
     },
-    /// Longer than the limit; only the limit and one byte more were read.
-    #[error("{}: more than {limit} bytes ({} MiB), the most this reader takes", .path.display(), .limit >> 20)]
+    /// Longer than the limit; only the limit and one byte more were read, or nothing when
+    /// the file's length told.
+    #[error("{}", too_large(.path, *.size, *.limit))]
     TooLarge {
         /// The file.
         path: PathBuf,
         /// The limit in bytes.
         limit: u64,
+        /// The file's length, when it tells one (a regular file); a FIFO or a device does not.
+        size: Option<u64>,
     },
     /// Not UTF-8 text.
     #[error("{}: not UTF-8 text (invalid byte at offset {offset}); logs and JSON lines are text", .path.display())]
@@ -43,24 +46,79 @@ pub enum InputError {
     },
 }
 
+impl InputError {
+    /// True when the file does not exist, which some readers take as "nothing there".
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, InputError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+    }
+}
+
+fn too_large(path: &Path, size: Option<u64>, limit: u64) -> String {
+    let size = size.map_or_else(String::new, |s| format!("{s} bytes, "));
+    format!(
+        "{}: {size}more than {limit} bytes ({}), the most this reader takes",
+        path.display(),
+        binary_size(limit)
+    )
+}
+
+/// `bytes` in the largest binary unit it reaches, for people: 64 KiB, 32 MiB.
+fn binary_size(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 20 => format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 => format!("{} KiB", b >> 10),
+        b => format!("{b} B"),
+    }
+}
+
 /// Reads `path` as UTF-8 text of at most `limit` bytes. Reads through the handle rather than
 /// trusting the file's length, which a FIFO, a device or a growing file does not tell.
 pub fn read_bounded(path: &Path, limit: u64) -> Result<String, InputError> {
+    into_text(path, read_bounded_bytes(path, limit)?)
+}
+
+/// Reads `path` as bytes, at most `limit` of them, as [`read_bounded`] does.
+pub fn read_bounded_bytes(path: &Path, limit: u64) -> Result<Vec<u8>, InputError> {
+    let file = std::fs::File::open(path).map_err(|source| InputError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    read_bounded_from(&file, path, limit)
+}
+
+/// Reads at most `limit` bytes from `file`, opened from `path` (which errors name), for a
+/// caller that opens files its own way. A regular file longer than `limit` is refused by its
+/// length without being read; anything else is read up to one byte past the limit.
+pub fn read_bounded_from(
+    file: &std::fs::File,
+    path: &Path,
+    limit: u64,
+) -> Result<Vec<u8>, InputError> {
+    let too_large = |size| InputError::TooLarge {
+        path: path.to_path_buf(),
+        limit,
+        size,
+    };
     let io = |source| InputError::Io {
         path: path.to_path_buf(),
         source,
     };
-    let file = std::fs::File::open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if meta.is_file() && meta.len() > limit {
+        return Err(too_large(Some(meta.len())));
+    }
     let mut bytes = Vec::new();
     file.take(limit.saturating_add(1))
         .read_to_end(&mut bytes)
         .map_err(io)?;
     if bytes.len() as u64 > limit {
-        return Err(InputError::TooLarge {
-            path: path.to_path_buf(),
-            limit,
-        });
+        return Err(too_large(None));
     }
+    Ok(bytes)
+}
+
+/// `bytes` read from `path` as UTF-8 text.
+pub fn into_text(path: &Path, bytes: Vec<u8>) -> Result<String, InputError> {
     String::from_utf8(bytes).map_err(|e| InputError::NotText {
         path: path.to_path_buf(),
         offset: e.utf8_error().valid_up_to(),
@@ -88,13 +146,43 @@ mod tests {
         let path = dir.join("log.txt");
         std::fs::write(&path, "12345").unwrap();
         assert_eq!(read_bounded(&path, 5).unwrap(), "12345");
-        assert!(matches!(
-            read_bounded(&path, 4),
-            Err(InputError::TooLarge { limit: 4, .. })
-        ));
+        let err = read_bounded(&path, 4).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                InputError::TooLarge {
+                    limit: 4,
+                    size: Some(5),
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
         std::fs::write(&path, b"ok\xff").unwrap();
         let err = read_bounded(&path, 5).unwrap_err().to_string();
         assert!(err.contains("invalid byte at offset 2"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Issue 31: a regular file past the limit is refused by its length, unread, and the
+    /// message names the file, its size and the limit.
+    #[test]
+    fn a_long_regular_file_is_refused_naming_its_size_and_the_limit() {
+        let dir = std::env::temp_dir().join(format!("record-input-long-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("busy");
+        std::fs::File::create(&path)
+            .unwrap()
+            .set_len(70_000)
+            .unwrap();
+        let err = read_bounded_bytes(&path, 64 << 10).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{}: 70000 bytes, more than 65536 bytes (64 KiB), the most this reader takes",
+                path.display()
+            )
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

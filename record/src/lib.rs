@@ -7,7 +7,9 @@
 //! - [`read_json_lines`] reads `microbench --json` output back, refusing records that cannot
 //!   be measurements ([`Record::validate`]).
 //! - [`read_bounded`] reads a file of at most [`MAX_LOG_BYTES`] or [`MAX_JSON_LINES_BYTES`],
-//!   so an endless or runaway input is refused by size before it is parsed.
+//!   so an endless or runaway input is refused by size before it is parsed;
+//!   [`read_bounded_bytes`], [`read_bounded_from`] (a file opened by the caller) and
+//!   [`into_text`] are its parts, for readers with limits and opening rules of their own.
 //! - [`nccl_tests::parse`] reads real nccl-tests logs into records, and [`nccl_tests::write`]
 //!   prints records in the nccl-tests column layout.
 //! - [`tables::parse`] reads CSV tables of measurements (nccl-tests-shaped lookup tables such
@@ -37,7 +39,10 @@ pub mod tables;
 pub use busbw::busbw_factor;
 pub use dtype::Dtype;
 pub use families::Family;
-pub use input::{read_bounded, InputError, MAX_JSON_LINES_BYTES, MAX_LOG_BYTES};
+pub use input::{
+    into_text, read_bounded, read_bounded_bytes, read_bounded_from, InputError,
+    MAX_JSON_LINES_BYTES, MAX_LOG_BYTES,
+};
 pub use kind::{AttentionPass, Backend, Clock, GemmLayout, Kind, Scope};
 pub use names::UnknownName;
 pub use record::{

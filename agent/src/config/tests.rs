@@ -132,3 +132,29 @@ fn faults_are_parsed_when_checked_and_a_bad_one_names_the_key() {
         "faults `(set)`: applies to backend sim only"
     );
 }
+
+/// Issue 31, item 4: `--config /dev/zero` was read until memory ran out; an endless file is
+/// refused at 1 MiB, and a longer regular one by its length, naming it and the limit.
+#[test]
+fn r31_an_endless_or_oversized_config_file_is_refused_by_name() {
+    let err = Keys::from_file(Path::new("/dev/zero")).unwrap_err();
+    assert!(
+        err.to_string().starts_with("config file /dev/zero: "),
+        "{err}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("agent.yaml");
+    std::fs::File::create(&file)
+        .unwrap()
+        .set_len(MAX_CONFIG_BYTES + 1)
+        .unwrap();
+    let err = Keys::from_file(&file).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "config file {}: 1048577 bytes, more than 1048576 bytes (1 MiB), the most this \
+             reader takes",
+            file.display()
+        )
+    );
+}
