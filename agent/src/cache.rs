@@ -90,6 +90,8 @@ pub struct Snapshot {
     pub counters_at: Option<f64>,
     /// The agent's process figures.
     pub process: Process,
+    /// When the sampler last completed a pass, seconds since the Unix epoch.
+    pub sampler_last_pass: Option<f64>,
     /// Bumped by every change, so rendered text can be reused until the next one.
     pub generation: u64,
 }
@@ -114,6 +116,7 @@ impl Cache {
             counters: Arc::new(Vec::new()),
             counters_at: None,
             process: Process::default(),
+            sampler_last_pass: None,
             generation: 0,
         }))
     }

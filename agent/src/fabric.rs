@@ -308,6 +308,21 @@ pub(crate) mod tests {
         );
     }
 
+    /// Issue 31, item 7: a FIFO at the results file hung the sampler's poll for ever. It is
+    /// refused at once, and reported once.
+    #[test]
+    fn r31_a_fifo_results_file_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        crate::input::tests::mkfifo(&dir.path().join(FILE_NAME));
+        let mut w = Watcher::new(dir.path());
+        let (change, mut w) = crate::input::tests::within_5s(move || (w.poll("n1"), w));
+        match change {
+            Some(Change::Refused(e)) => assert!(e.to_string().contains("a FIFO"), "{e}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(w.poll("n1").is_none());
+    }
+
     #[test]
     fn watcher_reads_on_change_refuses_bad_files_and_sees_removal() {
         let dir = tempfile::tempdir().unwrap();

@@ -82,34 +82,47 @@ pub async fn run(
             _ = tick.tick() => {}
             _ = shutdown.changed() => return,
         }
-        let process = tokio::task::spawn_blocking(read_process)
-            .await
-            .unwrap_or_default();
-        cache.update(|s| s.process = process);
-        fabric = poll_fabric(fabric, &cache).await;
-        match cache.snapshot().discovery {
-            Discovery::Found(_) => {}
-            _ => {
-                if last_discovery.elapsed() >= REDISCOVER {
-                    last_discovery = tokio::time::Instant::now();
-                    discover(&node, &cache).await;
-                }
-                continue;
-            }
-        }
-        let n = node.clone();
-        let read = tokio::time::timeout(every, tokio::task::spawn_blocking(move || n.counters()));
-        match read.await {
-            Ok(Ok(Ok(counters))) => cache.update(|s| {
-                s.counters = Arc::new(counters);
-                s.counters_at = Some(now_s());
-            }),
-            Ok(Ok(Err(e))) => tracing::debug!("counters: {e}"),
-            Ok(Err(e)) => tracing::debug!("counters: {e}"),
-            // Still stuck in NVML: the next tick tries again; the cache keeps the last reading.
-            Err(_) => tracing::debug!("counters took longer than {every:?}"),
-        }
+        fabric = pass(&node, &cache, every, fabric, &mut last_discovery).await;
+        // A pass that hangs shows as this time standing still while /metrics answers
+        // (issue 31: a FIFO at the fabric results file hung it, and nothing told).
+        cache.update(|s| s.sampler_last_pass = Some(now_s()));
     }
+}
+
+/// One pass: the agent's process figures, the fabric results file, then the GPUs' counters,
+/// or discovery again while it has found none.
+async fn pass(
+    node: &Arc<dyn Node>,
+    cache: &Cache,
+    every: Duration,
+    fabric: Watcher,
+    last_discovery: &mut tokio::time::Instant,
+) -> Watcher {
+    let process = tokio::task::spawn_blocking(read_process)
+        .await
+        .unwrap_or_default();
+    cache.update(|s| s.process = process);
+    let fabric = poll_fabric(fabric, cache).await;
+    if !matches!(cache.snapshot().discovery, Discovery::Found(_)) {
+        if last_discovery.elapsed() >= REDISCOVER {
+            *last_discovery = tokio::time::Instant::now();
+            discover(node, cache).await;
+        }
+        return fabric;
+    }
+    let n = node.clone();
+    let read = tokio::time::timeout(every, tokio::task::spawn_blocking(move || n.counters()));
+    match read.await {
+        Ok(Ok(Ok(counters))) => cache.update(|s| {
+            s.counters = Arc::new(counters);
+            s.counters_at = Some(now_s());
+        }),
+        Ok(Ok(Err(e))) => tracing::debug!("counters: {e}"),
+        Ok(Err(e)) => tracing::debug!("counters: {e}"),
+        // Still stuck in NVML: the next tick tries again; the cache keeps the last reading.
+        Err(_) => tracing::debug!("counters took longer than {every:?}"),
+    }
+    fabric
 }
 
 /// Re-reads the fabric results file when it changed (off the async threads: it may be tens
@@ -213,6 +226,49 @@ fn parse_max_open_files(text: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 31, item 7: with a FIFO at the fabric results file the sampler hung in its
+    /// first pass. Passes go on, and `sampler_last_pass` shows each.
+    #[tokio::test]
+    async fn r31_passes_go_on_with_a_fifo_results_file_and_are_timed() {
+        let dir = tempfile::tempdir().unwrap();
+        crate::input::tests::mkfifo(&dir.path().join(crate::fabric::FILE_NAME));
+        let mut config = crate::Config::from_yaml("backend: sim\nprofile: dgx-h100\n").unwrap();
+        config.state_dir = dir.path().to_path_buf();
+        let node: Arc<dyn Node> = crate::node::build(&config).unwrap().into();
+        let cache = Arc::new(Cache::new(
+            "n1".into(),
+            node.source(),
+            crate::state::Calibration::default(),
+        ));
+        let (stop, stopped) = watch::channel(false);
+        let sampler = tokio::spawn(run(
+            node,
+            cache.clone(),
+            Duration::from_millis(100),
+            Watcher::new(dir.path()),
+            stopped,
+        ));
+        let first = async {
+            loop {
+                if let Some(at) = cache.snapshot().sampler_last_pass {
+                    return at;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        let first = tokio::time::timeout(Duration::from_secs(5), first)
+            .await
+            .expect("no sampler pass completed in 5 s");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let later = cache.snapshot().sampler_last_pass.unwrap();
+        assert!(later > first, "last pass at {later}, first at {first}");
+        let text = crate::metrics::text(&cache.snapshot());
+        let gauge = "meshfit_sampler_last_pass_timestamp_seconds{hostname=\"n1\",backend=\"sim\"} ";
+        assert!(text.contains(gauge), "{text}");
+        stop.send(true).unwrap();
+        sampler.await.unwrap();
+    }
 
     #[test]
     fn proc_files_parse() {

@@ -422,6 +422,27 @@ mod tests {
         }
     }
 
+    /// Issue 31, item 7: a FIFO at the state file held the agent in `open()` for ever, deaf
+    /// to SIGTERM. It is set aside at once.
+    #[test]
+    fn r31_a_fifo_state_file_is_set_aside_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        crate::input::tests::mkfifo(&dir.path().join(FILE_NAME));
+        let state_dir = dir.path().to_path_buf();
+        match crate::input::tests::within_5s(move || load(&state_dir)).unwrap() {
+            Loaded::SetAside { reason, moved_to } => {
+                assert!(
+                    reason.ends_with(
+                        "a FIFO, not a regular file; the agent reads regular files only"
+                    ),
+                    "{reason}"
+                );
+                assert!(moved_to.exists());
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn copied_future_and_negative_state_is_distrusted() {
         let now = 1.7e9;

@@ -1,5 +1,5 @@
-//! The exporter's own health: `meshfit_up`, the scrape's duration and each collector's
-//! success and duration.
+//! The exporter's own health: `meshfit_up`, the scrape's duration, each collector's success
+//! and duration, and when the sampler last completed a pass.
 
 use super::{Out, Type};
 use crate::cache::{Discovery, Snapshot};
@@ -49,6 +49,14 @@ pub(super) fn write(s: &Snapshot, results: &[(&str, bool, f64)], seconds: f64, o
         "Seconds the collectors took to render this text from the cache (never waiting on NVML); scrapes reuse it until the cache changes.",
     )
     .sample(&[], seconds);
+    if let Some(at) = s.sampler_last_pass {
+        out.family(
+            "meshfit_sampler_last_pass_timestamp_seconds",
+            Type::Gauge,
+            "Unix time the sampler last completed a pass (process figures, fabric results, GPU counters), every sample_interval; standing still, the sampler is stuck.",
+        )
+        .sample(&[], at);
+    }
     out.family(
         "meshfit_exporter_build_info",
         Type::Info,
