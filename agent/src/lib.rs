@@ -65,7 +65,12 @@ const STOP_SERVER: Duration = Duration::from_millis(300);
 /// cannot be bound; once
 /// serving, it does not fail: a node without GPUs serves host metrics and `meshfit_up 0`.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<()> {
-    state::check_dir(&config.state_dir)?;
+    if let Some(tmp) = state::check_dir(&config.state_dir)? {
+        tracing::warn!(
+            "removed {}, left by a state file write that did not finish",
+            tmp.display()
+        );
+    }
     let microbench = child::find_microbench(config.microbench_bin.as_deref())?;
     let node: Arc<dyn node::Node> = node::build(&config)?.into();
     let node_name = config.node_name.clone().unwrap_or_else(host_name);

@@ -6,7 +6,7 @@
 use crate::error::{Error, Result};
 use record::Record;
 use serde::{Deserialize, Serialize};
-use std::fs::{self, File};
+use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -202,16 +202,39 @@ pub fn distrust(calibration: &mut Calibration, node: &str, now: f64) -> Vec<Stri
     reasons
 }
 
-/// Creates the state directory and proves it writable, so a bad one stops the start.
-pub fn check_dir(dir: &Path) -> Result<()> {
+/// Creates the state directory, removes the temp file of a save that did not finish, and
+/// proves the directory writable, so a bad one stops the start. Returns the temp file when
+/// one was removed, for the log: on a full disk it held the space the proof needs, and the
+/// agent refused to start until someone deleted it (issue 31).
+pub fn check_dir(dir: &Path) -> Result<Option<PathBuf>> {
     let fail = |source| Error::StateDir {
         path: dir.to_path_buf(),
         source,
     };
     fs::create_dir_all(dir).map_err(fail)?;
+    let tmp = tmp_path(dir);
+    let removed = remove_if_present(&tmp).map_err(fail)?.then_some(tmp);
     let probe = dir.join(".write-test");
-    fs::write(&probe, b"ok").map_err(fail)?;
-    fs::remove_file(&probe).map_err(fail)
+    if let Err(e) = fs::write(&probe, b"ok") {
+        let _ = fs::remove_file(&probe);
+        return Err(fail(e));
+    }
+    fs::remove_file(&probe).map_err(fail)?;
+    Ok(removed)
+}
+
+/// The temp file a save writes before renaming it over the state file.
+fn tmp_path(dir: &Path) -> PathBuf {
+    dir.join(format!(".{FILE_NAME}.tmp"))
+}
+
+/// Removes `path`; true when there was something to remove.
+fn remove_if_present(path: &Path) -> std::io::Result<bool> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// What loading found.
@@ -271,25 +294,33 @@ fn set_aside(path: &Path, reason: String) -> Result<Loaded> {
 }
 
 /// Writes `calibration` to `dir` atomically: a reader sees the old file or the new one,
-/// never half of one, even after a power cut.
+/// never half of one, even after a power cut. A write that fails (a full disk) removes its
+/// temp file, so it does not keep the space or stop the next start (issue 31).
 pub fn save(dir: &Path, calibration: &Calibration) -> Result<()> {
     let path = dir.join(FILE_NAME);
-    let tmp = dir.join(format!(".{FILE_NAME}.tmp"));
-    let fail = |source| Error::StateWrite {
-        path: path.clone(),
-        source,
-    };
+    let tmp = tmp_path(dir);
     let body = serde_json::to_vec(&File1 {
         format_version: FORMAT_VERSION,
         calibration: calibration.clone(),
     })?;
-    let mut file = File::create(&tmp).map_err(fail)?;
-    file.write_all(&body).map_err(fail)?;
-    file.sync_all().map_err(fail)?;
+    replace(dir, &tmp, &path, &body).map_err(|source| {
+        let _ = fs::remove_file(&tmp);
+        Error::StateWrite { path, source }
+    })
+}
+
+/// Writes `body` to `tmp`, then renames it over `path` and syncs `dir`.
+fn replace(dir: &Path, tmp: &Path, path: &Path, body: &[u8]) -> std::io::Result<()> {
+    // What a crash left at the temp path goes; `create_new` then refuses whatever appears
+    // there meanwhile, a symlink among them, rather than write through it.
+    remove_if_present(tmp)?;
+    let mut file = OpenOptions::new().write(true).create_new(true).open(tmp)?;
+    file.write_all(body)?;
+    file.sync_all()?;
     drop(file);
-    fs::rename(&tmp, &path).map_err(fail)?;
+    fs::rename(tmp, path)?;
     // The rename is durable only once the directory entry is on disk.
-    File::open(dir).and_then(|d| d.sync_all()).map_err(fail)
+    File::open(dir).and_then(|d| d.sync_all())
 }
 
 #[cfg(test)]
@@ -441,6 +472,30 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// Issue 31, item 6: a save that failed (a full disk) left its temp file behind, and the
+    /// agent then refused to start. A failed save removes it, and the start removes one a
+    /// crash left.
+    #[test]
+    fn r31_a_failed_save_leaves_no_temp_file_and_the_start_removes_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let tmp = tmp_path(dir.path());
+        // The rename fails: the state file's name is taken by a directory that is not empty.
+        fs::create_dir_all(dir.path().join(FILE_NAME).join("in-the-way")).unwrap();
+        let err = save(dir.path(), &Calibration::default()).unwrap_err();
+        assert!(err.to_string().starts_with("writing state file "), "{err}");
+        assert!(!tmp.exists(), "a failed save left {}", tmp.display());
+        fs::remove_dir_all(dir.path().join(FILE_NAME)).unwrap();
+
+        fs::write(&tmp, "half a calibration").unwrap();
+        assert_eq!(check_dir(dir.path()).unwrap(), Some(tmp.clone()));
+        assert!(!tmp.exists());
+        assert_eq!(check_dir(dir.path()).unwrap(), None);
+        fs::write(&tmp, "half a calibration").unwrap();
+        save(dir.path(), &Calibration::default()).unwrap();
+        assert!(!tmp.exists());
+        assert!(matches!(load(dir.path()).unwrap(), Loaded::Found(_)));
     }
 
     #[test]
