@@ -4,7 +4,8 @@
 //! The agent never loads CUDA, cuBLAS or NCCL itself: a kernel that hangs, a library that
 //! panics or a driver that wedges costs one child, never the daemon or a GPU. The child is
 //! stopped with SIGTERM, then SIGKILL after a grace period, and everything it printed before
-//! is still delivered, so a stopped run keeps what it measured.
+//! is still delivered, so a stopped run keeps what it measured. The kernel kills it when the
+//! agent dies, `kill -9` included ([`die_with_parent`]).
 
 use crate::error::{Error, Result};
 use record::Record;
@@ -89,7 +90,12 @@ impl Child {
     /// child is stopped (SIGTERM, then SIGKILL after `grace`) when [`Child::stop`] is called
     /// or the `Child` is dropped.
     pub fn spawn(program: &Path, args: &[String], token: &str, grace: Duration) -> Result<Child> {
-        let mut process = tokio::process::Command::new(program)
+        let mut command = tokio::process::Command::new(program);
+        let parent = std::process::id();
+        // SAFETY: the hook runs in the forked child before exec, where only async-signal-safe
+        // calls are sound: it makes two system calls and allocates nothing.
+        unsafe { command.pre_exec(move || die_with_parent(parent)) };
+        let mut process = command
             .args(args)
             .env(RUN_TOKEN_ENV, token)
             .stdin(Stdio::null())
@@ -149,6 +155,30 @@ impl Child {
             let _ = stop.send(());
         }
     }
+}
+
+/// Runs in the child between fork and exec: asks the kernel for SIGKILL when the agent dies,
+/// so that a child never outlives it holding the GPUs (issue 31: after `kill -9` of the
+/// agent the child was reparented and kept them). Fails, and the child exits, when the agent
+/// `parent` died before the request was made, as the signal would then never come.
+///
+/// `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits, not when the
+/// process does. The agent forks on the thread of its runtime: `main.rs` builds a
+/// current-thread runtime, whose one thread is the main thread, and [`Child::spawn`] is
+/// called from async code on it, so the forking thread lives as long as the agent. A
+/// multi-threaded runtime keeps its workers for its lifetime too, but a blocking-pool thread
+/// exits after idling 10 s: never call [`Child::spawn`] from `spawn_blocking`.
+fn die_with_parent(parent: u32) -> std::io::Result<()> {
+    // SAFETY: prctl(2) with an option and a signal number: it touches no memory of ours.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) } == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: getppid(2) takes nothing and cannot fail.
+    let reparented = u32::try_from(unsafe { libc::getppid() }).ok() != Some(parent);
+    if reparented {
+        return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+    }
+    Ok(())
 }
 
 /// SIGTERM, then SIGKILL when the child outlives `grace`; the exit status, if it came.

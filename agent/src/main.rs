@@ -43,6 +43,8 @@ fn main() -> ExitCode {
 
 fn serve(config: Config) -> Result<()> {
     // One thread serves HTTP and schedules; points and NVML calls run on blocking threads.
+    // The calibration child dies with the thread that forked it, this one, which lives as
+    // long as the process (`agent::child`, issue 31).
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
