@@ -111,8 +111,8 @@ pub struct IdleGate {
 pub struct HttpLimits {
     /// Longest an HTTP request may take.
     pub request_timeout: Span,
-    /// HTTP connections open at once; past this the newest is closed at once, so open ones,
-    /// such as a scraper's keep-alive connection, keep answering.
+    /// HTTP connections open at once; at the cap a new one closes the one idle longest (one
+    /// that never sent a request before a keep-alive one), so a scraper always gets in.
     pub max_connections: u32,
     /// Longest an HTTP request head may take from its first byte (from the connection
     /// opening, for its first request).

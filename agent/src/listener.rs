@@ -1,9 +1,12 @@
 //! The accept loop and what bounds each connection (issue 13: idle, slow-header and
 //! non-reading clients knocked the agent over without a token).
 //!
-//! - At most [`Limits::max_connections`] connections are open. Past that, the newest is
-//!   accepted and closed at once: connections already open, such as a scraper's keep-alive
-//!   one, keep answering, and the listen backlog does not fill up.
+//! - At most [`Limits::max_connections`] connections are open. At the cap, a new connection
+//!   closes the one idle longest, so a scraper always gets in (issue 31: with the cap of idle
+//!   connections open, a restarted Prometheus was refused). Connections that have sent no
+//!   request, idle since they opened, go before those waiting between requests: a scraper's
+//!   keep-alive connection outlasts a flood of connections that send nothing (issue 13).
+//!   Only when every connection is in the middle of a request is the new one refused.
 //! - A request head must be complete within [`Limits::header_read_timeout`] of its first
 //!   byte (of the connection opening, for the first request): a slow-header client holds a
 //!   slot for seconds, not for ever.
@@ -23,16 +26,17 @@ use hyper::server::conn::http1;
 use hyper::service::Service as _;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::{oneshot, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
 
 /// Largest read or write buffer of one connection, in bytes. Request heads are small and
@@ -43,6 +47,10 @@ pub const MAX_BUF: usize = 64 * 1024;
 /// Pause after an accept error other than a refused connection, such as running out of file
 /// descriptors: retrying at once would spin on the same error.
 const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+
+/// Longest a new connection waits at the cap for the idle one it closed to give back its
+/// slot; the closed one's task frees it at its next poll, well within this.
+const CLOSE_WAIT: Duration = Duration::from_secs(1);
 
 /// What bounds the server's connections; see the module docs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,7 +96,9 @@ pub async fn serve(
         // Vectored writes queue a shared body by reference; flattening would copy it into
         // each connection's buffer.
         .writev(true);
-    let mut refused: u64 = 0;
+    let open = Arc::new(Open::default());
+    let mut at_cap = AtCap::default();
+    let mut next_id: u64 = 0;
     loop {
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -100,21 +110,19 @@ pub async fn serve(
             },
             () = stopped(&mut stop) => break,
         };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            // Dropping the stream closes it: the newest connection is the one refused.
-            if refused == 0 {
-                tracing::warn!(
-                    "{} connections open, the max_connections limit: refusing new ones",
-                    limits.max_connections
-                );
+        let slot = match slots.clone().try_acquire_owned() {
+            Ok(slot) => {
+                at_cap.left();
+                slot
             }
-            refused += 1;
-            continue;
+            Err(_) => {
+                let room = make_room(&open, &slots).await;
+                at_cap.reached(limits.max_connections, room.is_some());
+                // Dropping the stream closes it: with no room, the newest is refused.
+                let Some(slot) = room else { continue };
+                slot
+            }
         };
-        if refused > 0 {
-            tracing::info!("below max_connections again; refused {refused} connections");
-            refused = 0;
-        }
         // A response larger than one write leaves its last short segment behind Nagle's
         // algorithm until the scraper's delayed ACK (40 ms on Linux): 140 KB /metrics bodies
         // measured 17 ms at p90 and 37 ms at p99 in one run of three at 200 requests/s.
@@ -122,7 +130,11 @@ pub async fn serve(
             tracing::debug!("TCP_NODELAY: {e}");
         }
         let head_received = Arc::new(AtomicBool::new(false));
-        let io = TokioIo::new(Deadlines::new(stream, limits, head_received.clone()));
+        let activity = Arc::new(Activity::new());
+        let (id, close) = (next_id, open.insert(next_id, activity.clone()));
+        next_id += 1;
+        let deadlines = Deadlines::new(stream, limits, head_received.clone(), activity);
+        let io = TokioIo::new(deadlines);
         let app = TowerToHyperService::new(app.clone());
         let service = hyper::service::service_fn(move |request| {
             head_received.store(true, Ordering::Release);
@@ -130,10 +142,13 @@ pub async fn serve(
         });
         let connection = builder.serve_connection(io, service);
         let mut stop = stop.clone();
+        let open = open.clone();
         tokio::spawn(async move {
             tokio::pin!(connection);
             let result = tokio::select! {
                 result = connection.as_mut() => result,
+                // Idle longest at the cap: dropped, which closes it.
+                Ok(()) = close => Ok(()),
                 () = stopped(&mut stop) => {
                     connection.as_mut().graceful_shutdown();
                     connection.await
@@ -143,6 +158,7 @@ pub async fn serve(
             if let Err(e) = result {
                 tracing::debug!("connection closed: {e}");
             }
+            open.remove(id);
             drop(slot);
         });
     }
@@ -150,6 +166,124 @@ pub async fn serve(
     // Every connection holds a slot until it closes: all slots back means all closed.
     let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
     let _ = slots.acquire_many(all).await;
+}
+
+/// At the cap: closes the connection idle longest and takes its slot once given back. `None`
+/// when every connection is in the middle of a request.
+async fn make_room(open: &Open, slots: &Arc<Semaphore>) -> Option<OwnedSemaphorePermit> {
+    if !open.close_most_idle() {
+        return None;
+    }
+    let slot = tokio::time::timeout(CLOSE_WAIT, slots.clone().acquire_owned()).await;
+    slot.ok()?.ok()
+}
+
+/// Logs the cap once when reached and once when left, with what happened meanwhile.
+#[derive(Debug, Default)]
+struct AtCap {
+    /// Idle connections closed for new ones.
+    closed: u64,
+    /// New connections refused, every open one being in the middle of a request.
+    refused: u64,
+}
+
+impl AtCap {
+    /// A new connection met the cap; `made_room` when an idle one was closed for it.
+    fn reached(&mut self, max_connections: usize, made_room: bool) {
+        if self.closed + self.refused == 0 {
+            tracing::warn!(
+                "{max_connections} connections open, the max_connections limit: closing the \
+                 one idle longest for each new one"
+            );
+        }
+        if made_room {
+            self.closed += 1;
+        } else {
+            self.refused += 1;
+        }
+    }
+
+    /// A new connection found a free slot.
+    fn left(&mut self) {
+        if self.closed + self.refused > 0 {
+            tracing::info!(
+                "below max_connections again; closed {} idle connections for new ones, refused \
+                 {} while every connection was busy",
+                self.closed,
+                self.refused
+            );
+            *self = AtCap::default();
+        }
+    }
+}
+
+/// The open connections by id, for closing one at the cap.
+#[derive(Default)]
+struct Open(Mutex<HashMap<u64, Tracked>>);
+
+/// One open connection, as [`Open`] knows it.
+struct Tracked {
+    activity: Arc<Activity>,
+    /// Closes the connection.
+    close: oneshot::Sender<()>,
+}
+
+impl Open {
+    /// Adds connection `id`; the receiver completes when it is to close.
+    fn insert(&self, id: u64, activity: Arc<Activity>) -> oneshot::Receiver<()> {
+        let (close, closed) = oneshot::channel();
+        self.lock().insert(id, Tracked { activity, close });
+        closed
+    }
+
+    /// Forgets connection `id`, closed.
+    fn remove(&self, id: u64) {
+        self.lock().remove(&id);
+    }
+
+    /// Asks the connection idle longest to close; false when none is idle.
+    fn close_most_idle(&self) -> bool {
+        let mut open = self.lock();
+        let most_idle = open
+            .iter()
+            .filter_map(|(id, tracked)| Some((tracked.activity.idle_rank()?, *id)))
+            .min();
+        let Some((_, id)) = most_idle else {
+            return false;
+        };
+        open.remove(&id)
+            .is_some_and(|tracked| tracked.close.send(()).is_ok())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Tracked>> {
+        // A panic elsewhere leaves whole entries behind: keep serving.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A connection's [`Phase`] and when it began, shared by its stream and the accept loop.
+struct Activity(Mutex<(Phase, Instant)>);
+
+impl Activity {
+    fn new() -> Activity {
+        Activity(Mutex::new((Phase::Opened, Instant::now())))
+    }
+
+    fn set(&self, phase: Phase) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = (phase, Instant::now());
+    }
+
+    /// How soon the connection is closed for a new one, the least first: one that has sent
+    /// nothing since it opened, then one between requests, each the longest idle first;
+    /// `None` while a request is under way.
+    fn idle_rank(&self) -> Option<(u8, Instant)> {
+        let (phase, since) = *self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match phase {
+            Phase::Opened => Some((0, since)),
+            Phase::Idle => Some((1, since)),
+            Phase::Head | Phase::Request => None,
+        }
+    }
 }
 
 /// Completes once `stop` is true, or its sender is gone (the agent is ending all the same).
@@ -173,10 +307,12 @@ async fn accept_failed(e: &io::Error) {
 /// Where a connection stands, as far as its deadlines go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
+    /// Just opened, nothing read yet: the first head must be complete by the head deadline,
+    /// counted from the opening.
+    Opened,
     /// Waiting for the first byte of a request head: hyper's idle timeout applies.
     Idle,
-    /// A head has begun (or the connection has just opened): it must be complete by the
-    /// head deadline.
+    /// A head has begun: it must be complete by the head deadline.
     Head,
     /// The head is complete: bytes read now are its body, until the response is written.
     Request,
@@ -191,6 +327,8 @@ struct Deadlines {
     stream: TcpStream,
     limits: Limits,
     phase: Phase,
+    /// The phase again, for the accept loop to tell idle connections.
+    activity: Arc<Activity>,
     head_received: Arc<AtomicBool>,
     head_deadline: Pin<Box<Sleep>>,
     /// Armed while a write is pending.
@@ -198,11 +336,17 @@ struct Deadlines {
 }
 
 impl Deadlines {
-    fn new(stream: TcpStream, limits: Limits, head_received: Arc<AtomicBool>) -> Deadlines {
+    fn new(
+        stream: TcpStream,
+        limits: Limits,
+        head_received: Arc<AtomicBool>,
+        activity: Arc<Activity>,
+    ) -> Deadlines {
         Deadlines {
             stream,
             limits,
-            phase: Phase::Head,
+            phase: Phase::Opened,
+            activity,
             head_received,
             head_deadline: Box::pin(tokio::time::sleep(limits.header_read_timeout)),
             write_deadline: None,
@@ -213,14 +357,21 @@ impl Deadlines {
     /// last poll.
     fn note_head_received(&mut self) {
         if self.head_received.swap(false, Ordering::AcqRel) {
-            self.phase = Phase::Request;
+            self.enter(Phase::Request);
         }
+    }
+
+    /// Moves to `phase`, from now.
+    fn enter(&mut self, phase: Phase) {
+        self.phase = phase;
+        self.activity.set(phase);
     }
 
     /// `Ready(Err)` when a head is in progress and its deadline has passed; else `Pending`,
     /// with the deadline's waker registered.
     fn poll_head_deadline(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if self.phase == Phase::Head && self.head_deadline.as_mut().poll(cx).is_ready() {
+        let in_head = matches!(self.phase, Phase::Opened | Phase::Head);
+        if in_head && self.head_deadline.as_mut().poll(cx).is_ready() {
             return Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 format!(
@@ -234,8 +385,8 @@ impl Deadlines {
 
     /// Passes a write's result through, arming the write deadline while it is pending and
     /// failing it once the deadline passes. Progress moves the connection to
-    /// [`Phase::Idle`]: the response is under way, so bytes read from now on begin the next
-    /// request.
+    /// [`Phase::Idle`], idle from then: the response is under way, so bytes read from now on
+    /// begin the next request.
     fn after_write(
         &mut self,
         cx: &mut Context<'_>,
@@ -259,7 +410,7 @@ impl Deadlines {
             ready => {
                 self.write_deadline = None;
                 if matches!(ready, Poll::Ready(Ok(n)) if n > 0) {
-                    self.phase = Phase::Idle;
+                    self.enter(Phase::Idle);
                 }
                 ready
             }
@@ -283,10 +434,16 @@ impl AsyncRead for Deadlines {
         let before = buf.filled().len();
         match Pin::new(&mut this.stream).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
-                if this.phase == Phase::Idle && buf.filled().len() > before {
-                    this.phase = Phase::Head;
-                    let deadline = Instant::now() + this.limits.header_read_timeout;
-                    this.head_deadline.as_mut().reset(deadline);
+                let began = buf.filled().len() > before;
+                match this.phase {
+                    Phase::Idle if began => {
+                        this.enter(Phase::Head);
+                        let deadline = Instant::now() + this.limits.header_read_timeout;
+                        this.head_deadline.as_mut().reset(deadline);
+                    }
+                    // The first head's deadline runs from the opening.
+                    Phase::Opened if began => this.enter(Phase::Head),
+                    _ => {}
                 }
                 Poll::Ready(Ok(()))
             }

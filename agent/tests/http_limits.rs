@@ -215,9 +215,9 @@ fn small_receive_buffer(stream: &TcpStream) {
     assert_eq!(rc, 0, "setsockopt SO_RCVBUF");
 }
 
-/// Issue 13: idle connections past the cap are closed at once, those under it after the
-/// header timeout, and a scraper's keep-alive connection answers throughout, also after
-/// idling longer than the header timeout.
+/// Issue 13: idle connections past the cap close the oldest idle ones (issue 31), those left
+/// go after the header timeout, and a scraper's keep-alive connection answers throughout,
+/// also after idling longer than the header timeout.
 #[test]
 fn r13_at_the_connection_cap_a_scrapers_keep_alive_connection_answers() {
     // Slots left for idle connections by a cap of 8, the scraper holding one.
@@ -259,6 +259,75 @@ fn r13_at_the_connection_cap_a_scrapers_keep_alive_connection_answers() {
     last_scrape = Instant::now();
     assert_eq!(get(&mut scraper, "/metrics").0, 200, "after idling 3 s");
     assert!(last_scrape.elapsed() < Duration::from_secs(1));
+}
+
+/// The server's descriptors grow by `n` within 5 s: `n` connections made have been accepted.
+fn wait_accepted(agent: &Agent, fds_before: usize, n: usize) {
+    let accepted = wait_for(Duration::from_secs(5), || {
+        agent.open_fds() >= fds_before + n
+    });
+    assert!(accepted, "{n} connections not accepted in 5 s");
+}
+
+/// Issue 31, item 9: with max_connections connections open that sent nothing, a new one (a
+/// Prometheus that restarted) was closed at once. The one idle longest is closed instead,
+/// and the new one is served.
+#[test]
+fn r31_at_the_cap_of_silent_connections_a_new_one_is_served() {
+    let agent = Agent::start(&["--max-connections", "4"], 0);
+    let fds = agent.open_fds();
+    let silent: Vec<TcpStream> = (0..4).map(|_| agent.connect()).collect();
+    wait_accepted(&agent, fds, 4);
+    let mut scraper = agent.connect();
+    let (status, body) = get(&mut scraper, "/metrics");
+    assert_eq!(status, 200);
+    assert!(body.contains("meshfit_up"), "{body}");
+    assert!(
+        wait_for(Duration::from_secs(2), || closed_by_server(&silent[0])),
+        "the connection idle longest is still open"
+    );
+    assert!(
+        !silent[1..].iter().any(closed_by_server),
+        "a connection less idle was closed"
+    );
+}
+
+/// Issue 31, item 9: a connection that never sent a request is closed for a new one before
+/// any keep-alive connection between requests, and among those the one idle longest.
+#[test]
+fn r31_at_the_cap_a_silent_connection_goes_first_then_the_longest_idle_keep_alive() {
+    let agent = Agent::start(&["--max-connections", "4"], 0);
+    let kept: Vec<TcpStream> = (0..3)
+        .map(|_| {
+            let mut c = agent.connect();
+            assert_eq!(get(&mut c, "/healthz").0, 200);
+            c
+        })
+        .collect();
+    let fds = agent.open_fds();
+    let silent = agent.connect();
+    wait_accepted(&agent, fds, 1);
+    let mut newcomer = agent.connect();
+    assert_eq!(get(&mut newcomer, "/metrics").0, 200);
+    assert!(
+        wait_for(Duration::from_secs(2), || closed_by_server(&silent)),
+        "the connection that sent nothing is still open"
+    );
+    assert!(
+        !kept.iter().any(closed_by_server),
+        "a keep-alive connection was closed"
+    );
+
+    let mut again = agent.connect();
+    assert_eq!(get(&mut again, "/metrics").0, 200);
+    assert!(
+        wait_for(Duration::from_secs(2), || closed_by_server(&kept[0])),
+        "the keep-alive connection idle longest is still open"
+    );
+    assert!(
+        !kept[1..].iter().any(closed_by_server) && !closed_by_server(&newcomer),
+        "a keep-alive connection less idle was closed"
+    );
 }
 
 /// Issue 13: a request head that trickles in is cut at the header timeout, counted from its
