@@ -49,6 +49,7 @@ const FAMILIES: &[(&str, &[&str])] = &[
     ("meshfit_calibration_last_success_timestamp_seconds", &[]),
     ("meshfit_calibration_duration_seconds", &[]),
     ("meshfit_calibration_runs_total", &["result"]),
+    ("meshfit_sampler_last_pass_timestamp_seconds", &[]),
     ("meshfit_up", &[]),
     (
         "meshfit_software_info",
