@@ -38,7 +38,8 @@ pub struct MeasureArgs {
     /// Read the latest sample within this window (e.g. 24h) instead of the latest scrape.
     #[arg(long)]
     pub window: Option<String>,
-    /// Prometheus request timeout, e.g. 30s.
+    /// Prometheus request timeout, e.g. 30s: one deadline per query for connecting, the
+    /// headers and the whole reply.
     #[arg(long, default_value = "30s")]
     pub timeout: String,
     /// Snapshot files, microbench JSON lines, nccl-tests logs, CSV tables (nccl-tests-shaped,

@@ -131,7 +131,11 @@ impl PromSource {
         });
         let _ = url.set_username("");
         let _ = url.set_password(None);
-        let mut req = client.get(url);
+        // A timeout on the request, not only the client's: reqwest's blocking client restarts
+        // its own at every read of the body, so a reply that drips a byte a second never timed
+        // out (issue 31, item 5). The request's is one deadline for connecting, the headers
+        // and the whole body.
+        let mut req = client.get(url).timeout(self.timeout);
         if let Some(t) = &self.bearer {
             req = req.bearer_auth(t);
         }
@@ -141,9 +145,10 @@ impl PromSource {
         let resp = req.send().map_err(|e| fail(self.send_error(&e)))?;
         let status = resp.status();
         let body = read_capped(resp, REPLY_LIMIT).map_err(|e| {
-            fail(if e.kind() == std::io::ErrorKind::TimedOut {
+            fail(if is_timeout(&e) {
                 format!(
-                    "timed out after {} s reading the reply",
+                    "timed out after {} s reading the reply (--timeout bounds the whole \
+                     request: connecting, the headers and the body)",
                     self.timeout.as_secs_f64()
                 )
             } else {
@@ -198,6 +203,15 @@ impl PromSource {
 /// Largest reply read from Prometheus: a fleet of 10,000 nodes' calibration series is a few
 /// tens of MB; a reply that streams on past this is cut and refused (issue 13).
 pub const REPLY_LIMIT: u64 = 256 << 20;
+
+/// Whether a body read failed on the deadline: reqwest reports it as an I/O error of kind
+/// `Other` that wraps its own timeout error, not as `TimedOut`.
+fn is_timeout(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::TimedOut
+        || e.get_ref()
+            .and_then(|inner| inner.downcast_ref::<reqwest::Error>())
+            .is_some_and(reqwest::Error::is_timeout)
+}
 
 /// Reads at most `limit` bytes of the reply, and refuses one that goes on past it.
 fn read_capped(resp: impl std::io::Read, limit: u64) -> std::io::Result<Vec<u8>> {

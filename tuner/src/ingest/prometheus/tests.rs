@@ -148,6 +148,45 @@ fn a_refused_connection_and_a_timeout_say_so() {
     drop(silent);
 }
 
+/// Issue 31, item 5: a server that sends its headers and then one byte every 500 ms kept
+/// `tuner fit --timeout 5s` waiting past 120 s, as reqwest's blocking reader restarts the
+/// timeout at every read. The timeout covers the whole reply. The server gives up after
+/// 20 bytes (10 s), so that a regression fails the test rather than hanging it.
+#[test]
+fn a_reply_that_drips_times_out_within_the_timeout() {
+    use std::io::{Read, Write};
+    let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = server.local_addr().unwrap().port();
+    let drip = std::thread::spawn(move || {
+        let (mut conn, _) = server.accept().unwrap();
+        let mut request = [0u8; 4096];
+        let _ = conn.read(&mut request);
+        let header =
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n";
+        let _ = conn.write_all(header.as_bytes());
+        for _ in 0..20 {
+            std::thread::sleep(Duration::from_millis(500));
+            if conn.write_all(b" ").is_err() {
+                break;
+            }
+        }
+    });
+    let source = PromSource {
+        timeout: Duration::from_secs(1),
+        ..at(&format!("http://127.0.0.1:{port}"))
+    };
+    let started = std::time::Instant::now();
+    let err = source.fetch(0.0).unwrap_err().to_string();
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(3), "took {took:?}: {err}");
+    assert!(
+        err.contains(&format!("prometheus http://127.0.0.1:{port}:"))
+            && err.contains("timed out after 1 s"),
+        "{err}"
+    );
+    drip.join().unwrap();
+}
+
 #[test]
 fn one_query_per_family_scoped_by_selector_and_window() {
     assert_eq!(
