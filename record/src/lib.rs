@@ -15,6 +15,8 @@
 //! - [`tables::parse`] reads CSV tables of measurements (nccl-tests-shaped lookup tables such
 //!   as vTrain's, GEMM sweeps, attention-kernel timings) into records, and [`import`] reads
 //!   any file either kind of reader takes.
+//! - [`summarize`] turns readers' notes into lines for people, counting repeats of a kind
+//!   past the first few.
 //! - [`datasheet`] holds the GPU datasheet figures that the tuner's catalog and the sim share.
 //!
 //! The crate depends on serde, csv and thiserror only, so the tuner reads measurements without
@@ -33,6 +35,7 @@ mod kind;
 #[cfg(feature = "manual")]
 pub mod manual;
 pub mod nccl_tests;
+mod notes;
 mod record;
 pub mod tables;
 
@@ -45,6 +48,7 @@ pub use input::{
 };
 pub use kind::{AttentionPass, Backend, Clock, GemmLayout, Kind, Scope};
 pub use names::UnknownName;
+pub use notes::summarize;
 pub use record::{
     read_json_lines, AttentionShape, Detail, Gemm, Group, Invalid, JsonLinesError, LineError,
     Record, Timing, Versions,

@@ -83,7 +83,7 @@ pub struct Detail {
 }
 
 /// The shape of a timed attention call, in FlashAttention's benchmark terms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct AttentionShape {
     /// Sequences per call.
     pub batch: u64,
@@ -133,7 +133,7 @@ pub struct Group {
 }
 
 /// GEMM shape: C (m x n) = A (m x k) . B (k x n).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Gemm {
     /// Rows of A and C.
     pub m: u64,

@@ -2,6 +2,7 @@
 //! Prometheus HTTP API. Each source ends as records plus notes on what was odd.
 
 pub mod files;
+mod points;
 pub mod prometheus;
 pub mod snapshot;
 
@@ -59,7 +60,11 @@ impl Measurements {
                 ));
             }
         }
-        self.dedupe();
+        // The same file passed twice or a series returned twice would weigh double in the
+        // fits (issue 13), and of records that disagree the one kept must not depend on the
+        // order they came in (issue 31, item 2).
+        let resolved = points::one_per_point(&mut self.records);
+        self.notes.extend(resolved);
         let sim = self
             .records
             .iter()
@@ -67,42 +72,6 @@ impl Measurements {
             .count();
         if sim > 0 {
             self.notes.push(format!("{sim} records come from the sim backend: a model of the hardware, not a measurement of it"));
-        }
-    }
-}
-
-impl Measurements {
-    /// Keeps one of each point measured at one time (issue 13): the same file passed twice or a
-    /// series Prometheus returns twice would otherwise weigh double in the fits. A point is its
-    /// node, GPUs, group, size, type and shape at its timestamp; a record without a timestamp
-    /// (an imported log) is the same point only with the same time as well, so two separate
-    /// runs of nccl-tests both count.
-    fn dedupe(&mut self) {
-        let before = self.records.len();
-        let mut seen = std::collections::HashSet::new();
-        self.records.retain(|r| {
-            let when = r
-                .timestamp
-                .map_or((false, r.timing.time_s.to_bits()), |t| (true, t.to_bits()));
-            seen.insert((
-                (
-                    r.kind,
-                    r.backend,
-                    r.group.node.clone(),
-                    r.group.gpus.clone(),
-                ),
-                (r.group.scope, r.group.ranks, r.bytes, r.dtype, r.in_place),
-                r.gemm.map(|g| (g.m, g.n, g.k)),
-                (r.detail.layout, r.detail.peer_node.clone()),
-                when,
-            ))
-        });
-        let dropped = before - self.records.len();
-        if dropped > 0 {
-            self.notes.push(format!(
-                "{dropped} duplicate records dropped (the same node, GPUs, size and time read \
-                 twice: a file passed twice or a series returned twice)"
-            ));
         }
     }
 }
@@ -146,9 +115,11 @@ mod tests {
         other_run.timing.time_s = 2e-4;
         m.records.push(other_run);
         m.screen(10.0, None);
-        assert_eq!(m.records.len(), 4, "{:?}", m.records);
+        // The point measured at 5 and again at 6 with the same value is kept once, at 6.
+        assert_eq!(m.records.len(), 3, "{:?}", m.records);
+        assert_eq!(m.records[0].timestamp, Some(6.0));
         assert!(
-            m.notes[0].starts_with("2 duplicate records dropped"),
+            m.notes[0].starts_with("3 duplicate records dropped"),
             "{:?}",
             m.notes
         );

@@ -383,11 +383,15 @@ fn hbm_record(s: &Sample) -> Option<Record> {
 
 fn to_measurements(src: &PromSource, now: f64, f: Families) -> (Measurements, Snapshot) {
     let mut m = Measurements::default();
+    // A node's newest time where two servers or agents report it, so that the stamp does not
+    // depend on the order of the reply (issue 31, item 2).
     let by_node = |samples: &[Sample]| -> BTreeMap<String, f64> {
-        samples
-            .iter()
-            .filter_map(|s| Some((node(s), value(s)?)))
-            .collect()
+        let mut newest = BTreeMap::new();
+        for (n, t) in samples.iter().filter_map(|s| Some((node(s), value(s)?))) {
+            let at = newest.entry(n).or_insert(t);
+            *at = at.max(t);
+        }
+        newest
     };
     let stamps = by_node(&f.calibrated);
     let fabric_stamps = by_node(&f.fabric_runs);

@@ -325,3 +325,53 @@ fn fabric_series_become_inter_node_records() {
     );
     assert!((p.busbw.unwrap() / 22.5e9 - 1.0).abs() < 1e-12);
 }
+
+/// Issue 31, item 2: two agents (two `instance`s) export one node's all-reduce, the second
+/// 10x slower and calibrated later. Whatever the order of the reply, the node's stamp is its
+/// newest, the slower figure is kept and the conflict is named.
+#[test]
+fn r31_2_one_series_from_two_instances_resolves_the_same_in_either_order() {
+    let series = |instance: &str, time_s: &str| {
+        sample(
+            &[
+                ("collective", "all_reduce"),
+                ("scope", "intra_node"),
+                ("ranks", "8"),
+                ("size_bytes", "1048576"),
+                ("hostname", "n1"),
+                ("instance", instance),
+            ],
+            time_s,
+        )
+    };
+    let stamp = |instance: &str, t: &str| sample(&[("hostname", "n1"), ("instance", instance)], t);
+    let read = |flip: bool| {
+        let mut collectives = vec![series("a:9400", "0.0001"), series("b:9400", "0.001")];
+        let mut calibrated = vec![stamp("a:9400", "1000"), stamp("b:9400", "2000")];
+        if flip {
+            collectives.reverse();
+            calibrated.reverse();
+        }
+        let families = Families {
+            collectives,
+            calibrated,
+            ..Families::default()
+        };
+        let (mut m, _) = to_measurements(&src(None, None), 3000.0, families);
+        m.screen(3000.0, None);
+        (m.records, m.notes)
+    };
+    let (records, notes) = read(false);
+    assert_eq!((records.clone(), notes.clone()), read(true));
+    assert_eq!(records.len(), 1);
+    assert_eq!(
+        (records[0].timing.time_s, records[0].timestamp),
+        (0.001, Some(2000.0))
+    );
+    assert!(
+        notes[0].starts_with("conflicting measurements of all_reduce nccl 1048576 B")
+            && notes[0].contains("on node n1: 0.001 s measured at 2000 and 0.0001 s")
+            && notes[0].ends_with("kept 0.001 s measured at 2000, the slower of the newest"),
+        "{notes:?}"
+    );
+}
