@@ -5,7 +5,7 @@ use crate::exit::EXIT_STATUS;
 use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use microbench::launcher;
-use microbench::sim::Fault;
+use microbench::sim::{Fault, MAX_NODES};
 use microbench::sweep::{parse_size, CopyKind};
 use record::{Dtype, GemmLayout, Kind, Scope};
 
@@ -84,9 +84,11 @@ pub struct Source {
     #[arg(long, global = true, value_delimiter = ',')]
     pub busy: Vec<u32>,
     /// Sim collectives across this many identical nodes (inter-node records, as nccl-tests
-    /// under mpirun); for real multi-node sweeps start microbench under a launcher (below),
+    /// under mpirun), 1 to 16384: 131,072 GPUs at 8 a node, past the largest training
+    /// clusters built. For real multi-node sweeps start microbench under a launcher (below),
     /// or read nccl-tests logs with `import`.
-    #[arg(long, global = true, default_value_t = 1)]
+    #[arg(long, global = true, default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_NODES)))]
     pub nodes: u32,
     /// Sim wall time per point in milliseconds, as a real kernel takes.
     #[arg(long, global = true, default_value_t = 0)]

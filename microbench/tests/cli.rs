@@ -217,7 +217,9 @@ fn bad_values_name_the_field_and_what_is_allowed() {
                 (&["--profile", "dgx-h100", "topo"], "--profile, --fault, --busy and --sim-* apply to --backend sim only", 2),
         (&["--backend", "sim", "--profile", "dgx-h100", "copy", "--path", "nvme"], "--path `nvme`: one of p2p, p2p-bidir, h2d, d2h, hbm", 2),
         (&["--nodes", "2", "all-reduce"], "--nodes 2 applies to --backend sim only: for a real multi-node sweep, start microbench under a launcher", 2),
-        (&["--backend", "sim", "--profile", "dgx-a100", "--nodes", "0", "all-reduce"], "--nodes `0`: 1 or more nodes", 2),
+        (&["--backend", "sim", "--profile", "dgx-a100", "--nodes", "0", "all-reduce"], "invalid value '0' for '--nodes <NODES>': 0 is not in 1..=16384", 2),
+        // Issue 31, item 13: this aborted on a 137 GB allocation.
+        (&["--backend", "sim", "--profile", "dgx-a100", "--nodes", "4294967295", "all-reduce"], "invalid value '4294967295' for '--nodes <NODES>': 4294967295 is not in 1..=16384", 2),
         (&["--backend", "sim", "--profile", "dgx-a100", "--fault", "fabric-slow:factor=2", "all-reduce"], "factor `2` must be in (0, 1]", 2),
     ];
     for (args, want, code) in cases {

@@ -37,6 +37,11 @@ pub use profile::{profile, profiles, Fabric, Peaks, Profile};
 /// A busy GPU shares its time with the job already on it.
 const BUSY_SPEED: f64 = 0.5;
 
+/// The most identical nodes a sim collective spans: 131,072 GPUs at 8 a node, past the largest
+/// training clusters built (about 100,000 GPUs). `--nodes 4294967295` asked for a 137 GB
+/// allocation and aborted (issue 31, item 13).
+pub const MAX_NODES: u32 = 16_384;
+
 /// A node of a multi-node sim job (issue 12): its name and the node, with its own faults.
 #[derive(Debug, Clone)]
 struct JobNode {
@@ -122,11 +127,11 @@ impl SimBackend {
     /// nccl-tests does under `mpirun` across hosts: records are `inter_node` with
     /// `ranks = GPUs x nodes`. GEMMs and copies stay on this node.
     pub fn set_nodes(&mut self, nodes: u32) -> Result<()> {
-        if nodes == 0 {
+        if !(1..=MAX_NODES).contains(&nodes) {
             return Err(Error::BadValue {
                 field: "--nodes",
-                value: "0".into(),
-                expected: "1 or more nodes".into(),
+                value: nodes.to_string(),
+                expected: format!("1 to {MAX_NODES} nodes"),
             });
         }
         self.nodes = nodes;

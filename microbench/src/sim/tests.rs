@@ -435,6 +435,8 @@ fn across_nodes_collectives_run_at_the_nic_shares() {
     assert!(inside.iter().all(|r| r.group.scope == Scope::IntraNode));
     assert!(inside.last().unwrap().busbw.unwrap() > 100e9);
     assert!(local.set_nodes(0).is_err());
+    let err = local.set_nodes(MAX_NODES + 1).unwrap_err().to_string();
+    assert!(err.contains("1 to 16384 nodes"), "{err}");
 }
 
 /// Issue 12: a fault on one node of a job reaches only that node's rails, and the
