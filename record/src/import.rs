@@ -47,8 +47,8 @@ pub fn import(text: &str, file_name: &str, opts: &ImportOptions) -> Result<Impor
             .records
             .iter()
             .find_map(|r| r.detail.gpu_model.clone()),
+        notes: parsed.warning_lines(),
         records: parsed.records,
-        notes: parsed.warnings.iter().map(ToString::to_string).collect(),
         what: "nccl-tests log",
     })
 }

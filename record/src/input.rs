@@ -6,8 +6,9 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-/// Largest nccl-tests log the readers take: a full `-b 8 -e 16G` sweep is about 10 KB and
-/// a 1,024-rank run with `NCCL_DEBUG=INFO` a few megabytes, so 64 MiB is far past any real log.
+/// Largest nccl-tests log or CSV table that `microbench import` and the tuner take: a full
+/// `-b 8 -e 16G` sweep is about 10 KB and a 1,024-rank run with `NCCL_DEBUG=INFO` a few
+/// megabytes, so 64 MiB is far past any real log.
 pub const MAX_LOG_BYTES: u64 = 64 << 20;
 
 /// Largest microbench JSON-lines file the readers take: a record is about 500 bytes, so

@@ -46,11 +46,21 @@ pub const PROFILE: Limit = Limit {
     in_words: "about 100,000 jobs",
 };
 
-/// A measurements file (snapshot, JSON lines, nccl-tests log): a 1,000-node snapshot of every
-/// calibration point is ~60 MB.
+/// A measurements file (snapshot, JSON lines; a log or table is then held to [`LOG`]): a
+/// 1,000-node snapshot of every calibration point is ~60 MB.
 pub const MEASUREMENTS: Limit = Limit {
     what: "a measurements file",
     bytes: 256 << 20,
+    yaml_nodes: 0,
+    in_words: "",
+};
+
+/// An nccl-tests log or a CSV table, read through the bound `microbench import` reads them
+/// through: their parsers need many times the text (a 234 MB log took 4.1 GB, issue 31, item
+/// 13), where a snapshot of the same size is one JSON document.
+pub const LOG: Limit = Limit {
+    what: "an nccl-tests log or CSV table (as microbench import)",
+    bytes: record::MAX_LOG_BYTES,
     yaml_nodes: 0,
     in_words: "",
 };
@@ -60,11 +70,7 @@ pub const MEASUREMENTS: Limit = Limit {
 pub fn read_text(path: &Path, limit: Limit) -> Result<String, TunerError> {
     record::read_bounded(path, limit.bytes).map_err(|e| {
         let message = match e {
-            record::InputError::TooLarge { limit: bytes, .. } => format!(
-                "larger than {} MiB, the most the tuner reads of {}",
-                bytes >> 20,
-                limit.what
-            ),
+            record::InputError::TooLarge { .. } => too_large(limit),
             record::InputError::NotText { offset, .. } => format!(
                 "not UTF-8 text (byte {offset} is not): {} is text",
                 limit.what
@@ -76,6 +82,26 @@ pub fn read_text(path: &Path, limit: Limit) -> Result<String, TunerError> {
             message,
         }
     })
+}
+
+/// Refuses `text` from `origin` past `limit.bytes`, for a file read through a wider bound
+/// before its contents told what it is.
+pub fn within(text: &str, origin: &str, limit: Limit) -> Result<(), TunerError> {
+    if text.len() as u64 <= limit.bytes {
+        return Ok(());
+    }
+    Err(TunerError::Io {
+        path: origin.to_string(),
+        message: too_large(limit),
+    })
+}
+
+fn too_large(limit: Limit) -> String {
+    format!(
+        "larger than {} MiB, the most the tuner reads of {}",
+        limit.bytes >> 20,
+        limit.what
+    )
 }
 
 /// Parses YAML within `limit`'s node budget; past it the error says the limit in words.

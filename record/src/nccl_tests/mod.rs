@@ -51,6 +51,15 @@ pub struct Parsed {
     pub warnings: Vec<Warning>,
 }
 
+impl Parsed {
+    /// The warnings as lines for people, the first few of each kind spelled out and the rest
+    /// counted: a runaway log's two million skipped rows must not print two million lines
+    /// (issue 31, item 13).
+    pub fn warning_lines(&self) -> Vec<String> {
+        crate::summarize(&self.warnings, std::mem::discriminant)
+    }
+}
+
 /// Something in a log that did not stop the import; each names its 1-based line.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Warning {
@@ -629,5 +638,43 @@ all_gather_perf -g 4
             write(&[r]).unwrap_err().to_string().split(';').next(),
             Some("h2d records have no nccl-tests table")
         );
+    }
+
+    /// An all-reduce log of `rows` rows whose printed algbw (1 GB/s) is not size / time.
+    fn algbw_off_log(rows: u64) -> String {
+        let mut log = String::from(
+            "./build/all_reduce_perf -b 1M -e 64M -g 2\n\
+             #  size  count  type  redop  root  time  algbw  busbw  #wrong  time  algbw  busbw  #wrong\n\
+             #  (B)  (elements)  (us)  (GB/s)  (GB/s)  (us)  (GB/s)  (GB/s)\n",
+        );
+        for i in 1..=rows {
+            let size = i << 20;
+            log += &format!(
+                "{size} {} float sum -1 100.0 1.00 1.00 0 100.0 1.00 1.00 0\n",
+                size / 4
+            );
+        }
+        log
+    }
+
+    /// Issue 31, item 13: a log of many rows that disagree with the convention prints the
+    /// first five of that kind, then counts the rest.
+    #[test]
+    fn repeated_warnings_are_counted_past_five() {
+        // Each placement of each of the 12 rows warns of its algbw and of its busbw: 24 of
+        // each kind, 5 shown.
+        let parsed = parse(&algbw_off_log(12)).unwrap();
+        assert_eq!(parsed.warnings.len(), 48);
+        let lines = parsed.warning_lines();
+        assert_eq!(lines.len(), 12, "{lines:?}");
+        assert_eq!(
+            lines[0],
+            "line 4: printed algbw 1 GB/s, but size / time is 10.486 GB/s; recorded the latter"
+        );
+        assert!(lines[8].starts_with("line 6: printed algbw"), "{lines:?}");
+        assert!(lines[10].starts_with("line 6: printed busbw"), "{lines:?}");
+        for i in [9, 11] {
+            assert_eq!(lines[i], "... and 19 more like it", "{lines:?}");
+        }
     }
 }

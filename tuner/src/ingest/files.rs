@@ -103,8 +103,9 @@ pub fn read(text: &str, origin: &str, into: &mut Measurements) -> Result<(), Tun
             into.records.extend(recs);
         }
         FileKind::NcclTests => {
+            crate::input::within(text, origin, crate::input::LOG)?;
             let parsed = nccl_tests::parse(text).map_err(|e| bad(origin, e))?;
-            for w in &parsed.warnings {
+            for w in parsed.warning_lines() {
                 into.notes.push(format!("{origin}: {w}"));
             }
             into.sources.push(format!(
@@ -114,6 +115,7 @@ pub fn read(text: &str, origin: &str, into: &mut Measurements) -> Result<(), Tun
             into.records.extend(parsed.records);
         }
         FileKind::Table => {
+            crate::input::within(text, origin, crate::input::LOG)?;
             let name = Path::new(origin)
                 .file_name()
                 .map_or(origin.to_string(), |n| n.to_string_lossy().into_owned());
@@ -238,6 +240,44 @@ mod tests {
                 && err.contains("node n1 record 1: ranks 0: expected at least 1"),
             "{err}"
         );
+    }
+
+    /// Issue 31, item 13: a 234 MB log took 4.1 GB and printed two million notes. A log is
+    /// held to the bound microbench import reads it through, and its notes are summarized.
+    #[test]
+    fn r31_13_a_log_past_the_log_bound_is_refused_by_name() {
+        let huge = format!("# nThread 1 nGpus 2\n{}", " ".repeat(64 << 20));
+        let err = read(&huge, "huge.log", &mut Measurements::default())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "reading huge.log: larger than 64 MiB, the most the tuner reads of an nccl-tests \
+             log or CSV table (as microbench import)"
+        );
+    }
+
+    #[test]
+    fn r31_13_repeated_log_warnings_are_counted() {
+        // 20 rows whose printed algbw and busbw (1 GB/s) are not size / time: 40 warnings of
+        // each kind, both placements of each row.
+        let rows: String = (1..=20u64)
+            .map(|i| {
+                format!(
+                    "{} {} float sum -1 100.0 1.00 1.00 0 100.0 1.00 1.00 0\n",
+                    i << 20,
+                    i << 18
+                )
+            })
+            .collect();
+        let log = format!(
+            "./build/all_reduce_perf -g 2\n# size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n{rows}"
+        );
+        let mut m = Measurements::default();
+        read(&log, "off.log", &mut m).unwrap();
+        assert_eq!(m.records.len(), 40);
+        assert_eq!(m.notes.len(), 12, "{:?}", m.notes);
+        assert_eq!(m.notes[9], "off.log: ... and 35 more like it");
     }
 
     #[test]
