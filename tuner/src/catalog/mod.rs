@@ -279,6 +279,17 @@ mod tests {
         assert_eq!(id("NVIDIA L40S"), Some("l40s"));
         assert_eq!(id("NVIDIA H200"), Some("h200-sxm"));
         assert_eq!(id("Tesla V100-SXM2-32GB"), None);
+        // Issue 27: names that hold other names (`NVIDIA GH200 480GB` used to read as an H200).
+        assert_eq!(id("NVIDIA A800-SXM4-80GB"), Some("a800-sxm-80gb"));
+        assert_eq!(id("NVIDIA H20"), Some("h20"));
+        assert_eq!(id("NVIDIA H20-3e"), None);
+        assert_eq!(id("NVIDIA GH200 480GB"), Some("gh200-96gb"));
+        assert_eq!(id("NVIDIA GH200 120GB"), Some("gh200-96gb"));
+        assert_eq!(id("NVIDIA GH200 144G HBM3e"), None);
+        assert_eq!(id("NVIDIA B200"), Some("b200"));
+        assert_eq!(id("NVIDIA B300 SXM6 AC"), Some("b300"));
+        assert_eq!(id("NVIDIA GB200"), Some("gb200"));
+        assert_eq!(id("NVIDIA GB300"), Some("gb300"));
     }
 
     #[test]
