@@ -378,11 +378,16 @@ fn models_and_clusters_list_the_catalog() {
     let clusters = stdout_of(&["clusters"]);
     for id in [
         "dgx-a100",
+        "hgx-a800",
         "dgx-h100",
         "grand-teton-h100",
         "hgx-h200",
+        "hgx-h20",
+        "cray-ex254n-gh200",
         "dgx-b200",
+        "dgx-b300",
         "gb200-nvl72",
+        "gb300-nvl72",
         "l40s-pcie",
     ] {
         assert!(clusters.contains(id), "{id}");

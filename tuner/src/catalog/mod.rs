@@ -270,6 +270,49 @@ mod tests {
     }
 
     #[test]
+    fn every_preset_names_a_datasheet_gpu_and_passes_the_node_checks() {
+        for p in CLUSTERS {
+            let c = cluster(p.id).unwrap_or_else(|e| panic!("{}: {e}", p.id));
+            let across_nodes = 4 * c.gpus_per_node.max(c.nvlink_domain);
+            c.check(across_nodes, |f| f.to_string())
+                .unwrap_or_else(|e| panic!("{}: {e}", p.id));
+            assert!(
+                CLUSTERS.iter().filter(|q| q.id == p.id).count() == 1,
+                "{}",
+                p.id
+            );
+        }
+    }
+
+    #[test]
+    fn issue_27_presets_give_each_gpu_its_nic() {
+        // Scale-out bytes/s per GPU and direction: one NIC per GPU at the line rate / 8.
+        // A800 on HDR 200 Gb/s, GH200 on Slingshot-11 200 Gb/s (CSCS: "200Gb/s (25GB/s)"),
+        // B300 and GB300 on ConnectX-8 800 Gb/s.
+        for (id, gpu, bytes_per_s) in [
+            ("hgx-a800", "a800-sxm-80gb", 25e9),
+            ("hgx-h20", "h20", 50e9),
+            ("cray-ex254n-gh200", "gh200-96gb", 25e9),
+            ("dgx-b300", "b300", 100e9),
+            ("gb300-nvl72", "gb300", 100e9),
+        ] {
+            let c = cluster(id).unwrap();
+            assert_eq!(c.gpu.id, gpu, "{id}");
+            assert_eq!(c.nic_share_bytes_per_s(), bytes_per_s, "{id}");
+        }
+        // GB300 NVL72: 18 trays of 4 in one NVLink domain, as GB200's.
+        let (gb300, gb200) = (
+            cluster("gb300-nvl72").unwrap(),
+            cluster("gb200-nvl72").unwrap(),
+        );
+        assert_eq!((gb300.gpus_per_node, gb300.nvlink_domain), (4, 72));
+        assert_eq!(
+            (gb200.gpus_per_node, gb200.nvlink_domain),
+            (gb300.gpus_per_node, gb300.nvlink_domain)
+        );
+    }
+
+    #[test]
     fn nvml_names_map_to_catalog_gpus() {
         let id = |n: &str| gpu_for_model_name(n).map(|g| g.id);
         assert_eq!(id("NVIDIA H100 80GB HBM3"), Some("h100-sxm"));
