@@ -98,16 +98,47 @@ const HOPPER: ArchKernels = ArchKernels {
              3.35 TB/s",
 };
 
+/// FlashAttention-2 on Blackwell against the bf16 peak, fwd+bwd: see [`BLACKWELL`]'s source.
+const BLACKWELL_FLASH2: f64 = 0.155;
+
 const BLACKWELL: ArchKernels = ArchKernels {
-    flash1: HOPPER.flash1,
-    gemm_peak: 0.75,
-    fp8_gemm_peak: 0.70,
+    // No measurement of FlashAttention-1 or its Triton port on Blackwell: Hopper's ratio of
+    // it to FlashAttention-2 (0.1718 / 0.33), applied to Blackwell's measured FlashAttention-2.
+    // Both generations run the mma.sync instructions of Ampere, not Blackwell's tcgen05, so
+    // neither gains from the new tensor cores; Hopper's 0.1718 as it stood priced it above
+    // FlashAttention-2 on Blackwell.
+    flash1: HOPPER.flash1 * BLACKWELL_FLASH2 / HOPPER.flash2,
+    gemm_peak: 0.764,
+    fp8_gemm_peak: 0.744,
     tile: (256.0, 256.0),
-    flash2: 0.33,
-    flash3: 0.55,
+    flash2: BLACKWELL_FLASH2,
+    flash3: 0.536,
     memory: 0.86,
-    source: "No public sweep yet: Hopper's figures with Blackwell's 2-SM 256x256 tiles; replace \
-             with the node's measured GEMM sweep (tuner --measurements)",
+    source: "GEMM: stas00/ml-engineering compute/accelerator/README.md, 'Maximum Achievable Matmul \
+             FLOPS comparison table' (mamf-finder.py: torch.matmul, i.e. cuBLAS, best of a shape \
+             sweep, mean of 100 runs after 50 warm-ups): bf16 B200 1745.0 of 2250 TFLOP/s \
+             (1792x16128x3072, torch 2.7.1+cu128), B300 1769.0 of 2250 (torch 2.9.1+cu130), GB200 \
+             1822.0 of 2500 (torch 2.10 dev+cu130): 0.776, 0.786, 0.729, mean 0.764; fp8 e4m3 B200 \
+             3432.5 of 4500, B300 3353.3 of 4500, GB200 3615.6 of 5000: 0.763, 0.745, 0.723, mean \
+             0.744. The same table has the H100 SXM at 0.803 bf16 and 0.709 fp8 where this catalog \
+             prices Hopper at 0.76 and 0.66 from sustained 8192-wide GEMMs; Azure's sustained \
+             cuBLASLt fp8 8192^3 on GB200 (Azure/AI-benchmarking-guide, ND_GB200_v6_results.md, \
+             10,000 warm-ups, driver 570.133) reaches 2876.6 of 5000, 0.575, so Blackwell fp8 may \
+             price fast under sustained load. Attention: NVIDIA/cudnn-frontend \
+             benchmark/sdpa_benchmark_training/artifacts (causal, head dim 128, 128 query and 8 kv \
+             heads, batch 1, 16k tokens, backward counted at 2.5x the forward's FLOPs; fwd+bwd \
+             weighted 1:2.5): cuDNN 9.13 on B200 fwd 1332.4 / bwd 1074.8 TFLOP/s, 1137.6 of 2250, \
+             0.506; cuDNN 9.17 on GB200 1668 / 1304, 1390.7 of 2500, 0.556; cuDNN 9.13 on GB300 \
+             1702.5 / 1267.8, 1367.6 of 2500, 0.547: mean 0.536 (flash3, the architecture's newest fused kernel; FlashAttention-4's \
+             paper, arXiv 2603.05451, reports up to 1.3x cuDNN 9.13 forward, 1613 TFLOP/s, not \
+             used: no backward figure at this shape); flash_attn 2.7.4.post1 on B200 425.1 / 336.6, \
+             357.9 of 2250, 0.159; PyTorch's FlashAttention-2 backend on GB200 430 / 352, 371.2 of \
+             2500, 0.148; flash_attn on GB300 464.5 / 369.0, 392.0 of 2500, 0.157: mean 0.155 \
+             (flash2; Azure's GB200 FlashAttention-2 figure, 373.9 TFLOP/s at 8k tokens, agrees). \
+             The batch-1 sweep is not the 16k-tokens-a-call convention of the Hopper length curve \
+             below 16k, so Blackwell keeps its plateau. FlashAttention-1: no measurement, derived \
+             (see flash1). Memory: no B200 copy-bandwidth sweep found; Hopper's 0.86 kept. Tile: \
+             CUTLASS's 2-SM 256x256 tcgen05 tiles",
 };
 
 /// Kernel and collective efficiencies used by the nominal compute and collective models.
@@ -324,3 +355,45 @@ pub const PRIOR: Efficiency = Efficiency {
     straggler_sigma: STRAGGLER_SIGMA.prior,
     ..NOMINAL
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Forward and backward together at one rate, the backward doing 2.5x the forward's FLOPs.
+    fn fwd_bwd(fwd: f64, bwd: f64) -> f64 {
+        3.5 / (1.0 / fwd + 2.5 / bwd)
+    }
+
+    fn mean(v: [f64; 3]) -> f64 {
+        v.iter().sum::<f64>() / 3.0
+    }
+
+    #[test]
+    fn issue_27_blackwell_kernels_are_the_mean_of_three_measured_parts() {
+        // ml-engineering's MAMF table, TFLOP/s against the dense peak: B200, B300, GB200.
+        let bf16 = mean([1745.0 / 2250.0, 1769.0 / 2250.0, 1822.0 / 2500.0]);
+        let fp8 = mean([3432.5 / 4500.0, 3353.3 / 4500.0, 3615.6 / 5000.0]);
+        assert!((BLACKWELL.gemm_peak - bf16).abs() < 5e-4, "{bf16}");
+        assert!((BLACKWELL.fp8_gemm_peak - fp8).abs() < 5e-4, "{fp8}");
+        // cudnn-frontend's SDPA training benchmark at 16k tokens, causal, head dim 128:
+        // cuDNN on B200, GB200, GB300; FlashAttention-2 on the same three.
+        let cudnn = mean([
+            fwd_bwd(1332.415, 1074.776) / 2250.0,
+            fwd_bwd(1668.0, 1304.0) / 2500.0,
+            fwd_bwd(1702.463, 1267.827) / 2500.0,
+        ]);
+        let fa2 = mean([
+            fwd_bwd(425.128, 336.635) / 2250.0,
+            fwd_bwd(430.0, 352.0) / 2500.0,
+            fwd_bwd(464.522, 368.995) / 2500.0,
+        ]);
+        assert!((BLACKWELL.flash3 - cudnn).abs() < 5e-4, "{cudnn}");
+        assert!((BLACKWELL.flash2 - fa2).abs() < 5e-4, "{fa2}");
+        // FlashAttention-2 on B200 runs at H100's rate in TFLOP/s (358 against 326): the
+        // Ampere-era kernels gain nothing from Blackwell's tensor cores, and FlashAttention-1,
+        // unmeasured, stays below FlashAttention-2 as on Hopper.
+        assert!((fwd_bwd(425.128, 336.635) / (HOPPER.flash2 * 989.4) - 1.1).abs() < 0.01);
+        assert!(BLACKWELL.flash1 < BLACKWELL.flash2 && BLACKWELL.flash2 < BLACKWELL.flash3);
+    }
+}

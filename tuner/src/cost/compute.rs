@@ -13,7 +13,9 @@ use crate::mesh::{FlashKernel, Precision};
 /// Hopper: linear in log2(seq) between the measured points, the 512-token figure below them
 /// and the 16k one above. The curves are Hopper measurements of FlashAttention-2 and cuDNN;
 /// other architectures and FlashAttention-1 keep their plateau (share 1), for want of a
-/// measured curve.
+/// measured curve at 16k tokens a call (Blackwell's, cudnn-frontend's SDPA sweep, runs one
+/// sequence a call at every length, so its short calls underfill the GPU as no training
+/// batch does).
 pub fn flash_seq_share(arch: Arch, kernel: FlashKernel, seq: f64) -> f64 {
     seq_curve(arch, kernel).map_or(1.0, |curve| share_on(curve, seq))
 }
