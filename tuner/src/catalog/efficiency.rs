@@ -114,31 +114,33 @@ const BLACKWELL: ArchKernels = ArchKernels {
     flash2: BLACKWELL_FLASH2,
     flash3: 0.536,
     memory: 0.86,
-    source: "GEMM: stas00/ml-engineering compute/accelerator/README.md, 'Maximum Achievable Matmul \
-             FLOPS comparison table' (mamf-finder.py: torch.matmul, i.e. cuBLAS, best of a shape \
-             sweep, mean of 100 runs after 50 warm-ups): bf16 B200 1745.0 of 2250 TFLOP/s \
-             (1792x16128x3072, torch 2.7.1+cu128), B300 1769.0 of 2250 (torch 2.9.1+cu130), GB200 \
-             1822.0 of 2500 (torch 2.10 dev+cu130): 0.776, 0.786, 0.729, mean 0.764; fp8 e4m3 B200 \
-             3432.5 of 4500, B300 3353.3 of 4500, GB200 3615.6 of 5000: 0.763, 0.745, 0.723, mean \
-             0.744. The same table has the H100 SXM at 0.803 bf16 and 0.709 fp8 where this catalog \
-             prices Hopper at 0.76 and 0.66 from sustained 8192-wide GEMMs; Azure's sustained \
-             cuBLASLt fp8 8192^3 on GB200 (Azure/AI-benchmarking-guide, ND_GB200_v6_results.md, \
-             10,000 warm-ups, driver 570.133) reaches 2876.6 of 5000, 0.575, so Blackwell fp8 may \
-             price fast under sustained load. Attention: NVIDIA/cudnn-frontend \
-             benchmark/sdpa_benchmark_training/artifacts (causal, head dim 128, 128 query and 8 kv \
-             heads, batch 1, 16k tokens, backward counted at 2.5x the forward's FLOPs; fwd+bwd \
-             weighted 1:2.5): cuDNN 9.13 on B200 fwd 1332.4 / bwd 1074.8 TFLOP/s, 1137.6 of 2250, \
-             0.506; cuDNN 9.17 on GB200 1668 / 1304, 1390.7 of 2500, 0.556; cuDNN 9.13 on GB300 \
-             1702.5 / 1267.8, 1367.6 of 2500, 0.547: mean 0.536 (flash3, the architecture's newest fused kernel; FlashAttention-4's \
-             paper, arXiv 2603.05451, reports up to 1.3x cuDNN 9.13 forward, 1613 TFLOP/s, not \
-             used: no backward figure at this shape); flash_attn 2.7.4.post1 on B200 425.1 / 336.6, \
-             357.9 of 2250, 0.159; PyTorch's FlashAttention-2 backend on GB200 430 / 352, 371.2 of \
-             2500, 0.148; flash_attn on GB300 464.5 / 369.0, 392.0 of 2500, 0.157: mean 0.155 \
-             (flash2; Azure's GB200 FlashAttention-2 figure, 373.9 TFLOP/s at 8k tokens, agrees). \
-             The batch-1 sweep is not the 16k-tokens-a-call convention of the Hopper length curve \
-             below 16k, so Blackwell keeps its plateau. FlashAttention-1: no measurement, derived \
-             (see flash1). Memory: no B200 copy-bandwidth sweep found; Hopper's 0.86 kept. Tile: \
-             CUTLASS's 2-SM 256x256 tcgen05 tiles",
+    source:
+        "GEMM: stas00/ml-engineering compute/accelerator/README.md, 'Maximum Achievable Matmul \
+         FLOPS comparison table' (mamf-finder.py: torch.matmul, i.e. cuBLAS, best of a shape \
+         sweep, mean of 100 runs after 50 warm-ups): bf16 B200 1745.0 of 2250 TFLOP/s \
+         (1792x16128x3072, torch 2.7.1+cu128), B300 1769.0 of 2250 (torch 2.9.1+cu130), GB200 \
+         1822.0 of 2500 (torch 2.10 dev+cu130): 0.776, 0.786, 0.729, mean 0.764; fp8 e4m3 B200 \
+         3432.5 of 4500, B300 3353.3 of 4500, GB200 3615.6 of 5000: 0.763, 0.745, 0.723, mean \
+         0.744. The same table has the H100 SXM at 0.803 bf16 and 0.709 fp8 where this catalog \
+         prices Hopper at 0.76 and 0.66 from sustained 8192-wide GEMMs; Azure's sustained cuBLASLt \
+         fp8 8192^3 on GB200 (Azure/AI-benchmarking-guide, ND_GB200_v6_results.md, 10,000 \
+         warm-ups, driver 570.133) reaches 2876.6 of 5000, 0.575, so Blackwell fp8 may price fast \
+         under sustained load. Attention: NVIDIA/cudnn-frontend \
+         benchmark/sdpa_benchmark_training/artifacts (causal, head dim 128, 128 query and 8 kv \
+         heads, batch 1, 16k tokens, backward counted at 2.5x the forward's FLOPs; fwd+bwd \
+         weighted 1:2.5): cuDNN 9.13 on B200 fwd 1332.4 / bwd 1074.8 TFLOP/s, 1137.6 of 2250, \
+         0.506; cuDNN 9.17 on GB200 1668 / 1304, 1390.7 of 2500, 0.556; cuDNN 9.13 on GB300 1702.5 \
+         / 1267.8, 1367.6 of 2500, 0.547: mean 0.536 (flash3, the architecture's newest fused \
+         kernel; FlashAttention-4's paper, arXiv 2603.05451, reports up to 1.3x cuDNN 9.13 and \
+         1613 TFLOP/s on B200, not used: its per-shape forward and backward figures were not \
+         found); flash_attn 2.7.4.post1 on B200 425.1 / 336.6, 357.9 of 2250, 0.159; PyTorch's \
+         FlashAttention-2 backend on GB200 430 / 352, 371.2 of 2500, 0.148; flash_attn on GB300 \
+         464.5 / 369.0, 392.0 of 2500, 0.157: mean 0.155 (flash2; Azure's GB200 FlashAttention-2 \
+         figure, 373.9 TFLOP/s at 8k tokens, agrees). The batch-1 sweep is not the \
+         16k-tokens-a-call convention of the Hopper length curve below 16k, so Blackwell keeps its \
+         plateau. FlashAttention-1: no measurement, derived (see flash1). Memory: no B200 \
+         copy-bandwidth sweep found; Hopper's 0.86 kept. Tile: CUTLASS's 2-SM 256x256 tcgen05 \
+         tiles",
 };
 
 /// Kernel and collective efficiencies used by the nominal compute and collective models.
