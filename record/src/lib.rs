@@ -5,7 +5,7 @@
 //!   per second, FLOP per second) and the nccl-tests bus bandwidth convention.
 //! - [`busbw_factor`] gives the nccl-tests factor from algorithm to bus bandwidth per [`Kind`].
 //! - [`read_json_lines`] reads `microbench --json` output back, refusing records that cannot
-//!   be measurements ([`Record::validate`]).
+//!   be measurements ([`Record::validate`], within the physical ranges of [`range`]).
 //! - [`read_bounded`] reads a file of at most [`MAX_LOG_BYTES`] or [`MAX_JSON_LINES_BYTES`],
 //!   so an endless or runaway input is refused by size before it is parsed;
 //!   [`read_bounded_bytes`], [`read_bounded_from`] (a file opened by the caller) and
@@ -36,6 +36,7 @@ mod kind;
 pub mod manual;
 pub mod nccl_tests;
 mod notes;
+pub mod range;
 mod record;
 pub mod tables;
 

@@ -326,35 +326,84 @@ pub struct Invalid {
     pub field: &'static str,
     /// The value found.
     pub value: String,
-    /// What the field may hold.
-    pub allowed: &'static str,
+    /// What the field may hold, with its range.
+    pub allowed: String,
+}
+
+/// `Err` naming `field`, `value` and `allowed` unless `ok`.
+fn check(
+    ok: bool,
+    field: &'static str,
+    value: impl ToString,
+    allowed: impl Fn() -> String,
+) -> Result<(), Invalid> {
+    if ok {
+        return Ok(());
+    }
+    Err(Invalid {
+        field,
+        value: value.to_string(),
+        allowed: allowed(),
+    })
+}
+
+/// Seconds since the Unix epoch by this machine's clock.
+fn now_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 impl Record {
-    /// Checks what serde cannot: a point timed on no rank, or in a time that is zero, negative
-    /// or not finite, would price a term at zero or infinity downstream (issue 13: `ranks: 0`
-    /// turned a 20.7 s TP term into 0.32 s), so it is refused where it enters.
+    /// Checks what serde cannot, against the physical ranges of [`crate::range`] and this
+    /// machine's clock: a point timed on no rank, or in a time that is zero, negative or not
+    /// finite, would price a term at zero or infinity downstream (issue 13: `ranks: 0` turned
+    /// a 20.7 s TP term into 0.32 s), so it is refused where it enters.
     pub fn validate(&self) -> Result<(), Invalid> {
-        if self.group.ranks == 0 {
-            return Err(Invalid {
-                field: "ranks",
-                value: "0".into(),
-                allowed: "at least 1",
-            });
+        self.validate_at(now_s())
+    }
+
+    /// [`Record::validate`] with the reader's clock at `now_s`, seconds since the Unix epoch.
+    pub fn validate_at(&self, now_s: f64) -> Result<(), Invalid> {
+        use crate::range::{CLOCK_SKEW_S, EARLIEST_TIMESTAMP_S, MAX_DIM, MAX_RANKS};
+        let ranks = self.group.ranks;
+        check((1..=MAX_RANKS).contains(&ranks), "ranks", ranks, || {
+            format!("1 to {MAX_RANKS} ranks")
+        })?;
+        check(self.bytes >= 1, "bytes", self.bytes, || {
+            "at least 1 byte".into()
+        })?;
+        self.validate_times()?;
+        let dims = self
+            .gemm
+            .iter()
+            .flat_map(|g| [("m", g.m), ("n", g.n), ("k", g.k)]);
+        let attention = self.detail.attention.iter().flat_map(|a| {
+            [
+                ("batch", a.batch),
+                ("seq", a.seq),
+                ("heads", a.heads),
+                ("head_dim", a.head_dim),
+            ]
+        });
+        for (field, v) in dims.chain(attention) {
+            check((1..=MAX_DIM).contains(&v), field, v, || {
+                format!("a dimension of 1 to {MAX_DIM} (2^24)")
+            })?;
         }
-        let times = [
-            ("time_s", Some(self.timing.time_s)),
-            ("time_min_s", self.timing.time_min_s),
-            ("time_max_s", self.timing.time_max_s),
-        ];
-        for (field, value) in times {
-            if let Some(v) = value.filter(|v| !(v.is_finite() && *v > 0.0)) {
-                return Err(Invalid {
-                    field,
-                    value: v.to_string(),
-                    allowed: "a finite time above 0 s",
-                });
-            }
+        if let Some(t) = self.timestamp {
+            let latest = now_s + CLOCK_SKEW_S;
+            check(
+                (EARLIEST_TIMESTAMP_S..=latest).contains(&t),
+                "timestamp",
+                t,
+                || {
+                    format!(
+                        "seconds since the Unix epoch from {EARLIEST_TIMESTAMP_S} \
+                     (2000-01-01) to {latest:.0} (this machine's clock plus one day)"
+                    )
+                },
+            )?;
         }
         let rates = [
             ("algbw", self.algbw),
@@ -362,12 +411,28 @@ impl Record {
             ("flops", self.flops),
         ];
         for (field, value) in rates {
-            if let Some(v) = value.filter(|v| !(v.is_finite() && *v >= 0.0)) {
-                return Err(Invalid {
-                    field,
-                    value: v.to_string(),
-                    allowed: "a finite rate of 0 or more",
-                });
+            if let Some(v) = value {
+                check(v.is_finite() && v >= 0.0, field, v, || {
+                    "a finite rate of 0 or more".into()
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The times, each between [`crate::range::MIN_TIME_S`] and [`crate::range::MAX_TIME_S`].
+    fn validate_times(&self) -> Result<(), Invalid> {
+        use crate::range::{MAX_TIME_S, MIN_TIME_S};
+        let times = [
+            ("time_s", Some(self.timing.time_s)),
+            ("time_min_s", self.timing.time_min_s),
+            ("time_max_s", self.timing.time_max_s),
+        ];
+        for (field, value) in times {
+            if let Some(v) = value {
+                check((MIN_TIME_S..=MAX_TIME_S).contains(&v), field, v, || {
+                    format!("a time from {MIN_TIME_S:e} s to {MAX_TIME_S:e} s")
+                })?;
             }
         }
         Ok(())
@@ -575,6 +640,52 @@ mod tests {
         assert_eq!(value["gpu_model"], "NVIDIA H100 80GB HBM3");
         assert_eq!(value["nodes"], serde_json::json!(["n0", "n2"]));
         assert_eq!(read_json_lines(&line).unwrap(), vec![r]);
+    }
+
+    /// Issue 31, item 10: values no hardware gives, each refused by field, value and range.
+    #[test]
+    fn r31_10_values_outside_the_physical_ranges_are_refused() {
+        let now = 1.7e9;
+        let ok = Record::transfer(
+            Kind::AllReduce,
+            Backend::Nccl,
+            group(8),
+            1 << 20,
+            Dtype::Bf16,
+            timing(1e-4),
+        );
+        ok.validate_at(now).unwrap();
+        let refused = |edit: &dyn Fn(&mut Record), field: &str, allowed: &str| {
+            let mut r = ok.clone();
+            edit(&mut r);
+            let e = r.validate_at(now).unwrap_err();
+            assert_eq!(e.field, field, "{e}");
+            assert!(e.to_string().contains(allowed), "{e}");
+        };
+        refused(
+            &|r| r.timing.time_s = 1e-300,
+            "time_s",
+            "from 1e-7 s to 1e4 s",
+        );
+        refused(
+            &|r| r.timing.time_max_s = Some(1e308),
+            "time_max_s",
+            "to 1e4 s",
+        );
+        refused(&|r| r.group.ranks = u32::MAX, "ranks", "1 to 1048576");
+        refused(&|r| r.bytes = 0, "bytes", "at least 1");
+        for t in [1e12, 1e15, 1.7e308, 1e6] {
+            refused(&|r| r.timestamp = Some(t), "timestamp", "2000-01-01");
+        }
+        let mut fresh = ok.clone();
+        fresh.timestamp = Some(now + 3600.0);
+        fresh.validate_at(now).unwrap();
+        let huge = Gemm {
+            m: 1 << 63,
+            n: 1 << 63,
+            k: 1 << 63,
+        };
+        refused(&|r| r.gemm = Some(huge), "m", "1 to 16777216");
     }
 
     #[test]

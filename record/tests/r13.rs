@@ -362,9 +362,9 @@ fn r13_json_lines_refuse_what_cannot_be_a_measurement() {
     assert!(
         err.starts_with(
             "4 of 5 non-blank lines are not valid measurement records: line 2: ranks 0: expected \
-             at least 1; line 3: time_s -1: expected a finite time above 0 s; line 4: time_s 0: \
-             expected a finite time above 0 s; line 5: not a measurement record: invalid type: \
-             null, expected f64"
+             1 to 1048576 ranks; line 3: time_s -1: expected a time from 1e-7 s to 1e4 s; line \
+             4: time_s 0: expected a time from 1e-7 s to 1e4 s; line 5: not a measurement \
+             record: invalid type: null, expected f64"
         ),
         "{err}"
     );

@@ -526,7 +526,7 @@ fn impossible_and_absurd_inputs_are_refused_at_once_by_name() {
         ),
         (
             &["--gpus", "16", "--nic-gbps", "-8"],
-            "--nic-gbps = -8: expected a positive rate",
+            "--nic-gbps = -8: expected a NIC line rate from 1 to 10000 Gbit/s",
         ),
         (
             &["--gpus", "16", "--nics-per-node", "0"],

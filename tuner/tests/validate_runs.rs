@@ -373,3 +373,33 @@ fn torchtitan_runs_are_priced_on_the_part_and_compile_their_notes_name() {
         "{ratio:.3} vs {measured:.3}"
     );
 }
+
+/// Issue 31, item 10: a step of 1e-308 s or 1e308 s was fitted and moved every knob, and a
+/// NIC of 1e-308 Gbit/s priced an infinite step; each is refused with its range.
+#[test]
+fn r31_10_steps_and_nic_rates_outside_their_physical_range_are_refused() {
+    let text = std::fs::read_to_string(format!(
+        "{}/../data/published-runs.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    for (good, bad, key) in [
+        (
+            "iteration_time_s: 3.53",
+            "iteration_time_s: 1e-308",
+            "iteration_time_s = 0.00000000",
+        ),
+        (
+            "iteration_time_s: 3.53",
+            "iteration_time_s: 1e308",
+            "expected a step time from 1e-4 s to 1e5 s",
+        ),
+        (
+            "nic_gbps: 200",
+            "nic_gbps: 1e-308",
+            "expected a NIC line rate from 1 to 10000 Gbit/s",
+        ),
+    ] {
+        assert_refused(&text.replacen(good, bad, 1), key);
+    }
+}

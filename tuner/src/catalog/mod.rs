@@ -65,15 +65,7 @@ impl Cluster {
                 "at least 1 for a job across nodes",
             ));
         }
-        let gbps = self.nic_bits_per_s / 1e9;
-        if !(gbps.is_finite() && gbps > 0.0 && gbps <= 1e5) {
-            return Err(bad_input(
-                &name("nic_gbps"),
-                gbps,
-                "a positive rate in Gbit/s, at most 100000",
-            ));
-        }
-        Ok(())
+        check_nic_gbps(&name("nic_gbps"), self.nic_bits_per_s / 1e9)
     }
 
     /// Scale-out bandwidth available to one GPU, bytes/s per direction: the node's NICs shared
@@ -81,6 +73,25 @@ impl Cluster {
     pub fn nic_share_bytes_per_s(&self) -> f64 {
         f64::from(self.nics_per_node) * self.nic_bits_per_s / 8.0 / f64::from(self.gpus_per_node)
     }
+}
+
+/// Slowest NIC line rate a cluster may state, Gbit/s: 1 GbE, below any training fabric; a rate
+/// near 0 priced a step at infinity (issue 31, item 10).
+pub const MIN_NIC_GBPS: f64 = 1.0;
+
+/// Fastest NIC line rate a cluster may state, Gbit/s: 10 Tbit/s, over ten times ConnectX-8's 800.
+pub const MAX_NIC_GBPS: f64 = 10_000.0;
+
+/// Refuses a NIC line rate in Gbit/s outside [`MIN_NIC_GBPS`] to [`MAX_NIC_GBPS`], by `field`.
+pub fn check_nic_gbps(field: &str, gbps: f64) -> Result<(), TunerError> {
+    if (MIN_NIC_GBPS..=MAX_NIC_GBPS).contains(&gbps) {
+        return Ok(());
+    }
+    Err(bad_input(
+        field,
+        gbps,
+        &format!("a NIC line rate from {MIN_NIC_GBPS} to {MAX_NIC_GBPS} Gbit/s"),
+    ))
 }
 
 /// Looks up a GPU by catalog id.

@@ -237,7 +237,7 @@ mod tests {
             .to_string();
         assert!(
             err.contains("snap.json")
-                && err.contains("node n1 record 1: ranks 0: expected at least 1"),
+                && err.contains("node n1 record 1: ranks 0: expected 1 to 1048576 ranks"),
             "{err}"
         );
     }

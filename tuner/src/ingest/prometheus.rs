@@ -420,17 +420,18 @@ fn to_measurements(src: &PromSource, now: f64, f: Families) -> (Measurements, Sn
             skipped.push(skip_reason(sample, family));
             continue;
         };
-        // A `ranks="0"` label makes a record no measurement can have (issue 13).
-        if let Err(e) = r.validate() {
-            skipped.push(format!("{} {family}: {e}", node(sample)));
-            continue;
-        }
         // Inter-node figures come from the last fabric run, the rest from calibration.
         let when = match r.group.scope {
             Scope::InterNode => &fabric_stamps,
             Scope::IntraNode => &stamps,
         };
         r.timestamp = r.group.node.as_ref().and_then(|n| when.get(n)).copied();
+        // A `ranks="0"` label makes a record no measurement can have (issue 13), and a stamp
+        // in the future would keep it fresh under --max-age forever (issue 31, item 10).
+        if let Err(e) = r.validate_at(now) {
+            skipped.push(format!("{} {family}: {e}", node(sample)));
+            continue;
+        }
         m.records.push(r);
     }
     if !skipped.is_empty() {

@@ -65,13 +65,7 @@ impl Overrides {
             }
         }
         if let Some(g) = self.nic_gbps {
-            if !(g.is_finite() && g > 0.0 && g <= 1e5) {
-                return Err(bad_input(
-                    "--nic-gbps",
-                    g,
-                    "a positive rate in Gbit/s, at most 100000",
-                ));
-            }
+            crate::catalog::check_nic_gbps("--nic-gbps", g)?;
         }
         if let Some(group) = &self.group {
             if group.trim().is_empty() {

@@ -267,6 +267,13 @@ pub struct Validation {
     pub measured: Option<MeasuredSummary>,
 }
 
+/// Shortest training step a run may state, s: 0.1 ms, under one layer's kernel launches; a step
+/// of 1e-308 s was fitted and moved every knob (issue 31, item 10).
+const MIN_ITERATION_TIME_S: f64 = 1e-4;
+
+/// Longest training step a run may state, s: 10^5 s (28 h), past any published step.
+const MAX_ITERATION_TIME_S: f64 = 1e5;
+
 /// Reads and parses runs files (format 1), each through the runs file bound.
 pub fn read_runs(paths: &[std::path::PathBuf]) -> Result<Vec<RunsFile>, TunerError> {
     paths
@@ -450,11 +457,11 @@ pub(crate) fn price(
     let unsaid = choices::unsaid(run, training.framework);
     let chosen = knobs::published_mesh(run, &scenario, &c, &unsaid, &mut notes, &mut choices)?;
     let observed = run.observed.iteration_time_s;
-    if !(observed.is_finite() && observed > 0.0) {
+    if !(MIN_ITERATION_TIME_S..=MAX_ITERATION_TIME_S).contains(&observed) {
         return Err(bad_input(
             &format!("runs[{}].observed.iteration_time_s", run.id),
             observed,
-            "a positive number of seconds",
+            &format!("a step time from {MIN_ITERATION_TIME_S:e} s to {MAX_ITERATION_TIME_S:e} s"),
         ));
     }
     let mesh = chosen.mesh;
