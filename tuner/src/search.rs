@@ -432,6 +432,36 @@ mod tests {
         }
     }
 
+    /// Issue 31, item 12: `--zero 3 --pp 2` was ranked and emitted as DeepSpeed `stage: 3` with
+    /// a pipeline; neither DeepSpeed nor Megatron-LM runs it.
+    #[test]
+    fn r31_12_zero_2_and_3_are_never_combined_with_a_pipeline() {
+        let both = Constraints {
+            zero_stage: Some(3),
+            pp: Some(2),
+            ..Default::default()
+        };
+        for framework in [Framework::Megatron, Framework::Deepspeed] {
+            let err = both.within(framework).unwrap_err().to_string();
+            assert!(
+                err.starts_with("--zero with --pp = 3 with 2: expected --zero 0 or 1 under a pipeline, or --pp 1"),
+                "{err}"
+            );
+            let zero = Constraints {
+                zero_stage: Some(2),
+                ..Default::default()
+            };
+            let (c, notes) = zero.within(framework).unwrap();
+            assert_eq!(c.pp, Some(1));
+            assert!(
+                notes.iter().any(|n| n.contains("--pp 1 under --zero 2")),
+                "{notes:?}"
+            );
+        }
+        // torchtitan runs FSDP2 under its pipeline schedules.
+        assert_eq!(both.within(Framework::Fsdp).unwrap().0, both);
+    }
+
     #[test]
     fn zero_virtual_stages_leave_no_mesh() {
         let model = catalog::model("llama3-70b").unwrap().shape;

@@ -98,6 +98,8 @@ pub struct Defaults {
     pub interleaved_pipeline: bool,
     /// Whether it runs context parallelism (a ring over the sequence).
     pub context_parallel: bool,
+    /// Whether it shards gradients or parameters (ZeRO-2/3) under pipeline parallelism.
+    pub sharded_pipeline: bool,
 }
 
 /// Megatron-LM / Megatron-Core (NeMo, Megatron-Bridge). Attention through Transformer
@@ -130,6 +132,9 @@ pub const MEGATRON: Defaults = Defaults {
     fused_glu: true,
     interleaved_pipeline: true,
     context_parallel: true,
+    // Its distributed optimizer shards the optimizer only (ZeRO-1); the ZeRO-2/3 of
+    // Megatron-DeepSpeed is DeepSpeed's, which refuses a pipeline (below).
+    sharded_pipeline: false,
 };
 
 /// DeepSpeed and Megatron-DeepSpeed. FlashAttention-2; gradients reduced in the training
@@ -162,6 +167,9 @@ pub const DEEPSPEED: Defaults = Defaults {
     fused_glu: false,
     interleaved_pipeline: false,
     context_parallel: false,
+    // `PipelineEngine.__init__` asserts `zero_optimization_stage() < ZeroStageEnum.gradients`:
+    // "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism".
+    sharded_pipeline: false,
 };
 
 /// PyTorch FSDP / FSDP2 (torchtitan, llm-foundry, NeMo AutoModel). FlashAttention-2 through
@@ -191,6 +199,8 @@ pub const FSDP: Defaults = Defaults {
     fused_glu: true,
     interleaved_pipeline: true,
     context_parallel: true,
+    // torchtitan runs FSDP2 under its pipeline schedules (see `cost/memory.rs`).
+    sharded_pipeline: true,
 };
 
 /// Elements below which DeepSpeed's ZeRO-3 keeps a parameter whole on every rank instead of

@@ -184,7 +184,40 @@ impl Constraints {
                 "{framework} runs no {what}: the search keeps {flag} 1"
             ));
         }
+        if !d.sharded_pipeline {
+            c.keep_sharding_off_pipelines(framework, &mut notes)?;
+        }
         Ok((c, notes))
+    }
+
+    /// For a framework that shards no gradients or parameters under a pipeline (issue 31,
+    /// item 12): pinning both is refused by both flags, and a pinned ZeRO-2/3 keeps `--pp` 1.
+    fn keep_sharding_off_pipelines(
+        &mut self,
+        framework: Framework,
+        notes: &mut Vec<String>,
+    ) -> Result<(), TunerError> {
+        let Some(zero) = self.zero_stage.filter(|&z| z >= 2) else {
+            return Ok(());
+        };
+        match self.pp {
+            Some(pp) if pp > 1 => Err(bad_input(
+                "--zero with --pp",
+                format!("{zero} with {pp}"),
+                &format!(
+                    "--zero 0 or 1 under a pipeline, or --pp 1: {framework} runs no ZeRO-2/3 \
+                     with pipeline parallelism"
+                ),
+            )),
+            _ => {
+                self.pp = Some(1);
+                notes.push(format!(
+                    "{framework} runs no ZeRO-2/3 with pipeline parallelism: the search keeps \
+                     --pp 1 under --zero {zero}"
+                ));
+                Ok(())
+            }
+        }
     }
 
     /// Why `gpus` cannot hold the pinned sizes: their product does not divide it.
