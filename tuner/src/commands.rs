@@ -76,13 +76,14 @@ pub(crate) fn validate_command(
     Ok(Output { data, notes })
 }
 
-pub(crate) fn emit(kind: Emit, scenario: &Scenario, e: &Evaluation) -> String {
+/// The launch config of `e`, or a runtime failure where the framework cannot run it.
+pub(crate) fn emit(kind: Emit, scenario: &Scenario, e: &Evaluation) -> anyhow::Result<String> {
     let (m, t) = (&e.mesh, &scenario.training);
-    match kind {
-        Emit::Megatron => launch::megatron(&scenario.model, t, m),
+    Ok(match kind {
+        Emit::Megatron => launch::megatron(&scenario.model, t, m)?,
         Emit::Deepspeed => launch::deepspeed(t, m),
         Emit::Torchtitan => launch::torchtitan(&scenario.model, t, m),
-    }
+    })
 }
 
 /// The job's scenario, priced from measurements where given, with its notes.
@@ -153,7 +154,7 @@ pub(crate) fn recommend(
     }
     if let Some(kind) = emit_as {
         return Ok(Output {
-            data: emit(kind, &priced.scenario, &result.ranked[0]),
+            data: emit(kind, &priced.scenario, &result.ranked[0])?,
             notes,
         });
     }
@@ -333,7 +334,7 @@ pub(crate) fn explain_one(
     }
     if let Some(kind) = emit_as {
         return Ok(Output {
-            data: emit(kind, &priced.scenario, &e),
+            data: emit(kind, &priced.scenario, &e)?,
             notes,
         });
     }

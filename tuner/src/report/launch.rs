@@ -64,8 +64,19 @@ fn megatron_moe_args(moe: &Moe, t: &Training, m: &Mesh) -> Vec<String> {
     a
 }
 
-/// Megatron-LM `pretrain_gpt.py` arguments.
-pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> String {
+/// A layout a framework's launch config cannot express: the command fails, so that no script
+/// takes an empty or partial config for a launchable one (issue 31, item 12).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("--emit {framework}: not emitted: {why}")]
+pub struct NotEmitted {
+    /// The framework asked for.
+    pub framework: &'static str,
+    /// Why it cannot run the layout, and what to do instead.
+    pub why: String,
+}
+
+/// Megatron-LM `pretrain_gpt.py` arguments, or why it cannot run the layout.
+pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, NotEmitted> {
     let mut a = vec![
         format!("--tensor-model-parallel-size {}", m.tp),
         format!("--pipeline-model-parallel-size {}", m.pp),
@@ -87,11 +98,14 @@ pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> String {
     if m.virtual_stages > 1 && uneven {
         // Megatron puts the first and last stage's missing layers on whole stages, not on
         // virtual chunks: this layout has no exact Megatron form.
-        return format!(
-            "# not emitted: {} layers over {} stages x {} virtual stages split unevenly, which \
-             Megatron-LM cannot express; pin --virtual-stages 1 or use --emit torchtitan\n",
-            model.layers, m.pp, m.virtual_stages
-        );
+        return Err(NotEmitted {
+            framework: "megatron",
+            why: format!(
+                "{} layers over {} stages x {} virtual stages split unevenly, which Megatron-LM \
+                 cannot express; pin --virtual-stages 1 or use --emit torchtitan",
+                model.layers, m.pp, m.virtual_stages
+            ),
+        });
     }
     if m.virtual_stages > 1 {
         a.push(format!(
@@ -153,7 +167,7 @@ pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> String {
     }
     out.push_str(&a.join(" \\\n  "));
     out.push('\n');
-    out
+    Ok(out)
 }
 
 /// A DeepSpeed config. TP and PP are set in the model code (Megatron-DeepSpeed), so they appear
@@ -359,7 +373,7 @@ mod tests {
             ),
             (mesh(9, 2, 1, Recompute::Full), training(ReduceDtype::Bf16)),
         ] {
-            let a = megatron_args(&megatron(&model, &t, &m));
+            let a = megatron_args(&megatron(&model, &t, &m).unwrap());
             assert_eq!(number(&a, "tensor-model-parallel-size"), m.tp);
             assert_eq!(number(&a, "pipeline-model-parallel-size"), m.pp);
             assert_eq!(number(&a, "context-parallel-size"), m.cp);
@@ -409,11 +423,14 @@ mod tests {
             head_dim: Some(128),
             ..catalog::model("llama3-8b").unwrap().shape
         };
-        let a = megatron_args(&megatron(
-            &model,
-            &training(ReduceDtype::Fp32),
-            &mesh(2, 1, 1, Recompute::None),
-        ));
+        let a = megatron_args(
+            &megatron(
+                &model,
+                &training(ReduceDtype::Fp32),
+                &mesh(2, 1, 1, Recompute::None),
+            )
+            .unwrap(),
+        );
         assert_eq!(number(&a, "kv-channels"), 128);
     }
 
@@ -433,7 +450,7 @@ mod tests {
                 moe_dispatch: dispatch,
                 ..training(ReduceDtype::Fp32)
             };
-            let a = megatron_args(&megatron(&model, &t, &m));
+            let a = megatron_args(&megatron(&model, &t, &m).unwrap());
             assert_eq!(a["moe-token-dispatcher-type"], expect);
             assert!(a.contains_key("moe-grouped-gemm"));
             assert_eq!(
@@ -448,16 +465,20 @@ mod tests {
         // 126 layers on 8 stages x 8 virtual stages: priced with one layer fewer on the first
         // and last stage, which Megatron's virtual chunks cannot hold.
         let model = catalog::model("llama3-405b").unwrap().shape;
-        let out = megatron(
+        // Issue 31, item 12: it printed a comment and exited 0; now the command fails.
+        let err = megatron(
             &model,
             &training(ReduceDtype::Fp32),
             &mesh(8, 8, 1, Recompute::Full),
-        );
+        )
+        .unwrap_err()
+        .to_string();
         assert!(
-            out.starts_with("# not emitted: 126 layers over 8 stages x 8 virtual stages"),
-            "{out}"
+            err.starts_with(
+                "--emit megatron: not emitted: 126 layers over 8 stages x 8 virtual stages"
+            ),
+            "{err}"
         );
-        assert!(!out.contains("--num-layers-per-virtual-pipeline-stage"));
     }
 
     #[test]
