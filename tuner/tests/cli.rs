@@ -1013,3 +1013,33 @@ fn moe_layouts_carry_the_validation_caveat_and_the_dispatch_remedy() {
     let dedup = warnings(&["--gpus-per-node", "4", "--moe-dispatch", "node-dedup"]);
     assert!(!crosses(&dedup), "{dedup:?}");
 }
+
+/// Issue 31, item 12: `--zero 3 --pp 2` was ranked and `--emit deepspeed` wrote `stage: 3`
+/// with a pipeline; pinning both is a usage error naming both flags.
+#[test]
+fn r31_12_zero_3_pinned_with_a_pipeline_is_a_usage_error() {
+    for extra in [&[][..], &["--emit", "deepspeed"][..]] {
+        let args = [
+            &[
+                "recommend",
+                "--model",
+                "70b",
+                "--gpus",
+                "64",
+                "--zero",
+                "3",
+                "--pp",
+                "2",
+            ][..],
+            extra,
+        ]
+        .concat();
+        let out = tuner().args(&args).output().expect("runs");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            err.contains("--zero with --pp = 3 with 2"),
+            "{args:?}: {err}"
+        );
+    }
+}
