@@ -63,6 +63,13 @@ pub fn read(text: &str, origin: &str, into: &mut Measurements) -> Result<(), Tun
         FileKind::Snapshot => {
             let version =
                 version_of(text).ok_or_else(|| bad(origin, "format_version is not a number"))?;
+            // Versions count from 1: a 0 was never written (issue 31).
+            if version == 0 {
+                return Err(bad(
+                    origin,
+                    format!("format_version 0: expected 1 to {FORMAT_VERSION}"),
+                ));
+            }
             if version > FORMAT_VERSION {
                 into.notes.push(format!("{origin}: snapshot format version {version} is newer than this tuner reads ({FORMAT_VERSION}); skipped"));
                 return Ok(());
@@ -240,6 +247,15 @@ mod tests {
                 && err.contains("node n1 record 1: ranks 0: expected 1 to 1048576 ranks"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn r31_a_snapshot_of_format_version_0_is_refused() {
+        let snap = "{\"format_version\": 0, \"created\": 0, \"source\": \"t\", \"time_range\": {\"start\": 0, \"end\": 0}, \"nodes\": []}";
+        let err = read(snap, "snap.json", &mut Measurements::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("format_version 0: expected 1 to 1"), "{err}");
     }
 
     /// Issue 31, item 13: a 234 MB log took 4.1 GB and printed two million notes. A log is
