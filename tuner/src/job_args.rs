@@ -135,7 +135,8 @@ pub(crate) fn parse_tokens(s: &str) -> anyhow::Result<u64> {
         _ => Err(bad_flag(
             "--global-batch-tokens",
             s,
-            "a positive token count up to 1Ti, such as 4194304, 4M or 4Mi",
+            "a positive token count up to 1024Gi (2^40; suffixes K, M, G, Ki, Mi, Gi), such as \
+             4194304, 4M or 4Mi",
         )
         .into()),
     }
@@ -316,5 +317,18 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("--global-batch-tokens"));
+    }
+
+    /// Issue 31: `1Ti` was refused by a message that said "up to 1Ti"; it states the bound in
+    /// a form the parser reads.
+    #[test]
+    fn r31_the_token_bound_is_stated_as_the_parser_reads_it() {
+        assert_eq!(parse_tokens("1024Gi").unwrap(), 1 << 40);
+        let err = parse_tokens("1Ti").unwrap_err().to_string();
+        assert!(
+            err.contains("up to 1024Gi (2^40;") && !err.contains("1Ti,"),
+            "{err}"
+        );
+        assert!(parse_tokens("1025Gi").is_err());
     }
 }
