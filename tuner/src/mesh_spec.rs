@@ -37,6 +37,7 @@ impl FromStr for Constraints {
 
     fn from_str(spec: &str) -> Result<Constraints, SpecError> {
         let mut c = Constraints::default();
+        let mut seen = Vec::new();
         for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let bad = |key: Option<&str>, value: &str, allowed| SpecError {
                 key: key.map(str::to_string),
@@ -46,6 +47,20 @@ impl FromStr for Constraints {
             let (k, v) = part
                 .split_once('=')
                 .ok_or_else(|| bad(None, part, "key=value pairs such as tp=8"))?;
+            // `tp=8,tp=4` kept the last silently (issue 31): a knob is named once, by any of
+            // its keys.
+            let knob = COUNTS
+                .iter()
+                .find(|n| n.keys.contains(&k))
+                .map_or(if k == "sequence_parallel" { "sp" } else { k }, |n| n.flag);
+            if seen.contains(&knob) {
+                return Err(bad(
+                    Some(k),
+                    v,
+                    "each knob once; it is already pinned in this spec",
+                ));
+            }
+            seen.push(knob);
             let num = || {
                 v.parse::<u32>()
                     .map_err(|_| bad(Some(k), v, "a positive integer"))
@@ -106,5 +121,19 @@ mod tests {
         let err = "tp=8,q=5".parse::<Constraints>().unwrap_err();
         assert_eq!((err.key.as_deref(), err.value.as_str()), (None, "q"));
         assert!("tp".parse::<Constraints>().is_err());
+    }
+
+    /// Issue 31: `compare --a tp=8,tp=4` kept the last silently.
+    #[test]
+    fn r31_a_knob_named_twice_is_refused() {
+        for spec in [
+            "tp=8,tp=4",
+            "mb=1,microbatch_size=2",
+            "sp=true,sequence_parallel=false",
+        ] {
+            let err = spec.parse::<Constraints>().unwrap_err();
+            assert!(err.to_string().contains("each knob once"), "{spec}: {err}");
+        }
+        assert!("tp=8,pp=4".parse::<Constraints>().is_ok());
     }
 }
