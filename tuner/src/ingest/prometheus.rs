@@ -84,16 +84,27 @@ impl PromSource {
         }
     }
 
-    /// The base URL with any password replaced by `***`, for messages and reports.
+    /// The base URL with any password and every query value (`?token=X`, issue 31) replaced
+    /// by `***`, for messages, reports and the snapshot's `source`.
     pub fn redacted_url(&self) -> String {
-        match reqwest::Url::parse(&self.url) {
-            Ok(mut u) if u.password().is_some() => {
-                // Cannot fail: the URL has a host, or it could not carry a password.
-                let _ = u.set_password(Some("***"));
-                u.to_string()
-            }
-            _ => self.url.clone(),
+        // Written as given where there is nothing to hide.
+        let Some(mut u) = reqwest::Url::parse(&self.url)
+            .ok()
+            .filter(|u| u.password().is_some() || u.query().is_some())
+        else {
+            return self.url.clone();
+        };
+        if u.password().is_some() {
+            // Cannot fail: the URL has a host, or it could not carry a password.
+            let _ = u.set_password(Some("***"));
         }
+        if u.query().is_some() {
+            let keys: Vec<String> = u.query_pairs().map(|(k, _)| k.into_owned()).collect();
+            u.query_pairs_mut()
+                .clear()
+                .extend_pairs(keys.iter().map(|k| (k, "***")));
+        }
+        u.to_string()
     }
 
     /// `<base>/api/v1/query?query=...`, built with a URL parser so a base path, a query string

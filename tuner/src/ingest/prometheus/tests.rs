@@ -40,6 +40,11 @@ fn urls_are_built_by_a_parser_and_passwords_never_shown() {
     );
     let s = at("https://ops:hunter2@prom.example:9090");
     assert_eq!(s.redacted_url(), "https://ops:***@prom.example:9090/");
+    // Issue 31: a query token was written into the snapshot's `source`.
+    assert_eq!(
+        at("http://prom.example/sub/?token=x&org=7").redacted_url(),
+        "http://prom.example/sub/?token=***&org=***"
+    );
     assert!(!s
         .query_url("up")
         .unwrap()
