@@ -165,7 +165,9 @@ impl MeasureArgs {
             exclude_degraded: self.exclude_degraded,
             gemm_dtype: match precision {
                 Precision::Bf16 => record::Dtype::Bf16,
-                Precision::Fp8 | Precision::Fp8Rowwise => record::Dtype::Fp8E4m3,
+                Precision::Fp8 | Precision::Fp8Rowwise | Precision::Fp8Blockwise => {
+                    record::Dtype::Fp8E4m3
+                }
             },
             // Set by the pricing, which knows the GPU.
             attention_peak_flops: None,

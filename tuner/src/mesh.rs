@@ -50,6 +50,12 @@ pub enum Precision {
     #[serde(rename = "fp8-rowwise")]
     #[value(name = "fp8-rowwise")]
     Fp8Rowwise,
+    /// fp8 GEMMs with one scale per 1 x 128 activation tile and 128 x 128 weight block
+    /// (DeepSeek-V3 §3.3.2, DeepGEMM; Transformer Engine's `Float8BlockScaling`, Megatron's
+    /// `--fp8-recipe blockwise`), activations cached and dispatched in fp8, bf16 elsewhere.
+    #[serde(rename = "fp8-blockwise")]
+    #[value(name = "fp8-blockwise")]
+    Fp8Blockwise,
 }
 
 impl Precision {
@@ -65,7 +71,62 @@ impl fmt::Display for Precision {
             Precision::Bf16 => "bf16",
             Precision::Fp8 => "fp8",
             Precision::Fp8Rowwise => "fp8-rowwise",
+            Precision::Fp8Blockwise => "fp8-blockwise",
         })
+    }
+}
+
+/// The order in which pipeline stages run their microbatches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Schedule {
+    /// One forward, one backward per stage (PipeDream-Flush; Narayanan et al. 2021 §2.2.1),
+    /// over virtual stages where there are several.
+    #[serde(rename = "1f1b")]
+    #[value(name = "1f1b")]
+    OneFOneB,
+    /// DeepSeek-V3's bidirectional pipeline (arXiv 2412.19437 §3.2.1, Table 2): microbatches
+    /// enter from both ends, each rank holds two stages, and one microbatch's forward runs
+    /// beside another's backward so that the expert-parallel all-to-all of each hides under
+    /// the other's compute.
+    Dualpipe,
+}
+
+impl fmt::Display for Schedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Schedule::OneFOneB => "1f1b",
+            Schedule::Dualpipe => "dualpipe",
+        })
+    }
+}
+
+/// Layers on the first and the last pipeline stage where they differ from the others, which
+/// share the rest evenly (Megatron's `--decoder-first-pipeline-num-layers` and
+/// `--decoder-last-pipeline-num-layers`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct EdgeStages {
+    /// Layers on the first stage.
+    pub first: u32,
+    /// Layers on the last stage.
+    pub last: u32,
+}
+
+/// Layers on each kind of pipeline stage.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StageLayers {
+    /// The first stage, which also holds the embedding.
+    pub first: f64,
+    /// Each stage between the first and the last.
+    pub middle: f64,
+    /// The last stage, which also holds the output layer.
+    pub last: f64,
+}
+
+impl StageLayers {
+    /// Layers on the stage that holds the most.
+    pub fn most(&self) -> f64 {
+        self.first.max(self.middle).max(self.last)
     }
 }
 
@@ -92,6 +153,10 @@ pub struct Mesh {
     pub recompute: Recompute,
     /// Megatron sequence parallelism (needs tp > 1).
     pub sequence_parallel: bool,
+    /// Pipeline schedule.
+    pub schedule: Schedule,
+    /// Uneven first and last stages, where set.
+    pub edge_stages: Option<EdgeStages>,
 }
 
 impl Mesh {
@@ -100,14 +165,42 @@ impl Mesh {
         self.tp * self.pp * self.dp * self.cp
     }
 
-    /// Layers on the busiest pipeline stage. An even split when `pp·v` divides the layers;
-    /// otherwise the first and last stage hold one layer fewer (Llama 3 405B: 126 layers on
-    /// 16 stages, arXiv 2407.21783 §3.3.2), and the others hold (layers + 2) / pp.
+    /// Layers on the busiest pipeline stage: [`Mesh::stages`]' most.
     pub fn stage_layers(&self, layers: u32) -> f64 {
-        if layers % (self.pp * self.virtual_stages) == 0 {
-            f64::from(layers) / f64::from(self.pp)
-        } else {
-            f64::from(layers + 2) / f64::from(self.pp)
+        self.stages(layers).most()
+    }
+
+    /// Layers on each kind of stage. Where the mesh sets its first and last stages the
+    /// others share the rest. Otherwise an even split when `pp·v` divides the layers, or the
+    /// first and last stage hold one layer fewer (Llama 3 405B: 126 layers on 16 stages,
+    /// arXiv 2407.21783 §3.3.2) and the others (layers + 2) / pp, which the cost model prices
+    /// on every stage.
+    pub fn stages(&self, layers: u32) -> StageLayers {
+        match self.edge_stages {
+            Some(e) if self.pp > 1 => {
+                let inner = f64::from(layers - e.first - e.last);
+                StageLayers {
+                    first: f64::from(e.first),
+                    middle: if self.pp > 2 {
+                        inner / f64::from(self.pp - 2)
+                    } else {
+                        0.0
+                    },
+                    last: f64::from(e.last),
+                }
+            }
+            _ => {
+                let n = if layers % (self.pp * self.virtual_stages) == 0 {
+                    f64::from(layers) / f64::from(self.pp)
+                } else {
+                    f64::from(layers + 2) / f64::from(self.pp)
+                };
+                StageLayers {
+                    first: n,
+                    middle: n,
+                    last: n,
+                }
+            }
         }
     }
 
@@ -136,6 +229,12 @@ impl fmt::Display for Mesh {
         )?;
         if self.sequence_parallel {
             write!(f, " SP")?;
+        }
+        if let Some(e) = self.edge_stages {
+            write!(f, " first{} last{}", e.first, e.last)?;
+        }
+        if self.schedule != Schedule::OneFOneB {
+            write!(f, " {}", self.schedule)?;
         }
         Ok(())
     }

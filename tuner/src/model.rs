@@ -43,6 +43,92 @@ pub struct Moe {
     /// Leading layers that keep a dense MLP of `ffn_hidden`.
     #[serde(default)]
     pub dense_layers: u32,
+    /// Groups the experts are split into for node-limited routing (DeepSeek-V3 §2.1.2:
+    /// DeepSeek places one group on each node); `config.json`'s `n_group`.
+    #[serde(default)]
+    pub n_group: Option<u32>,
+    /// Groups each token's experts are chosen from, at most (`config.json`'s `topk_group`:
+    /// DeepSeek-V3's tokens reach at most 4 nodes).
+    #[serde(default)]
+    pub topk_group: Option<u32>,
+}
+
+impl Moe {
+    /// Most nodes one token's experts can span when the EP group covers `nodes` nodes: the
+    /// router picks `topk_group` of `n_group` groups, each spread over nodes / n_group nodes
+    /// (one node a group where they are equal); no bound without grouped routing.
+    pub fn node_limit(&self, nodes: f64) -> Option<f64> {
+        match (self.n_group, self.topk_group) {
+            (Some(groups), Some(picked)) => {
+                Some(f64::from(picked) * (nodes / f64::from(groups)).max(1.0))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Multi-head latent attention (DeepSeek-V2, arXiv 2405.04434, §2.1; DeepSeek-V3, arXiv
+/// 2412.19437, §2.1.1): queries and keys/values pass through low-rank latents, and a decoupled
+/// rotary key of `qk_rope_head_dim` is shared by all heads. The names are those of DeepSeek's
+/// `config.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mla {
+    /// Width of the query latent; none where the queries project straight from the hidden
+    /// state (DeepSeek-V2-Lite).
+    pub q_lora_rank: Option<u32>,
+    /// Width of the joint key/value latent.
+    pub kv_lora_rank: u32,
+    /// Per-head query and key width without rotary embedding.
+    pub qk_nope_head_dim: u32,
+    /// Per-head width of the rotary part of queries and of the shared rotary key.
+    pub qk_rope_head_dim: u32,
+    /// Per-head value width.
+    pub v_head_dim: u32,
+}
+
+/// How tensor parallelism splits a projection's weight (Megatron-Core's linears).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TpSplit {
+    /// Every rank holds and runs it whole (`parallel_mode="duplicated"`): MLA's
+    /// down-projections to its latents, too narrow to split.
+    Whole,
+    /// Column-parallel: each rank computes its heads' outputs.
+    Outputs,
+    /// Row-parallel: each rank reduces over its heads' inputs.
+    Inputs,
+}
+
+/// One weight matrix of a layer: features in and out, and how tensor parallelism splits it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Projection {
+    /// Output features.
+    pub outputs: f64,
+    /// Input features.
+    pub inputs: f64,
+    /// Its tensor-parallel split.
+    pub split: TpSplit,
+}
+
+impl Projection {
+    /// Elements of the weight.
+    pub fn weights(&self) -> f64 {
+        self.outputs * self.inputs
+    }
+
+    /// Whether it projects up from one of MLA's latents, not from the `hidden`-wide state.
+    pub fn from_latent(&self, hidden: f64) -> bool {
+        self.split == TpSplit::Outputs && self.inputs != hidden
+    }
+
+    /// (outputs, inputs) on one of `tp` ranks.
+    pub fn on_rank(&self, tp: f64) -> (f64, f64) {
+        match self.split {
+            TpSplit::Whole => (self.outputs, self.inputs),
+            TpSplit::Outputs => (self.outputs / tp, self.inputs),
+            TpSplit::Inputs => (self.outputs, self.inputs / tp),
+        }
+    }
 }
 
 /// A decoder-only transformer, as published.
@@ -76,6 +162,14 @@ pub struct ModelShape {
     /// Mixture-of-experts block, if any.
     #[serde(default)]
     pub moe: Option<Moe>,
+    /// Multi-head latent attention in place of (grouped-query) multi-head attention.
+    #[serde(default)]
+    pub mla: Option<Mla>,
+    /// Multi-token-prediction modules after the last layer (DeepSeek-V3 §2.2, `config.json`'s
+    /// `num_nextn_predict_layers`): each a projection of 2h to h and one more layer, sharing
+    /// the embedding and the output head. They train but are no part of the model's FLOPs.
+    #[serde(default)]
+    pub mtp_layers: u32,
 }
 
 /// Parameter counts of a model, split the way parallelism shards them.
@@ -87,6 +181,12 @@ pub struct ParamCount {
     pub experts: f64,
     /// Input embedding plus the untied output projection.
     pub embeddings: f64,
+    /// The multi-token-prediction modules' own weights but their routed experts (their
+    /// embedding and output head are the model's); [`ParamCount::total`] leaves the modules
+    /// out, as model cards do.
+    pub mtp_dense: f64,
+    /// The multi-token-prediction modules' routed expert weights.
+    pub mtp_experts: f64,
 }
 
 impl ParamCount {
@@ -115,7 +215,7 @@ impl ModelShape {
         }
         match self.head_dim {
             Some(0) => return Err(self.bad("head_dim", "0".into(), "a positive integer")),
-            None if self.hidden % self.heads != 0 => {
+            None if self.mla.is_none() && self.hidden % self.heads != 0 => {
                 return Err(self.bad(
                     "heads",
                     self.heads.to_string(),
@@ -126,6 +226,27 @@ impl ModelShape {
         }
         if self.heads % self.kv_heads != 0 {
             return Err(self.bad("kv_heads", self.kv_heads.to_string(), "a divisor of heads"));
+        }
+        if let Some(mla) = &self.mla {
+            let widths = [
+                ("mla.q_lora_rank", mla.q_lora_rank.unwrap_or(1)),
+                ("mla.kv_lora_rank", mla.kv_lora_rank),
+                ("mla.qk_nope_head_dim", mla.qk_nope_head_dim),
+                ("mla.qk_rope_head_dim", mla.qk_rope_head_dim),
+                ("mla.v_head_dim", mla.v_head_dim),
+            ];
+            for (field, value) in widths {
+                if value == 0 {
+                    return Err(self.bad(field, "0".into(), "a positive integer"));
+                }
+            }
+            if self.head_dim.is_some() {
+                return Err(self.bad(
+                    "head_dim",
+                    format!("{:?}", self.head_dim),
+                    "left out under mla, whose head widths are its own",
+                ));
+            }
         }
         if let Some(moe) = &self.moe {
             if moe.experts == 0 || moe.expert_ffn_hidden == 0 {
@@ -140,6 +261,21 @@ impl ModelShape {
                     "moe.top_k",
                     moe.top_k.to_string(),
                     "between 1 and moe.experts",
+                ));
+            }
+            if let (Some(groups), Some(picked)) = (moe.n_group, moe.topk_group) {
+                if groups == 0 || moe.experts % groups != 0 || picked == 0 || picked > groups {
+                    return Err(self.bad(
+                        "moe.topk_group",
+                        format!("{picked} of n_group {groups}"),
+                        "n_group a divisor of the experts, topk_group between 1 and n_group",
+                    ));
+                }
+            } else if moe.n_group.is_some() != moe.topk_group.is_some() {
+                return Err(self.bad(
+                    "moe.n_group",
+                    format!("{:?} with topk_group {:?}", moe.n_group, moe.topk_group),
+                    "both set or both left out",
                 ));
             }
             if moe.dense_layers >= self.layers {
@@ -162,20 +298,37 @@ impl ModelShape {
         }
     }
 
-    /// Width of one attention head.
+    /// Width of one attention head's query and key (under MLA, its own and the rotary part).
     pub fn head_dim(&self) -> f64 {
-        self.head_dim
-            .map_or(f64::from(self.hidden) / f64::from(self.heads), f64::from)
+        match &self.mla {
+            Some(mla) => f64::from(mla.qk_nope_head_dim + mla.qk_rope_head_dim),
+            None => self
+                .head_dim
+                .map_or(f64::from(self.hidden) / f64::from(self.heads), f64::from),
+        }
     }
 
-    /// Width of the query projection and of the attention output: heads x head_dim.
+    /// Width of the queries (and of the keys under MLA): heads x head_dim.
     pub fn q_dim(&self) -> f64 {
         f64::from(self.heads) * self.head_dim()
     }
 
-    /// Width of the K (or V) projection: kv_heads x head_dim.
+    /// Width of the values and of the attention output: the query width, but for MLA's
+    /// narrower value heads.
+    pub fn v_dim(&self) -> f64 {
+        match &self.mla {
+            Some(mla) => f64::from(self.heads) * f64::from(mla.v_head_dim),
+            None => self.q_dim(),
+        }
+    }
+
+    /// Width of K (or V) as attention reads them: kv_heads x head_dim, or under MLA the mean of
+    /// the up-projected keys and values every head gets, so that 2 x kv_dim is both.
     pub fn kv_dim(&self) -> f64 {
-        f64::from(self.kv_heads) * self.head_dim()
+        match &self.mla {
+            Some(_) => (self.q_dim() + self.v_dim()) / 2.0,
+            None => f64::from(self.kv_heads) * self.head_dim(),
+        }
     }
 
     /// Layers with an MoE block.
@@ -185,10 +338,49 @@ impl ModelShape {
             .map_or(0, |m| self.layers - m.dense_layers)
     }
 
-    /// Attention weights of one layer: Q and O are h x q_dim, K and V are h x kv_dim.
+    /// Attention weights of one layer: Q and O are h x q_dim, K and V are h x kv_dim; under MLA
+    /// the projections of [`ModelShape::mla_projections`].
     pub fn attention_params(&self) -> f64 {
+        match self.mla_projections() {
+            Some(p) => p.iter().map(Projection::weights).sum(),
+            None => {
+                let h = f64::from(self.hidden);
+                2.0 * h * self.q_dim() + 2.0 * h * self.kv_dim()
+            }
+        }
+    }
+
+    /// MLA's projections in the order they run (DeepSeek-V2 §2.1.2-2.1.3): the query down-
+    /// and up-projection (or one h x q_dim where there is no query latent), the key/value
+    /// down-projection with the shared rotary key, the up-projection to every head's key and
+    /// value, and the output projection.
+    pub fn mla_projections(&self) -> Option<Vec<Projection>> {
+        let mla = self.mla.as_ref()?;
         let h = f64::from(self.hidden);
-        2.0 * h * self.q_dim() + 2.0 * h * self.kv_dim()
+        let heads = f64::from(self.heads);
+        let kv_lora = f64::from(mla.kv_lora_rank);
+        let p = |outputs, inputs, split| Projection {
+            outputs,
+            inputs,
+            split,
+        };
+        let mut all = match mla.q_lora_rank {
+            Some(r) => vec![
+                p(f64::from(r), h, TpSplit::Whole),
+                p(self.q_dim(), f64::from(r), TpSplit::Outputs),
+            ],
+            None => vec![p(self.q_dim(), h, TpSplit::Outputs)],
+        };
+        all.extend([
+            p(kv_lora + f64::from(mla.qk_rope_head_dim), h, TpSplit::Whole),
+            p(
+                heads * f64::from(mla.qk_nope_head_dim + mla.v_head_dim),
+                kv_lora,
+                TpSplit::Outputs,
+            ),
+            p(h, self.v_dim(), TpSplit::Inputs),
+        ]);
+        Some(all)
     }
 
     /// Dense MLP weights of one layer.
@@ -208,6 +400,12 @@ impl ModelShape {
             self.kv_dim(),
             f64::from(self.ffn_hidden),
         );
+        if let Some(projections) = self.mla_projections() {
+            let mut tensors = vec![h];
+            tensors.extend(projections.iter().map(Projection::weights));
+            tensors.extend([h, f * h, f * h, h * f]);
+            return tensors;
+        }
         match self.ffn_act {
             FfnAct::Gelu => vec![
                 h,
@@ -250,6 +448,14 @@ impl ModelShape {
             + (layers - moe_layers) * self.dense_mlp_params()
             + moe_layers * per_moe_layer_dense;
         let embed = f64::from(self.vocab) * h;
+        // Each module projects the concatenated [h; h] back to h and runs one layer, an MoE
+        // layer where the model has them (DeepSeek-V3's `model.layers.61`).
+        let mtp = f64::from(self.mtp_layers);
+        let mtp_mlp = if self.moe.is_some() {
+            per_moe_layer_dense
+        } else {
+            self.dense_mlp_params()
+        };
         ParamCount {
             dense_layers,
             experts: moe_layers * per_moe_layer_experts,
@@ -258,6 +464,8 @@ impl ModelShape {
             } else {
                 2.0 * embed
             },
+            mtp_dense: mtp * (2.0 * h * h + self.attention_params() + mtp_mlp),
+            mtp_experts: mtp * per_moe_layer_experts,
         }
     }
 
@@ -283,15 +491,17 @@ impl ModelShape {
     /// Model FLOPs of one training step (forward + backward, no recomputation) per token.
     ///
     /// 6 FLOPs per active weight per token (2 forward, 4 backward; Kaplan et al. 2020, §2.1),
-    /// plus attention scores and values, 4·s·q_dim forward per token and layer (q_dim = h but
-    /// for a wider head), counted over the full s x s square as Megatron-LM does (Korthikanti
-    /// et al. 2022, Eq. 7), times 3. The input embedding is a lookup and costs no FLOPs.
+    /// plus attention scores and values, 2·s·(q_dim + v_dim) forward per token and layer
+    /// (4·s·h but for wider heads or MLA's), counted over the full s x s square as Megatron-LM
+    /// does (Korthikanti et al. 2022, Eq. 7), times 3. The input embedding is a lookup and
+    /// costs no FLOPs; multi-token prediction is training work, not the model's, and is left
+    /// out as DeepSeek-V3's MFU leaves it.
     pub fn model_flops_per_token(&self) -> f64 {
         let h = f64::from(self.hidden);
         let s = f64::from(self.seq_len);
         let output_projection = f64::from(self.vocab) * h;
         6.0 * (self.active_params() - self.params().embeddings + output_projection)
-            + 12.0 * s * self.q_dim() * f64::from(self.layers)
+            + 6.0 * s * (self.q_dim() + self.v_dim()) * f64::from(self.layers)
     }
 }
 
@@ -335,6 +545,8 @@ mod tests {
             seq_len: seq,
             tied_embeddings: true,
             moe: None,
+            mla: None,
+            mtp_layers: 0,
         }
     }
 
@@ -386,7 +598,11 @@ mod tests {
                 shared_experts: 0,
                 expert_ffn_hidden: 768,
                 dense_layers: 0,
+                n_group: None,
+                topk_group: None,
             }),
+            mla: None,
+            mtp_layers: 0,
         }
     }
 
@@ -424,5 +640,80 @@ mod tests {
         }
         .validate()
         .is_err());
+    }
+
+    fn deepseek_v3() -> ModelShape {
+        crate::catalog::model("deepseek-v3").unwrap().shape
+    }
+
+    #[test]
+    fn mla_counts_deepseek_v3_s_projections() {
+        // config.json: W_DQ 7168 x 1536, W_UQ 1536 x 128·(128 + 64), W_DKV 7168 x (512 + 64),
+        // W_UKV 512 x 128·(128 + 128), W_O 128·128 x 7168.
+        let m = deepseek_v3();
+        m.validate().unwrap();
+        let per_layer = 11_010_048.0 + 37_748_736.0 + 4_128_768.0 + 16_777_216.0 + 117_440_512.0;
+        assert_eq!(m.attention_params(), per_layer);
+        assert_eq!(
+            (m.q_dim(), m.v_dim(), m.head_dim()),
+            (24576.0, 16384.0, 192.0)
+        );
+        // The report's 671B total and 37B activated; with the MTP module's own 11.6B and its
+        // copy of the embedding and head, Hugging Face's 685B checkpoint.
+        let p = m.params();
+        assert!((p.total() / 671.0e9 - 1.0).abs() < 0.001, "{}", p.total());
+        assert!(
+            (m.active_params() / 37.0e9 - 1.0).abs() < 0.02,
+            "{}",
+            m.active_params()
+        );
+        let checkpoint = p.total() + p.mtp_dense + p.mtp_experts + p.embeddings;
+        assert!((checkpoint / 685.0e9 - 1.0).abs() < 0.002, "{checkpoint}");
+    }
+
+    #[test]
+    fn deepseek_v3_flops_match_its_isca_figures() {
+        // ISCA '25 (arXiv 2505.09343): 432 non-causal and 385 causal TFLOPS per H800 at
+        // 19.926 s a step of 15,360 x 4,096 tokens on 2,048 GPUs, MTP left out.
+        let m = deepseek_v3();
+        let tokens = 15360.0 * 4096.0;
+        let per_token = |tflops: f64| tflops * 1e12 * 2048.0 * 19.926 / tokens;
+        let full = m.model_flops_per_token();
+        assert!((full / per_token(432.0) - 1.0).abs() < 0.005, "{full}");
+        // Causal: half the score and value FLOPs, 3·s·(q_dim + v_dim) a layer.
+        let causal = full - 3.0 * 4096.0 * (24576.0 + 16384.0) * 61.0;
+        assert!((causal / per_token(385.0) - 1.0).abs() < 0.005, "{causal}");
+    }
+
+    #[test]
+    fn bad_mla_and_group_widths_are_named() {
+        let m = deepseek_v3();
+        let mut zero = m.clone();
+        zero.mla.as_mut().unwrap().kv_lora_rank = 0;
+        assert!(zero
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("mla.kv_lora_rank"));
+        let mut wide = m.clone();
+        wide.head_dim = Some(128);
+        assert!(wide
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("head_dim"));
+        let mut groups = m;
+        groups.moe.as_mut().unwrap().topk_group = Some(9);
+        assert!(groups
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("moe.topk_group"));
+        groups.moe.as_mut().unwrap().topk_group = None;
+        assert!(groups
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("moe.n_group"));
     }
 }

@@ -5,14 +5,14 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 use crate::cost::{Evaluation, Scenario};
-use crate::mesh::{Mesh, Recompute};
+use crate::mesh::{Mesh, Recompute, Schedule};
 use crate::model::ModelShape;
 
 mod constraints;
 pub use constraints::Constraints;
 pub(crate) use constraints::COUNTS;
 
-use constraints::{splits_layers, MAX_CP};
+use constraints::{edge_stages, splits_layers, MAX_CP};
 
 /// Largest virtual-stage count and microbatch searched; beyond them the schedule is all
 /// overhead on any cluster we know.
@@ -46,11 +46,13 @@ fn pick(fixed: Option<u32>, all: impl Iterator<Item = u32>) -> Vec<u32> {
 
 /// Calls `f` on every valid mesh for `gpus` GPUs.
 ///
-/// Valid: tp divides the heads and KV heads; pp·v splits the layers; cp splits the sequence
+/// Valid: tp divides the heads and KV heads; pp·v splits the layers, or pp plain stages do
+/// with uneven first and last stages ([`constraints::edge_stages`]); cp splits the sequence
 /// into 2·cp balanced chunks; ep divides the experts and dp; dp·mb divides the global batch;
 /// interleaving needs pp > 1 and microbatches divisible by pp (Megatron-LM); sequence
 /// parallelism needs tp > 1; ZeRO-2/3 do not combine with pipeline parallelism (neither
-/// DeepSpeed nor Megatron-LM allows it).
+/// DeepSpeed nor Megatron-LM allows it); DualPipe, searched only where pinned, needs an even
+/// stage count and microbatch count.
 pub fn for_each_mesh(
     model: &ModelShape,
     seq_len: u32,
@@ -73,9 +75,10 @@ pub fn for_each_mesh(
                 continue;
             }
             for pp in pick(c.pp, divisors(gpus / (tp * cp))) {
-                if !splits_layers(model.layers, pp) {
+                let edges = (c.first_stage_layers, c.last_stage_layers);
+                let Ok(edge_stages) = edge_stages(model.layers, pp, edges) else {
                     continue;
-                }
+                };
                 let dp = gpus / (tp * cp * pp);
                 if c.dp.is_some_and(|d| d != dp) || global_batch % dp != 0 {
                     continue;
@@ -102,10 +105,22 @@ pub fn for_each_mesh(
                             (_, None) => (1..=MAX_VIRTUAL_STAGES).collect(),
                         };
                         for v in vs {
-                            // Interleaving needs microbatches in multiples of the stages.
-                            if (v > 1 && m % pp != 0)
-                                || !splits_layers(model.layers, pp * v)
+                            // Interleaving needs microbatches in multiples of the stages, and
+                            // splits only whole stages evenly or one fewer on the edges.
+                            if v == 0
+                                || (v > 1
+                                    && (m % pp != 0
+                                        || edge_stages.is_some()
+                                        || !splits_layers(model.layers, pp * v)))
                                 || c.virtual_stages.is_some_and(|x| x != v)
+                            {
+                                continue;
+                            }
+                            let schedule = c.schedule.unwrap_or(Schedule::OneFOneB);
+                            // DualPipe sends microbatches in from both ends, half each, over
+                            // pairs of stages, and has no virtual stages (DeepSeek-V3 §3.2.1).
+                            if schedule == Schedule::Dualpipe
+                                && (pp % 2 != 0 || m % 2 != 0 || v > 1)
                             {
                                 continue;
                             }
@@ -136,6 +151,8 @@ pub fn for_each_mesh(
                                             zero_stage,
                                             recompute,
                                             sequence_parallel,
+                                            schedule,
+                                            edge_stages,
                                         });
                                     }
                                 }
@@ -341,8 +358,9 @@ mod tests {
     #[test]
     fn nearest_counts_for_a_pin_that_cannot_divide() {
         // gpt3-175b: 96 heads and layers, 2048 sequences of 2048 tokens. With tp = 3 a count
-        // is 3 x pp x dp x cp, pp a stage count for 96 layers (or 98 with one fewer on the
-        // ends), dp and cp powers of two: 384 = 3 x 1 x 128 below 512, 576 = 3 x 3 x 64 above.
+        // is 3 x pp x dp x cp, pp a stage count for 96 layers (evenly, or with the edge stages
+        // taking what ceil(96 / pp) a stage leaves), dp and cp powers of two: 480 = 3 x 5 x 32
+        // below 512 (stages of 18, 20, 20, 20, 18), 528 = 3 x 11 x 16 above (8, 9 x 9, 7).
         let model = catalog::model("gpt3-175b").unwrap().shape;
         let c = Constraints {
             tp: Some(3),
@@ -351,10 +369,10 @@ mod tests {
         assert!(c.check(&model, 512).is_err());
         assert_eq!(
             nearest_valid_counts(&model, 2048, 2048, 512, &c),
-            (Some(384), Some(576))
+            (Some(480), Some(528))
         );
-        // tp x pp = 3 x 7: no power-of-two data parallel size reaches a count near 512
-        // without pp splitting the layers, so the nearest are 336 (dp 16) and 672 (dp 32).
+        // tp x pp = 3 x 7 (stages of 13, 5 x 14, 13): the power-of-two data parallel sizes
+        // nearest 512 are 336 (dp 16) and 672 (dp 32).
         let c = Constraints {
             tp: Some(3),
             pp: Some(7),

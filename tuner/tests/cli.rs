@@ -747,8 +747,9 @@ fn issue_11_usage_errors_exit_2_and_runtime_failures_1() {
 #[test]
 fn issue_11_a_pin_that_cannot_divide_the_gpus_names_the_nearest_counts() {
     // gpt3-175b has 96 heads, so tp 3 is a valid pin; 512 is no multiple of 3. With the
-    // default batch (2048 sequences) dp is a power of two and pp splits 96 layers: 384
-    // (tp 3 x dp 128) and 576 (tp 3 x pp 3 x dp 64) are the nearest counts with a layout.
+    // default batch (2048 sequences) dp is a power of two and pp splits 96 layers, with
+    // uneven edge stages where it must: 480 (tp 3 x pp 5 x dp 32) and 528 (tp 3 x pp 11 x
+    // dp 16) are the nearest counts with a layout.
     let (code, err) = failure(&[
         "recommend",
         "--model",
@@ -760,7 +761,7 @@ fn issue_11_a_pin_that_cannot_divide_the_gpus_names_the_nearest_counts() {
     ]);
     assert_eq!(code, 2, "{err}");
     assert!(
-        err.contains("--gpus = 512: expected a multiple of the pinned tp x pp x dp x cp = 3; the nearest GPU counts with a layout for the pinned knobs: --gpus 384 or 576"),
+        err.contains("--gpus = 512: expected a multiple of the pinned tp x pp x dp x cp = 3; the nearest GPU counts with a layout for the pinned knobs: --gpus 480 or 528"),
         "{err}"
     );
     let doc: Value = serde_json::from_str(&stdout_of(&[
@@ -768,7 +769,7 @@ fn issue_11_a_pin_that_cannot_divide_the_gpus_names_the_nearest_counts() {
         "--model",
         "gpt3-175b",
         "--gpus",
-        "576",
+        "528",
         "--tp",
         "3",
         "--format",
@@ -1042,4 +1043,67 @@ fn r31_12_zero_3_pinned_with_a_pipeline_is_a_usage_error() {
             "{args:?}: {err}"
         );
     }
+}
+
+#[test]
+fn deepseek_v3_s_own_layout_explains_and_a_split_that_cannot_hold_is_named() {
+    // 61 layers on 16 stages: refused before; the edge stages now take what 14 inner stages
+    // of 4 leave (3 and 2). Pinned edges of 3 and 3 leave 55 layers, which 14 stages cannot
+    // share evenly.
+    let base = [
+        "explain",
+        "--model",
+        "deepseek-v3",
+        "--gpus",
+        "2048",
+        "--cluster",
+        "hgx-h800",
+        "--global-batch",
+        "15360",
+        "--tp",
+        "1",
+        "--pp",
+        "16",
+        "--dp",
+        "128",
+        "--cp",
+        "1",
+        "--ep",
+        "64",
+        "--microbatch-size",
+        "1",
+        "--zero",
+        "1",
+        "--recompute",
+        "selective",
+        "--sequence-parallel",
+        "false",
+        "--precision",
+        "fp8-blockwise",
+        "--schedule",
+        "dualpipe",
+        "--moe-dispatch",
+        "node-dedup",
+    ];
+    let doc: Value =
+        serde_json::from_str(&stdout_of(&[&base[..], &["--format", "json"]].concat())).unwrap();
+    let mesh = &doc["meshes"][0];
+    assert_eq!(mesh["schedule"], "dualpipe");
+    assert_eq!(mesh["edge_stages"]["first"], 3);
+    assert_eq!(mesh["edge_stages"]["last"], 2);
+    // As validate prices the ISCA '25 runs: 17.8 s against DeepSeek's 19.9 s.
+    let step = mesh["step_time_s"].as_f64().unwrap();
+    assert!((17.0..18.6).contains(&step), "{step}");
+    let (code, err) = failure(
+        &[
+            &base[..],
+            &["--first-stage-layers", "3", "--last-stage-layers", "3"],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--first-stage-layers/--last-stage-layers"),
+        "{err}"
+    );
 }

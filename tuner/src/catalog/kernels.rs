@@ -40,6 +40,13 @@ pub fn seq_curve(arch: Arch, kernel: FlashKernel) -> Option<&'static [f64; 6]> {
 /// a rowwise GEMM takes (1 - share) of the bf16 time plus share of the tensorwise one.
 pub const ROWWISE_SAVING_SHARE: f64 = (1.0 / 6150.0 - 1.0 / 6768.0) / (1.0 / 6150.0 - 1.0 / 7689.5);
 
+/// Share of the fp8 peak that a block-scaled GEMM reaches on Hopper: DeepGEMM's README at its
+/// first commit (deepseek-ai/DeepGEMM a6d97a1, 2025-02-25; H800 SXM5) measured 1358 TFLOPS on
+/// its largest dense shape (M 4096, N 7168, K 16384) against the 1979 TFLOPS dense fp8 peak,
+/// with each 128-wide k-step's partial sums promoted to fp32 on the CUDA cores. Its other
+/// shapes fall off with K and N as the tile model prices them.
+pub const HOPPER_BLOCKWISE_FP8_PEAK: f64 = 1358.0 / 1979.0;
+
 /// CTA tiles cuBLAS picks among for smaller problems, with their throughput against the
 /// largest tile: a smaller tile fills more SMs but reuses each loaded element fewer times
 /// (NVIDIA "Matrix Multiplication Background" user guide, "Tile quantization": 256x128 is the

@@ -211,6 +211,10 @@ pub fn model_from_yaml(text: &str, origin: &str) -> Result<ModelShape, TunerErro
         tied_embeddings: bool,
         #[serde(default)]
         moe: Option<crate::model::Moe>,
+        #[serde(default)]
+        mla: Option<crate::model::Mla>,
+        #[serde(default)]
+        mtp_layers: u32,
     }
     let f: File = crate::input::yaml(text, origin, crate::input::MODEL)?;
     let shape = ModelShape {
@@ -226,6 +230,8 @@ pub fn model_from_yaml(text: &str, origin: &str) -> Result<ModelShape, TunerErro
         seq_len: f.seq_len,
         tied_embeddings: f.tied_embeddings,
         moe: f.moe,
+        mla: f.mla,
+        mtp_layers: f.mtp_layers,
     };
     shape.validate()?;
     Ok(shape)

@@ -1,6 +1,6 @@
 //! Published model shapes. Each entry names the paper or config it is copied from.
 
-use crate::model::{FfnAct, ModelShape, Moe};
+use crate::model::{FfnAct, Mla, ModelShape, Moe};
 
 /// A catalog model with its source.
 pub struct CatalogModel {
@@ -49,6 +49,8 @@ fn dense(
         seq_len: seq,
         tied_embeddings: tied,
         moe: None,
+        mla: None,
+        mtp_layers: 0,
     }
 }
 
@@ -84,27 +86,28 @@ pub const MODELS: &[(&str, CatalogModel)] = &[
     }),
     ("mixtral-8x7b", CatalogModel {
         shape: || ModelShape {
-            moe: Some(Moe { experts: 8, top_k: 2, shared_experts: 0, expert_ffn_hidden: 14336, dense_layers: 0 }),
+            moe: Some(Moe { experts: 8, top_k: 2, shared_experts: 0, expert_ffn_hidden: 14336, dense_layers: 0, n_group: None, topk_group: None }),
             ..dense("mixtral-8x7b", 32, 4096, 32, 8, 14336, FfnAct::Swiglu, 32000, 32768, false)
         },
         source: "Jiang et al. 2024 (arXiv 2401.04088) Table 1; mistralai/Mixtral-8x7B-v0.1 config.json",
     }),
     ("mixtral-8x22b", CatalogModel {
         shape: || ModelShape {
-            moe: Some(Moe { experts: 8, top_k: 2, shared_experts: 0, expert_ffn_hidden: 16384, dense_layers: 0 }),
+            moe: Some(Moe { experts: 8, top_k: 2, shared_experts: 0, expert_ffn_hidden: 16384, dense_layers: 0, n_group: None, topk_group: None }),
             ..dense("mixtral-8x22b", 56, 6144, 48, 8, 16384, FfnAct::Swiglu, 32768, 65536, false)
         },
         source: "mistralai/Mixtral-8x22B-v0.1 config.json",
     }),
     ("deepseek-v3", CatalogModel {
-        // Simplification: multi-head latent attention (MLA) is modelled as multi-head attention
-        // with kv_heads = heads. That is 205M attention weights per layer against MLA's 187M
-        // (+0.2% of the total), and it keeps K/V activations at full width, which overstates
-        // attention activations. The multi-token-prediction module is left out.
+        // MLA as config.json sets it (q_lora_rank 1536, kv_lora_rank 512, heads of 128 + 64
+        // rotary, values of 128) and its one multi-token-prediction module
+        // (num_nextn_predict_layers = 1).
         shape: || ModelShape {
-            moe: Some(Moe { experts: 256, top_k: 8, shared_experts: 1, expert_ffn_hidden: 2048, dense_layers: 3 }),
+            moe: Some(Moe { experts: 256, top_k: 8, shared_experts: 1, expert_ffn_hidden: 2048, dense_layers: 3, n_group: Some(8), topk_group: Some(4) }),
+            mla: Some(Mla { q_lora_rank: Some(1536), kv_lora_rank: 512, qk_nope_head_dim: 128, qk_rope_head_dim: 64, v_head_dim: 128 }),
+            mtp_layers: 1,
             ..dense("deepseek-v3", 61, 7168, 128, 128, 18432, FfnAct::Swiglu, 129280, 4096, false)
         },
-        source: "DeepSeek-V3 technical report (arXiv 2412.19437) §4.2; deepseek-ai/DeepSeek-V3 config.json",
+        source: "DeepSeek-V3 technical report (arXiv 2412.19437) §2.1, §4.2; deepseek-ai/DeepSeek-V3 config.json",
     }),
 ];

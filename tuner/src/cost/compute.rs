@@ -4,7 +4,8 @@ use record::GemmLayout;
 
 use crate::catalog::efficiency::{arch_kernels, ArchKernels};
 use crate::catalog::kernels::{
-    seq_curve, FLASH_BACKWARD, K_OVERHEAD, ROWWISE_SAVING_SHARE, SMALL_TILES,
+    seq_curve, FLASH_BACKWARD, HOPPER_BLOCKWISE_FP8_PEAK, K_OVERHEAD, ROWWISE_SAVING_SHARE,
+    SMALL_TILES,
 };
 use crate::catalog::{Arch, Efficiency, Gpu};
 use crate::mesh::{FlashKernel, Precision};
@@ -130,7 +131,14 @@ impl NominalCompute {
     pub fn new(gpu: &Gpu, precision: Precision, flash: FlashKernel, eff: &Efficiency) -> Self {
         let k: &ArchKernels = arch_kernels(gpu.arch);
         let (peak, gemm_peak) = match (precision, gpu.fp8_flops) {
-            (Precision::Fp8 | Precision::Fp8Rowwise, Some(fp8)) => (fp8, k.fp8_gemm_peak),
+            // Blackwell scales blocks in its tensor cores (MXFP8), so only Hopper's promotion
+            // of block partial sums has a measured figure of its own.
+            (Precision::Fp8Blockwise, Some(fp8)) if gpu.arch == Arch::Hopper => {
+                (fp8, HOPPER_BLOCKWISE_FP8_PEAK)
+            }
+            (Precision::Fp8 | Precision::Fp8Rowwise | Precision::Fp8Blockwise, Some(fp8)) => {
+                (fp8, k.fp8_gemm_peak)
+            }
             _ => (gpu.bf16_flops, k.gemm_peak),
         };
         let recipe = match (precision, gpu.fp8_flops) {

@@ -7,7 +7,7 @@ use super::collective::{Collective, CollectiveModel};
 use super::compute::ComputeModel;
 use super::inputs::Inputs;
 use crate::catalog::Efficiency;
-use crate::mesh::{Mesh, MoeDispatch, Training};
+use crate::mesh::{Mesh, MoeDispatch, Precision, Training};
 use crate::model::{FfnAct, Moe};
 use crate::placement::GroupSpan;
 
@@ -39,6 +39,9 @@ pub(super) struct Layer {
     pub cp: f64,
     /// Kernels and collectives launched in one forward pass.
     pub kernels: f64,
+    /// Forward GEMMs of MLA's up-projections from its latents, which its selective
+    /// recomputation replays.
+    pub mla_up: f64,
 }
 
 impl Layer {
@@ -67,6 +70,7 @@ impl Layer {
             a2a: mix(|l| l.a2a),
             cp: mix(|l| l.cp),
             kernels: mix(|l| l.kernels),
+            mla_up: mix(|l| l.mla_up),
         }
     }
 }
@@ -299,17 +303,30 @@ pub(super) fn sp_scatter_kernels(relays: bool) -> f64 {
 /// The MoE token exchange of one pass, dispatch and combine: each token's activation
 /// (`act_bytes` over `tp`) to each of its `top_k` experts, the busiest rank's share grown by
 /// `imbalance`, and `share` of the bytes where a deduplicating dispatcher sends fewer copies
-/// across nodes (across nodes the network bounds the exchange, so its share prices it).
+/// across nodes (across nodes the network bounds the exchange, so its share prices it). The
+/// dispatch carries `dispatch_width` of the combine's bytes: 1 in bf16, and with block-scaled
+/// fp8 one byte an element plus a 4-byte scale per 128 (DeepSeek-V3 §3.3.2 dispatches the
+/// expert inputs in fp8 and combines in bf16).
 fn ep_all_to_all(
     coll: &dyn CollectiveModel,
     g: &GroupSpan,
     act_bytes: f64,
     (top_k, tp): (f64, f64),
     imbalance: f64,
-    share: f64,
+    (share, dispatch_width): (f64, f64),
 ) -> f64 {
     let bytes = act_bytes * top_k / tp * imbalance * share;
-    2.0 * coll.time_s(Collective::AllToAll, g, bytes)
+    coll.time_s(Collective::AllToAll, g, bytes * dispatch_width)
+        + coll.time_s(Collective::AllToAll, g, bytes)
+}
+
+/// Bytes of a dispatched element against bf16's under `precision`.
+fn dispatch_width(precision: Precision) -> f64 {
+    if precision == Precision::Fp8Blockwise {
+        (1.0 + 4.0 / 128.0) / 2.0
+    } else {
+        1.0
+    }
 }
 
 /// Ring attention's K/V exchange of one forward pass: `cp - 1` sends of the local K and V
@@ -384,7 +401,23 @@ pub(super) fn layer(x: &Inputs, moe_layer: bool) -> Layer {
     let eff = x.efficiency;
     let mut kernels = LAYER_KERNELS;
 
-    let attn_gemms = attention_gemms(c, t, h, q, kv, tp);
+    let projections = model.mla_projections().unwrap_or_default();
+    let mla_gemm = |p: &crate::model::Projection| {
+        let (outputs, inputs) = p.on_rank(tp);
+        c.linear_s(t, outputs, inputs)
+    };
+    let attn_gemms = if projections.is_empty() {
+        attention_gemms(c, t, h, q, kv, tp)
+    } else {
+        projections
+            .iter()
+            .fold((0.0, 0.0), |pass, p| sum(pass, mla_gemm(p)))
+    };
+    let mla_up = projections
+        .iter()
+        .filter(|p| p.from_latent(h))
+        .map(|p| mla_gemm(p).0)
+        .sum();
     let moe = model.moe.as_ref().filter(|_| moe_layer);
     let op_sac_gemm = if mesh.recompute.per_op(x.training.framework) {
         let mlp = match (moe, model.ffn_act) {
@@ -408,7 +441,9 @@ pub(super) fn layer(x: &Inputs, moe_layer: bool) -> Layer {
         None => dense_mlp_gemms(c, t, h, f, up, tp),
     };
     let (attention, attention_bwd) = if x.training.flash_attention {
-        fused_attention(c, t, s, q, tp, f64::from(mesh.cp), model.head_dim())
+        // Scores over q_dim features, values over v_dim: their mean prices both.
+        let qv = (q + model.v_dim()) / 2.0;
+        fused_attention(c, t, s, qv, tp, f64::from(mesh.cp), model.head_dim())
     } else {
         kernels += UNFUSED_ATTENTION_KERNELS - 1.0;
         let fwd = unfused_attention_s(c, f64::from(model.heads) / tp, t, s, model.head_dim());
@@ -437,17 +472,18 @@ pub(super) fn layer(x: &Inputs, moe_layer: bool) -> Layer {
             kernels += 2.0;
             let ep = &x.placement.ep;
             let (experts, top_k) = (f64::from(moe.experts), f64::from(moe.top_k));
-            let share = x
-                .training
-                .moe_dispatch
-                .network_share(experts, top_k, f64::from(ep.nodes));
+            let nodes = f64::from(ep.nodes);
+            let share =
+                x.training
+                    .moe_dispatch
+                    .network_share(experts, top_k, nodes, moe.node_limit(nodes));
             ep_all_to_all(
                 x.collectives,
                 ep,
                 act_bytes,
                 (top_k, tp),
                 eff.moe_imbalance,
-                share,
+                (share, dispatch_width(x.training.precision)),
             )
         }
         _ => 0.0,
@@ -470,6 +506,7 @@ pub(super) fn layer(x: &Inputs, moe_layer: bool) -> Layer {
         a2a,
         cp,
         kernels,
+        mla_up,
     }
 }
 
@@ -477,8 +514,15 @@ impl MoeDispatch {
     /// Network bytes against the all-to-all's for an EP group over `nodes` nodes: the remote
     /// nodes a token's `top_k` of `experts` (spread evenly) land on, against its remote
     /// copies. Uniform routing: a given other node is missed with probability
-    /// C(E - E/N, k) / C(E, k).
-    pub fn network_share(self, experts: f64, top_k: f64, nodes: f64) -> f64 {
+    /// C(E - E/N, k) / C(E, k). Node-limited routing reaches at most `node_limit` nodes, the
+    /// token's own among them with probability limit / N.
+    pub fn network_share(
+        self,
+        experts: f64,
+        top_k: f64,
+        nodes: f64,
+        node_limit: Option<f64>,
+    ) -> f64 {
         if self == MoeDispatch::AllToAll || nodes <= 1.0 {
             return 1.0;
         }
@@ -486,7 +530,11 @@ impl MoeDispatch {
         let missed: f64 = (0..top_k as u32)
             .map(|i| ((elsewhere - f64::from(i)) / (experts - f64::from(i))).max(0.0))
             .product();
-        let remote_nodes = (nodes - 1.0) * (1.0 - missed);
+        let uniform = (nodes - 1.0) * (1.0 - missed);
+        let remote_nodes = node_limit.map_or(uniform, |limit| {
+            let limit = limit.min(nodes);
+            uniform.min(limit * (nodes - 1.0) / nodes)
+        });
         let remote_copies = top_k * (nodes - 1.0) / nodes;
         (remote_nodes / remote_copies).min(1.0)
     }

@@ -10,7 +10,7 @@ use crate::catalog::memory::{
     WEIGHT_BYTES,
 };
 
-use crate::mesh::{Framework, Mesh, Precision, Recompute, Training};
+use crate::mesh::{Framework, Mesh, Precision, Recompute, Schedule, Training};
 use crate::model::{FfnAct, ModelShape};
 
 /// The breakdown `--format json` prints as `memory_per_gpu_bytes`.
@@ -59,6 +59,9 @@ pub struct LayerDims {
     /// the fp8 cast of its input for the weight-gradient GEMM (`saved_inputmat = inputmat`
     /// in `transformer_engine/pytorch/module/linear.py`), 1 byte an element instead of 2.
     pub fp8_inputs: bool,
+    /// Under MLA: the width of its latents per token (query, key/value and the rotary key)
+    /// and of its values; none for (grouped-query) multi-head attention.
+    pub mla: Option<(f64, f64)>,
     /// The gated MLP's activation runs as one fused kernel that keeps only its input
     /// (Megatron's `bias_swiglu_impl`, torch.compile); eager SwiGLU also keeps the SiLU output
     /// and the product.
@@ -98,6 +101,11 @@ impl LayerDims {
     /// With fp8 GEMM inputs the four GEMM inputs take 1 byte an element: 2sbh for the QKV and
     /// MLP inputs, the down projection's sbf, and the output projection's sbh, which fused
     /// attention keeps beside its own bf16 output.
+    ///
+    /// MLA under selective recomputation (DeepSeek-V3 §3.2.3: every RMSNorm and the
+    /// up-projections rerun in backward) keeps its latents (2sb per latent feature, computed
+    /// whole on every TP rank) in place of Q, K, V and the norms' outputs, and its attention
+    /// output is v_dim wide.
     pub fn activation_bytes(&self, recompute: Recompute, flash: bool) -> f64 {
         let (s, b, h, a, t) = (self.s, self.b, self.h, self.heads, self.tp);
         if recompute == Recompute::Full {
@@ -105,7 +113,16 @@ impl LayerDims {
         }
         // Bytes per element of a kept GEMM input.
         let input = if self.fp8_inputs { 1.0 } else { 2.0 };
-        let replicated = (6.0 + 2.0 * input) * s * b * h;
+        let latents = match self.mla {
+            Some((latents, _)) if recompute == Recompute::Selective => Some(latents),
+            _ => None,
+        };
+        let (gemm_inputs, qkv) = match latents {
+            Some(w) => (2.0 * w / h, 0.0),
+            None => (2.0 * input, 2.0 * (self.q_dim + 2.0 * self.kv_dim)),
+        };
+        let out_dim = self.mla.map_or(self.q_dim, |(_, v)| v);
+        let replicated = (6.0 + gemm_inputs) * s * b * h;
         let attention_out = match (self.fp8_inputs, flash) {
             (true, true) => 3.0,
             (true, false) => 1.0,
@@ -117,11 +134,7 @@ impl LayerDims {
             (FfnAct::Swiglu, true) => 4.0 + input,
             (FfnAct::Swiglu, false) => 6.0 + input,
         };
-        let split = s
-            * b
-            * (2.0 * (self.q_dim + 2.0 * self.kv_dim)
-                + attention_out * self.q_dim
-                + mlp_per_f * self.mlp_width);
+        let split = s * b * (qkv + attention_out * out_dim + mlp_per_f * self.mlp_width);
         let scores = if flash {
             4.0 * a * s * b
         } else if recompute == Recompute::Selective {
@@ -190,9 +203,16 @@ pub fn memory_per_gpu(model: &ModelShape, training: &Training, mesh: &Mesh) -> M
     } else {
         embed
     };
-    let stage_share = mesh.stage_layers(model.layers) / layers;
-    let dense = params.dense_layers * stage_share / tp + stage_embed;
-    let experts = params.experts * stage_share / tp / ep;
+    let held = held_layers(model, mesh);
+    let stage_share = held.layers / layers;
+    let mtp = if held.mtp { 1.0 } else { 0.0 };
+    let stage_embed = if mesh.schedule == Schedule::Dualpipe {
+        params.embeddings / tp
+    } else {
+        stage_embed
+    };
+    let dense = (params.dense_layers * stage_share + mtp * params.mtp_dense) / tp + stage_embed;
+    let experts = (params.experts * stage_share + mtp * params.mtp_experts) / tp / ep;
     let expert_dp = (f64::from(mesh.dp) / ep).max(1.0);
     let shard = |zero_from: u8, base: f64| {
         let z = mesh.zero_stage >= zero_from;
@@ -238,13 +258,48 @@ pub fn memory_per_gpu(model: &ModelShape, training: &Training, mesh: &Mesh) -> M
     }
 }
 
+/// The layers one GPU holds weights for, on the pipeline rank that holds the most, and
+/// whether that rank also holds the multi-token-prediction modules (the last stage does).
+/// Under DualPipe every rank holds two stages, i and pp-1-i (DeepSeek-V3 Table 2: twice the
+/// parameters).
+struct Held {
+    layers: f64,
+    mtp: bool,
+}
+
+fn held_layers(model: &ModelShape, mesh: &Mesh) -> Held {
+    let st = mesh.stages(model.layers);
+    let mtp = f64::from(model.mtp_layers);
+    let held = |layers, mtp| Held { layers, mtp };
+    let candidates = if mesh.pp == 1 {
+        vec![held(st.first, true)]
+    } else if mesh.schedule == Schedule::Dualpipe {
+        vec![held(st.first + st.last, true), held(2.0 * st.middle, false)]
+    } else {
+        vec![
+            held(st.first, false),
+            held(st.middle, false),
+            held(st.last, true),
+        ]
+    };
+    let weight = |h: &Held| h.layers + if h.mtp { mtp } else { 0.0 };
+    candidates.into_iter().fold(held(0.0, false), |a, b| {
+        if weight(&b) > weight(&a) {
+            b
+        } else {
+            a
+        }
+    })
+}
+
 fn activation_bytes(model: &ModelShape, training: &Training, mesh: &Mesh) -> f64 {
     let s = f64::from(training.seq_len) / f64::from(mesh.cp);
     let b = f64::from(mesh.microbatch_size);
     let h = f64::from(model.hidden);
     let a = f64::from(model.heads);
     let tp = f64::from(mesh.tp);
-    let layers_per_stage = mesh.stage_layers(model.layers);
+    let stages = mesh.stages(model.layers);
+    let mtp = f64::from(model.mtp_layers);
     let moe_share = f64::from(model.moe_layers()) / f64::from(model.layers);
     let op_checkpoint = mesh.recompute.per_op(training.framework);
     let per_layer = |mlp_width: f64, recompute: Recompute| {
@@ -255,11 +310,15 @@ fn activation_bytes(model: &ModelShape, training: &Training, mesh: &Mesh) -> f64
             heads: a,
             q_dim: model.q_dim(),
             kv_dim: model.kv_dim(),
+            mla: model.mla.as_ref().map(|m| {
+                let latents = m.q_lora_rank.unwrap_or(0) + m.kv_lora_rank + m.qk_rope_head_dim;
+                (f64::from(latents), model.v_dim())
+            }),
             mlp_width,
             act: model.ffn_act,
             tp,
             sp: mesh.sequence_parallel,
-            fp8_inputs: training.precision == Precision::Fp8
+            fp8_inputs: matches!(training.precision, Precision::Fp8 | Precision::Fp8Blockwise)
                 && training.framework.defaults().fp8_saved_inputs,
             fused_glu: training.fused_elementwise && training.framework.defaults().fused_glu,
         };
@@ -272,12 +331,18 @@ fn activation_bytes(model: &ModelShape, training: &Training, mesh: &Mesh) -> f64
     let dense_w = model.mlp_width_per_token(false);
     let moe_w = model.mlp_width_per_token(true);
     // Expert activations, which Megatron's estimator leaves out: the routed tokens' MLP
-    // intermediates (in `moe_w`) plus the permuted input and output copies, 2 x top_k x 2sbh.
+    // intermediates (in `moe_w`) plus the permuted input and output copies, 2 x top_k x 2sbh;
+    // block-scaled fp8 keeps the input copies as dispatched, in fp8 (DeepSeek-V3 §3.3.2).
     let top_k = model.moe.as_ref().map_or(0.0, |m| f64::from(m.top_k));
+    let dispatched = if training.precision == Precision::Fp8Blockwise {
+        1.0
+    } else {
+        2.0
+    };
     let dispatch = if mesh.recompute == Recompute::Full {
         0.0
     } else {
-        4.0 * top_k * s * b * h / tp
+        (dispatched + 2.0) * top_k * s * b * h / tp
     };
     let layer = (1.0 - moe_share) * per_layer(dense_w, mesh.recompute)
         + moe_share * (per_layer(moe_w, mesh.recompute) + dispatch);
@@ -285,8 +350,10 @@ fn activation_bytes(model: &ModelShape, training: &Training, mesh: &Mesh) -> f64
     let in_flight = in_flight_microbatches(mesh.pp, mesh.virtual_stages, m);
     let sp_div = if mesh.sequence_parallel { tp } else { 1.0 };
     // First stage: every layer's activations for the in-flight microbatches, plus the
-    // embedding dropout mask (sbh) of each.
-    let first = in_flight * (layers_per_stage * layer + s * b * h / sp_div);
+    // embedding dropout mask (sbh) of each. The second stage holds one microbatch fewer, of
+    // its own layers.
+    let first = in_flight * (stages.first * layer + s * b * h / sp_div);
+    let second = (in_flight - 1.0).max(0.0) * stages.middle * layer;
     // Full and per-op recomputation rebuild one layer at a time in backward: one layer's
     // working set.
     let working = if mesh.recompute == Recompute::Full || op_checkpoint {
@@ -299,11 +366,18 @@ fn activation_bytes(model: &ModelShape, training: &Training, mesh: &Mesh) -> f64
     // microbatch at the start of backward, as the priced loss holds them.
     let logits = 4.0 * s * b * h / sp_div
         + training.loss.held_bytes_per_logit() * s * b * f64::from(model.vocab) / tp;
+    let heads = (1.0 + mtp) * logits;
     if mesh.pp == 1 {
-        first + working + logits
+        first + mtp * layer + working + heads
+    } else if mesh.schedule == Schedule::Dualpipe {
+        // pp + 1 microbatches of one stage in flight (DeepSeek-V3 Table 2), and the first
+        // rank's two stages are the first and the last.
+        let pair = (stages.first + stages.last + mtp).max(2.0 * stages.middle) / 2.0;
+        let chunks = (f64::from(mesh.pp) + 1.0).min(f64::from(m));
+        chunks * (pair * layer + s * b * h / sp_div) + heads + working
     } else {
-        let last = layers_per_stage * layer + logits;
-        first.max(last) + working
+        let last = (stages.last + mtp) * layer + heads;
+        first.max(second).max(last) + working
     }
 }
 
@@ -336,6 +410,7 @@ mod tests {
                 heads: a,
                 q_dim: h,
                 kv_dim: h,
+                mla: None,
                 mlp_width: 4.0 * h,
                 act: FfnAct::Gelu,
                 tp,
@@ -379,6 +454,7 @@ mod tests {
             heads: 32.0,
             q_dim: 4096.0,
             kv_dim: 1024.0,
+            mla: None,
             mlp_width: 14336.0,
             act: FfnAct::Swiglu,
             tp: 1.0,
@@ -406,6 +482,7 @@ mod tests {
                 heads: 64.0,
                 q_dim: 8192.0,
                 kv_dim: 1024.0,
+                mla: None,
                 mlp_width: 28672.0,
                 act: FfnAct::Swiglu,
                 tp: 4.0,
@@ -444,6 +521,8 @@ mod tests {
             zero_stage: 3,
             recompute,
             sequence_parallel: false,
+            schedule: crate::mesh::Schedule::OneFOneB,
+            edge_stages: None,
         }
     }
 
@@ -557,6 +636,8 @@ mod tests {
             zero_stage,
             recompute: Recompute::Full,
             sequence_parallel: true,
+            schedule: crate::mesh::Schedule::OneFOneB,
+            edge_stages: None,
         }
     }
 
@@ -590,6 +671,8 @@ mod tests {
             zero_stage: 0,
             recompute: Recompute::Full,
             sequence_parallel: false,
+            schedule: crate::mesh::Schedule::OneFOneB,
+            edge_stages: None,
         };
         let tr = training(8192, 64);
         let mut last = f64::INFINITY;

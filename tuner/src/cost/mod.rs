@@ -144,7 +144,9 @@ impl Scenario {
     /// Peak FLOP/s of one GPU at the training precision, the MFU denominator.
     pub fn peak_flops(&self) -> f64 {
         match self.training.precision {
-            crate::mesh::Precision::Fp8 | crate::mesh::Precision::Fp8Rowwise => self
+            crate::mesh::Precision::Fp8
+            | crate::mesh::Precision::Fp8Rowwise
+            | crate::mesh::Precision::Fp8Blockwise => self
                 .cluster
                 .gpu
                 .fp8_flops
@@ -181,7 +183,7 @@ impl Scenario {
             mfu: flops / (step * f64::from(mesh.gpus()) * self.peak_flops()),
             microbatches: m,
             bubble_fraction: if mesh.pp > 1 {
-                pipeline::bubble_fraction(mesh.pp, m, mesh.virtual_stages)
+                pipeline::bubble_fraction(mesh, m)
             } else {
                 0.0
             },

@@ -1,7 +1,7 @@
 //! Pipeline parallelism: the sends between stages and the bubble.
 
 use super::collective::{Collective, CollectiveModel};
-use crate::mesh::Mesh;
+use crate::mesh::{Mesh, Schedule};
 use crate::placement::Placement;
 
 /// Idle seconds of a pipeline of `p` stages with `v` virtual stages each, one microbatch
@@ -12,13 +12,28 @@ pub fn bubble_s(p: u32, v: u32, microbatch_s: f64) -> f64 {
     f64::from(p - 1) / f64::from(v) * microbatch_s
 }
 
-/// Share of a training step lost to the pipeline bubble of [`bubble_s`] with `m`
-/// microbatches: (p - 1) / (v·m + p - 1).
-pub fn bubble_fraction(p: u32, m: u32, v: u32) -> f64 {
+/// Share of a training step lost to the pipeline bubble with `m` microbatches: for 1F1B
+/// ([`bubble_s`]) (p - 1) / (v·m + p - 1), for DualPipe its (p/2 - 1) x 2/3 microbatches
+/// (see `timing`) against the m it runs.
+pub fn bubble_fraction(mesh: &Mesh, m: u32) -> f64 {
     // In f64: v x m overflows u32 for absurd batches.
-    let (p, m, v) = (f64::from(p), f64::from(m), f64::from(v));
-    (p - 1.0) / (v * m + p - 1.0)
+    let (p, m, v) = (
+        f64::from(mesh.pp),
+        f64::from(m),
+        f64::from(mesh.virtual_stages),
+    );
+    let idle = match mesh.schedule {
+        Schedule::OneFOneB => (p - 1.0) / v,
+        Schedule::Dualpipe => (p / 2.0 - 1.0) * DUALPIPE_BUBBLE_SHARE,
+    };
+    idle / (m + idle)
 }
+
+/// Share of a pipeline's per-microbatch stage time that DualPipe's fill and drain leave idle
+/// per pair of stages: DeepSeek-V3's Table 2 gives its bubble as (pp/2 - 1)(F&B + B - 3W),
+/// which with the backward twice the forward (B = 2F), its weight half W = F, and an
+/// overlapped forward-and-backward pair as long as both (F&B = 3F) is 2F of a 3F microbatch.
+pub(super) const DUALPIPE_BUBBLE_SHARE: f64 = 2.0 / 3.0;
 
 /// Pipeline sends of one microbatch of `t` tokens of width `hidden` in bf16: activations
 /// forward and gradients back, v times each with interleaving. Without sequence parallelism
@@ -49,15 +64,36 @@ mod tests {
         assert!((a - b).abs() < 1e-12, "{a} vs {b}");
     }
 
+    fn stages(pp: u32, v: u32, schedule: Schedule) -> Mesh {
+        Mesh {
+            tp: 1,
+            pp,
+            dp: 1,
+            cp: 1,
+            ep: 1,
+            microbatch_size: 1,
+            virtual_stages: v,
+            zero_stage: 0,
+            recompute: crate::mesh::Recompute::None,
+            sequence_parallel: false,
+            schedule,
+            edge_stages: None,
+        }
+    }
+
+    fn one_f_one_b(p: u32, m: u32, v: u32) -> f64 {
+        bubble_fraction(&stages(p, v, Schedule::OneFOneB), m)
+    }
+
     #[test]
     fn bubble_worked_numbers() {
         // Narayanan et al. 2021 §2.2.1: 7/15 at p=8, m=8 and 7/71 at m=64.
-        close(bubble_fraction(8, 8, 1), 7.0 / 15.0);
-        close(bubble_fraction(8, 64, 1), 7.0 / 71.0);
+        close(one_f_one_b(8, 8, 1), 7.0 / 15.0);
+        close(one_f_one_b(8, 64, 1), 7.0 / 71.0);
         // A p=16, m=16 pipeline idles about half the time: 15/31.
-        close(bubble_fraction(16, 16, 1), 15.0 / 31.0);
+        close(one_f_one_b(16, 16, 1), 15.0 / 31.0);
         // Interleaving with v=4 shrinks the bubble (p-1)/(v m) of compute.
-        close(bubble_fraction(8, 8, 4), 7.0 / 39.0);
+        close(one_f_one_b(8, 8, 4), 7.0 / 39.0);
     }
 
     #[test]
@@ -65,7 +101,18 @@ mod tests {
         // 8 stages, 2 virtual stages, 32 microbatches of 0.5 s each: 3.5 / 2 microbatches idle.
         let bubble = bubble_s(8, 2, 0.5);
         close(bubble, 1.75);
-        close(bubble / (32.0 * 0.5 + bubble), bubble_fraction(8, 32, 2));
+        close(bubble / (32.0 * 0.5 + bubble), one_f_one_b(8, 32, 2));
         close(bubble_s(1, 1, 0.5), 0.0);
+    }
+
+    #[test]
+    fn dualpipe_idles_a_third_of_1f1b_with_half_the_stage_pairs() {
+        // DeepSeek-V3 Table 2 at PP 16: (16/2 - 1)(F&B + B - 3W) = 7 x 2F with B = 2F and
+        // W = F, against 1F1B's (16 - 1)(F + B) = 15 x 3F. With 120 microbatches of 3F:
+        // 14F / (360F + 14F).
+        let dual = bubble_fraction(&stages(16, 1, Schedule::Dualpipe), 120);
+        close(dual, 14.0 / 374.0);
+        let plain = one_f_one_b(16, 120, 1);
+        close(plain, 45.0 / (360.0 + 45.0));
     }
 }

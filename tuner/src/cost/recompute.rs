@@ -35,6 +35,8 @@ pub(super) struct Recomputing {
     /// The share of a forward pass that full recomputation costs
     /// (`Efficiency::recompute_pass`).
     pub pass: f64,
+    /// Whether the layer's attention is MLA, whose selective recomputation is DeepSeek-V3's.
+    pub mla: bool,
 }
 
 /// The recomputation of one average layer `avg`, whose exposed collectives take `comm` and
@@ -67,6 +69,14 @@ pub(super) fn replay(r: Recomputing, avg: &Layer, comm: f64, host: f64) -> Repla
                 ..none
             }
         }
+        // DeepSeek-V3 (§3.2.3) recomputes every RMSNorm and MLA's up-projections in backward
+        // and keeps the attention core's output (Megatron-Core's `--recompute-modules
+        // layernorm mla_up_proj`); the norms' HBM traffic is left out, a few bytes a hidden
+        // element beside the GEMMs.
+        Recompute::Selective if r.mla => Replay {
+            gpu: avg.mla_up,
+            ..none
+        },
         Recompute::Selective => Replay {
             gpu: avg.attention,
             attention: avg.attention,
@@ -102,6 +112,7 @@ mod tests {
             a2a: 0.0,
             cp: 0.0,
             kernels: 20.0,
+            mla_up: 1.5,
         }
     }
 
@@ -111,6 +122,7 @@ mod tests {
             per_op,
             scatters: 2.0,
             pass: 0.8,
+            mla: false,
         }
     }
 
@@ -119,6 +131,16 @@ mod tests {
         let r = replay(recomputing(Recompute::Selective, false), &layer(), 5.0, 1.0);
         assert_eq!((r.gpu, r.attention, r.launch), (3.0, 3.0, 0.0));
         assert_eq!((r.tp_passes, r.comm_passes), (0.0, 0.0));
+    }
+
+    #[test]
+    fn mla_selective_replays_the_up_projections_and_keeps_the_attention() {
+        let mla = Recomputing {
+            mla: true,
+            ..recomputing(Recompute::Selective, false)
+        };
+        let r = replay(mla, &layer(), 5.0, 1.0);
+        assert_eq!((r.gpu, r.attention, r.launch), (1.5, 0.0, 0.0));
     }
 
     #[test]

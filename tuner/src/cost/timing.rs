@@ -14,7 +14,7 @@ use super::data_parallel::{data_parallel, owned_params, Windows};
 use super::layer::{launch_excess, layer, sp_scatter_kernels, tokens_per_microbatch, Layer};
 use super::recompute::{replay, Recomputing};
 use super::{loss, pipeline};
-use crate::mesh::Mesh;
+use crate::mesh::{Mesh, Schedule};
 use crate::placement::{GroupSpan, LinkClass, Placement};
 
 /// The terms of a step time, in report order.
@@ -306,14 +306,68 @@ fn recomputing(x: &Inputs) -> Recomputing {
         per_op: mesh.recompute.per_op(x.training.framework),
         scatters,
         pass: x.efficiency.recompute_pass,
+        mla: x.model.mla.is_some(),
     }
 }
+
+/// The pipeline stage that sets the pace, with the work it does per microbatch beyond its
+/// layers: layers it runs, and seconds of output layers and multi-token-prediction
+/// projections.
+struct Pacing {
+    layers: f64,
+    heads_s: f64,
+}
+
+/// Which stage paces the pipeline, each stage priced as its layers at `layer_s` each plus, on
+/// the last, `heads_s` and the multi-token-prediction modules' layers. Under DualPipe a rank
+/// runs stage i and stage pp-1-i for the microbatches of each direction (DeepSeek-V3
+/// §3.2.1), so its microbatch costs the mean of the two: the first and last stages pace
+/// together.
+fn pacing(x: &Inputs, layer_s: f64, heads_s: f64) -> Pacing {
+    let (model, mesh) = (x.model, x.mesh);
+    let st = mesh.stages(model.layers);
+    let mtp = f64::from(model.mtp_layers);
+    let last = Pacing {
+        layers: st.last + mtp,
+        heads_s,
+    };
+    let cost = |p: &Pacing| p.layers * layer_s + p.heads_s;
+    if mesh.pp == 1 {
+        return last;
+    }
+    let first = Pacing {
+        layers: st.first,
+        heads_s: 0.0,
+    };
+    let middle = Pacing {
+        layers: st.middle,
+        heads_s: 0.0,
+    };
+    let edges = if mesh.schedule == Schedule::Dualpipe {
+        Pacing {
+            layers: (first.layers + last.layers) / 2.0,
+            heads_s: heads_s / 2.0,
+        }
+    } else if cost(&first) > cost(&last) {
+        first
+    } else {
+        last
+    };
+    if mesh.pp > 2 && cost(&middle) > cost(&edges) {
+        middle
+    } else {
+        edges
+    }
+}
+
+/// Throughput the compute loses while DualPipe's all-to-alls run beside it: DeepSeek-V3
+/// dedicates 20 of the H800's 132 SMs to them (arXiv 2412.19437 §3.2.2).
+const DUALPIPE_COMM_SMS: f64 = 20.0 / 132.0;
 
 /// Computes the step time of one mesh.
 pub fn step_time(x: &Inputs) -> Breakdown {
     let (model, mesh) = (x.model, x.mesh);
     let m = mesh.microbatches(x.training.global_batch);
-    let stage_layers = mesh.stage_layers(model.layers);
     let avg = average_layer(x);
     let host = x.compute.host_s_per_kernel();
     let tp_exposed = tp_exposed(x, &avg);
@@ -334,20 +388,39 @@ pub fn step_time(x: &Inputs) -> Breakdown {
         f64::from(model.vocab),
         f64::from(mesh.tp),
     );
-    let logits = loss::output_layer_s(x.compute, x.training.loss, t, widths);
-    let compute_mb = stage_layers * layer_compute + logits;
-    let launch_mb = stage_layers * (fwd_launch + bwd_launch + recompute_launch);
-    let tp_mb = stage_layers * avg.tp * tp_passes;
-    let tp_exposed_mb = stage_layers * tp_exposed * tp_passes;
-    let a2a_mb = stage_layers * avg.a2a * comm_passes;
+    // The output layer, once more for each multi-token-prediction module, which also
+    // projects the concatenated [h; h] back to h (DeepSeek-V3 §2.2).
+    let mtp = f64::from(model.mtp_layers);
+    let (proj_fwd, proj_bwd) = x.compute.linear_s(t, widths.0, 2.0 * widths.0);
+    let heads = (1.0 + mtp) * loss::output_layer_s(x.compute, x.training.loss, t, widths)
+        + mtp * (proj_fwd + proj_bwd);
     // Ring attention overlaps the K/V exchange with the attention of the block in hand
     // (Liu et al. 2023, Ring Attention §3); backward moves twice the bytes and hides behind
     // the attention backward.
-    let cp_time_mb = stage_layers * avg.cp * (3.0 + replay.comm_passes);
-    let cp_exposed_mb = (cp_time_mb
-        - stage_layers * (avg.attention + avg.attention_bwd + replay.attention))
-        .max(0.0);
-    let stage_mb = compute_mb + launch_mb + tp_exposed_mb + a2a_mb + cp_exposed_mb;
+    let cp_time = avg.cp * (3.0 + replay.comm_passes);
+    let cp_exposed = (cp_time - (avg.attention + avg.attention_bwd + replay.attention)).max(0.0);
+    let launch = fwd_launch + bwd_launch + recompute_launch;
+    let layer_s =
+        layer_compute + launch + tp_exposed * tp_passes + avg.a2a * comm_passes + cp_exposed;
+    let Pacing {
+        layers: stage_layers,
+        heads_s,
+    } = pacing(x, layer_s, heads);
+    let compute_mb = stage_layers * layer_compute + heads_s;
+    let launch_mb = stage_layers * launch;
+    let tp_mb = stage_layers * avg.tp * tp_passes;
+    let tp_exposed_mb = stage_layers * tp_exposed * tp_passes;
+    let a2a_mb = stage_layers * avg.a2a * comm_passes;
+    let cp_time_mb = stage_layers * cp_time;
+    let cp_exposed_mb = stage_layers * cp_exposed;
+    // DualPipe runs one microbatch's all-to-alls beside another's compute.
+    let dualpipe = mesh.schedule == Schedule::Dualpipe;
+    let a2a = if dualpipe {
+        Term::overlapped(a2a_mb, compute_mb, 0.0, DUALPIPE_COMM_SMS)
+    } else {
+        Term::exposed(a2a_mb)
+    };
+    let stage_mb = compute_mb + launch_mb + tp_exposed_mb + a2a.exposed_s + cp_exposed_mb;
 
     let p2p_mb = if mesh.pp > 1 {
         pipeline::transfer_s(x.collectives, mesh, x.placement, (t, widths.0))
@@ -355,7 +428,11 @@ pub fn step_time(x: &Inputs) -> Breakdown {
         0.0
     };
     let m_f = f64::from(m);
-    let bubble = pipeline::bubble_s(mesh.pp, mesh.virtual_stages, stage_mb + p2p_mb);
+    let bubble = if dualpipe {
+        f64::from(mesh.pp / 2 - 1) * pipeline::DUALPIPE_BUBBLE_SHARE * (stage_mb + p2p_mb)
+    } else {
+        pipeline::bubble_s(mesh.pp, mesh.virtual_stages, stage_mb + p2p_mb)
+    };
 
     let windows = Windows {
         m: m_f,
@@ -386,7 +463,10 @@ pub fn step_time(x: &Inputs) -> Breakdown {
             time_s: m_f * cp_time_mb,
             exposed_s: m_f * cp_exposed_mb,
         },
-        ep_all_to_all: Term::exposed(m_f * a2a_mb),
+        ep_all_to_all: Term {
+            time_s: m_f * a2a.time_s,
+            exposed_s: m_f * a2a.exposed_s,
+        },
         pp_p2p: Term::exposed(m_f * p2p_mb),
         pipeline_bubble: Term::exposed(bubble),
         dp_grad_sync,

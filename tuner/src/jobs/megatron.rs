@@ -468,6 +468,8 @@ fn moe(args: &Args, job: &mut Job) {
             shared_experts: shared,
             expert_ffn_hidden: expert_ffn,
             dense_layers: dense,
+            n_group: None,
+            topk_group: None,
         }),
         *line,
     );

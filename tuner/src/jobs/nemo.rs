@@ -445,6 +445,8 @@ fn moe(c: &Config, job: &mut Job) {
                     shared_experts: 0,
                     expert_ffn_hidden: ffn,
                     dense_layers: 0,
+                    n_group: None,
+                    topk_group: None,
                 }),
                 n,
             );

@@ -1,7 +1,7 @@
 //! Launch configurations for a chosen mesh: Megatron-LM arguments, a DeepSpeed JSON config and
 //! a torchtitan TOML section. Each maps what the framework can express and says what it cannot.
 
-use crate::mesh::{Mesh, MoeDispatch, Precision, Recompute, ReduceDtype, Training};
+use crate::mesh::{Mesh, MoeDispatch, Precision, Recompute, ReduceDtype, Schedule, Training};
 use crate::model::{FfnAct, ModelShape, Moe};
 
 /// The model's shape as Megatron-LM's arguments.
@@ -15,6 +15,20 @@ fn megatron_shape_args(model: &ModelShape) -> Vec<String> {
     }
     if let Some(d) = model.head_dim {
         a.push(format!("--kv-channels {d}"));
+    }
+    if let Some(mla) = &model.mla {
+        let mut flags = vec!["--multi-latent-attention".to_string()];
+        if let Some(r) = mla.q_lora_rank {
+            flags.push(format!("--q-lora-rank {r}"));
+        }
+        flags.push(format!(
+            "--kv-lora-rank {} --qk-head-dim {} --qk-pos-emb-head-dim {} --v-head-dim {}",
+            mla.kv_lora_rank, mla.qk_nope_head_dim, mla.qk_rope_head_dim, mla.v_head_dim
+        ));
+        a.push(flags.join(" "));
+    }
+    if model.mtp_layers > 0 {
+        a.push(format!("--mtp-num-layers {}", model.mtp_layers));
     }
     // The shape files carry no normalization, position or bias fields: SwiGLU models are the
     // Llama family (RMSNorm, rotary positions, no linear biases), GeLU models GPT-style
@@ -94,7 +108,15 @@ pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, No
     if let Some(moe) = &model.moe {
         a.extend(megatron_moe_args(moe, t, m));
     }
-    let uneven = model.layers % (m.pp * m.virtual_stages) != 0;
+    if m.schedule == Schedule::Dualpipe {
+        return Err(NotEmitted {
+            framework: "megatron",
+            why: "DualPipe was priced, which Megatron-LM does not run (DeepSeek's own framework \
+                  does); pin --schedule 1f1b"
+                .into(),
+        });
+    }
+    let uneven = m.edge_stages.is_none() && model.layers % (m.pp * m.virtual_stages) != 0;
     if m.virtual_stages > 1 && uneven {
         // Megatron puts the first and last stage's missing layers on whole stages, not on
         // virtual chunks: this layout has no exact Megatron form.
@@ -144,6 +166,9 @@ pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, No
     if t.precision.is_fp8() {
         a.push("--fp8-format hybrid".into());
     }
+    if t.precision == Precision::Fp8Blockwise {
+        a.push("--fp8-recipe blockwise".into());
+    }
     let mut out = String::new();
     if t.precision == Precision::Fp8Rowwise {
         out.push_str("# priced with torchao's rowwise fp8 scaling, which Transformer Engine does not run; --emit torchtitan states it\n");
@@ -163,6 +188,12 @@ pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, No
         a.push(format!(
             "--decoder-first-pipeline-num-layers {0} --decoder-last-pipeline-num-layers {0}",
             (model.layers + 2) / m.pp - 1
+        ));
+    }
+    if let Some(e) = m.edge_stages {
+        a.push(format!(
+            "--decoder-first-pipeline-num-layers {} --decoder-last-pipeline-num-layers {}",
+            e.first, e.last
         ));
     }
     out.push_str(&a.join(" \\\n  "));
@@ -295,6 +326,12 @@ pub fn torchtitan(model: &ModelShape, t: &Training, m: &Mesh) -> String {
         Precision::Fp8Rowwise => s.push_str(
             "\n[model]\nconverters = [\"float8\"]\n\n[float8]\nrecipe_name = \"rowwise\"\n",
         ),
+        // torchao's float8 training recipes scale per tensor or per row; the nearest to
+        // block scaling is rowwise, which the comment names.
+        Precision::Fp8Blockwise => s.push_str(
+            "\n# fp8 with 128-wide block scales was priced; torchao trains tensorwise or rowwise only\n\
+             [model]\nconverters = [\"float8\"]\n\n[float8]\nrecipe_name = \"rowwise\"\n",
+        ),
         Precision::Bf16 => {}
     }
     s
@@ -326,6 +363,8 @@ mod tests {
             zero_stage,
             recompute,
             sequence_parallel: true,
+            schedule: crate::mesh::Schedule::OneFOneB,
+            edge_stages: None,
         }
     }
 
@@ -432,6 +471,45 @@ mod tests {
             .unwrap(),
         );
         assert_eq!(number(&a, "kv-channels"), 128);
+    }
+
+    #[test]
+    fn megatron_states_deepseek_v3_as_it_was_priced() {
+        // MLA's widths, the MTP module, the edge stages and block-scaled fp8 are all priced,
+        // so each is a flag (Megatron-LM's `--multi-latent-attention` family,
+        // `--mtp-num-layers`, `--decoder-first/last-pipeline-num-layers`, `--fp8-recipe`).
+        let model = catalog::model("deepseek-v3").unwrap().shape;
+        let t = Training {
+            precision: Precision::Fp8Blockwise,
+            ..Training::megatron(4096, 15360)
+        };
+        let m = Mesh {
+            tp: 1,
+            pp: 16,
+            dp: 128,
+            cp: 1,
+            ep: 64,
+            edge_stages: Some(crate::mesh::EdgeStages { first: 3, last: 2 }),
+            ..mesh(16, 1, 1, Recompute::Selective)
+        };
+        let a = megatron_args(&megatron(&model, &t, &m).unwrap());
+        assert_eq!(number(&a, "decoder-first-pipeline-num-layers"), 3);
+        assert_eq!(number(&a, "decoder-last-pipeline-num-layers"), 2);
+        assert_eq!(number(&a, "q-lora-rank"), 1536);
+        assert_eq!(number(&a, "kv-lora-rank"), 512);
+        assert_eq!(number(&a, "qk-head-dim"), 128);
+        assert_eq!(number(&a, "qk-pos-emb-head-dim"), 64);
+        assert_eq!(number(&a, "v-head-dim"), 128);
+        assert_eq!(number(&a, "mtp-num-layers"), 1);
+        assert_eq!(a["fp8-recipe"], ["blockwise"]);
+        assert!(a.contains_key("multi-latent-attention"));
+        // Megatron-LM has no DualPipe: the layout is refused, not emitted as 1F1B.
+        let dual = Mesh {
+            schedule: crate::mesh::Schedule::Dualpipe,
+            ..m
+        };
+        let err = megatron(&model, &t, &dual).unwrap_err();
+        assert!(err.why.contains("DualPipe"), "{}", err.why);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! count and what the framework runs before any mesh is priced.
 
 use crate::error::{bad_input, TunerError};
-use crate::mesh::{Framework, Recompute};
+use crate::mesh::{EdgeStages, Framework, Recompute, Schedule};
 use crate::model::ModelShape;
 
 /// Largest context-parallel size searched or pinned; beyond it the ring is all overhead on any
@@ -15,6 +15,53 @@ pub(super) fn splits_layers(layers: u32, stages: u32) -> bool {
     // A pinned zero (`--virtual-stages 0`) splits nothing; its error comes from `check_knobs`.
     stages > 0
         && (layers % stages == 0 || ((layers + 2) % stages == 0 && (layers + 2) / stages >= 2))
+}
+
+/// The first and last stages of `pp` plain (not interleaved) stages over `layers` layers,
+/// where the pins or the layer count make them differ from the rest; `Ok(None)` for an even
+/// split or the one-fewer split of [`splits_layers`]; `Err` where no split holds.
+///
+/// A pinned edge keeps its count and the other stages share the rest evenly (Megatron's
+/// rule for `--decoder-first-pipeline-num-layers` and `--decoder-last-pipeline-num-layers`).
+/// With neither pinned and no split of [`splits_layers`], the inner stages take
+/// ceil(layers / pp) each and the first and last share what is left, the last no more than
+/// the first, as it also runs the output layer (and any multi-token prediction): 61 layers on
+/// 16 stages are 3 + 14 x 4 + 2.
+pub(super) fn edge_stages(
+    layers: u32,
+    pp: u32,
+    (first, last): (Option<u32>, Option<u32>),
+) -> Result<Option<EdgeStages>, ()> {
+    let share = |rest: u32, stages: u32| (stages > 0 && rest % stages == 0).then(|| rest / stages);
+    let edges = match (first, last) {
+        (None, None) if splits_layers(layers, pp) || pp == 1 => return Ok(None),
+        (None, None) => {
+            let inner = layers.div_ceil(pp);
+            let rest = layers.checked_sub(inner * (pp - 2)).ok_or(())?;
+            let last = rest / 2;
+            (rest - last, last)
+        }
+        (Some(f), Some(l)) => (f, l),
+        (Some(f), None) => {
+            let l = share(layers.checked_sub(f).ok_or(())?, pp - 1).ok_or(())?;
+            (f, l)
+        }
+        (None, Some(l)) => {
+            let f = share(layers.checked_sub(l).ok_or(())?, pp - 1).ok_or(())?;
+            (f, l)
+        }
+    };
+    let (f, l) = edges;
+    let inner = layers.checked_sub(f + l).ok_or(())?;
+    let inner_ok = if pp > 2 {
+        inner > 0 && inner % (pp - 2) == 0
+    } else {
+        inner == 0
+    };
+    if pp < 2 || f == 0 || l == 0 || !inner_ok {
+        return Err(());
+    }
+    Ok(Some(EdgeStages { first: f, last: l }))
 }
 
 /// Knobs pinned by the user; `None` means search over it. The flags of `recommend` and
@@ -54,6 +101,15 @@ pub struct Constraints {
     /// Sequence parallelism.
     #[arg(long)]
     pub sequence_parallel: Option<bool>,
+    /// Pipeline schedule; the search runs 1F1B unless this names another.
+    #[arg(long, value_enum)]
+    pub schedule: Option<Schedule>,
+    /// Layers on the first pipeline stage, where it differs from the others.
+    #[arg(long)]
+    pub first_stage_layers: Option<u32>,
+    /// Layers on the last pipeline stage, where it differs from the others.
+    #[arg(long)]
+    pub last_stage_layers: Option<u32>,
 }
 
 /// A pinned count: its flag, the keys a mesh spec (`tp=8,mb=2`) may name it by, and its field.
@@ -119,12 +175,34 @@ impl Constraints {
             }
         }
         if let Some(pp) = self.pp {
-            if !splits_layers(model.layers, pp) {
+            let edges = (self.first_stage_layers, self.last_stage_layers);
+            if edges != (None, None) {
+                if pp < 2 || self.virtual_stages.is_some_and(|v| v > 1) {
+                    return Err(bad_input(
+                        "--first-stage-layers/--last-stage-layers",
+                        format!("{edges:?} with --pp {pp}"),
+                        "uneven edge stages of a plain pipeline: --pp 2 or more, --virtual-stages 1",
+                    ));
+                }
+                if edge_stages(model.layers, pp, edges).is_err() {
+                    return Err(bad_input(
+                        "--first-stage-layers/--last-stage-layers",
+                        format!("{edges:?} with --pp {pp}"),
+                        &format!(
+                            "counts of 1 or more that leave the {} layers' rest in equal shares of at least 1 on the other stages",
+                            model.layers
+                        ),
+                    ));
+                }
+            } else if !splits_layers(model.layers, pp)
+                && (self.virtual_stages.is_some_and(|v| v > 1)
+                    || edge_stages(model.layers, pp, edges).is_err())
+            {
                 return Err(bad_input(
                     "--pp",
                     pp,
                     &format!(
-                        "a stage count that splits {} layers (evenly, or one fewer on the first and last stage)",
+                        "a stage count that splits {} layers (evenly, one fewer on the first and last stage, or the rest shared by them)",
                         model.layers
                     ),
                 ));
@@ -239,5 +317,40 @@ impl Constraints {
         [self.tp, self.pp, self.dp, self.cp]
             .iter()
             .fold(1u64, |p, v| p.saturating_mul(u64::from(v.unwrap_or(1))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn edges(first: u32, last: u32) -> Result<Option<EdgeStages>, ()> {
+        Ok(Some(EdgeStages { first, last }))
+    }
+
+    #[test]
+    fn edge_stages_take_what_the_inner_stages_leave() {
+        // DeepSeek-V3's 61 layers on 16 stages: 14 x 4 inside, 3 first and 2 last.
+        assert_eq!(edge_stages(61, 16, (None, None)), edges(3, 2));
+        // Even and one-fewer splits need no edges; one stage has none.
+        assert_eq!(edge_stages(80, 8, (None, None)), Ok(None));
+        assert_eq!(edge_stages(126, 16, (None, None)), Ok(None));
+        assert_eq!(edge_stages(61, 1, (None, None)), Ok(None));
+        // Two stages split what there is.
+        assert_eq!(edge_stages(61, 2, (None, None)), edges(31, 30));
+        // Too many stages for the layers.
+        assert_eq!(edge_stages(20, 16, (None, None)), Err(()));
+    }
+
+    #[test]
+    fn pinned_edges_leave_the_rest_in_equal_shares() {
+        assert_eq!(edge_stages(61, 16, (Some(2), Some(3))), edges(2, 3));
+        // One edge pinned: the other stages, the other edge among them, share the rest.
+        assert_eq!(edge_stages(61, 16, (Some(1), None)), edges(1, 4));
+        assert_eq!(edge_stages(61, 16, (None, Some(1))), edges(4, 1));
+        // 61 - 3 - 3 = 55 over 14 inner stages does not divide; a zero edge is no stage.
+        assert_eq!(edge_stages(61, 16, (Some(3), Some(3))), Err(()));
+        assert_eq!(edge_stages(61, 16, (Some(0), Some(5))), Err(()));
+        assert_eq!(edge_stages(61, 16, (Some(70), None)), Err(()));
     }
 }

@@ -404,7 +404,10 @@ pub fn training(run: &Run, arch: Arch) -> (Training, BTreeMap<Choice, String>) {
         framework.defaults().loss
     };
     choices.insert(Choice::Loss, format!("{loss:?}").to_lowercase());
-    let moe_dispatch = if bridge {
+    // DualPipe runs in DeepSeek's own framework, whose dispatch crosses the network once per
+    // node and fans out over NVLink there (DeepSeek-V3 §3.2.2).
+    let dualpipe = l.schedule == Some(super::Schedule::Dualpipe);
+    let moe_dispatch = if bridge || dualpipe {
         MoeDispatch::NodeDedup
     } else {
         MoeDispatch::AllToAll

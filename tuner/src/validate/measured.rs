@@ -339,10 +339,12 @@ impl Serving {
         }
         let dtype = match precision {
             Precision::Bf16 => record::Dtype::Bf16,
-            Precision::Fp8 | Precision::Fp8Rowwise => record::Dtype::Fp8E4m3,
+            Precision::Fp8 | Precision::Fp8Rowwise | Precision::Fp8Blockwise => {
+                record::Dtype::Fp8E4m3
+            }
         };
         let peak = match (precision, gpu.fp8_flops) {
-            (Precision::Fp8 | Precision::Fp8Rowwise, Some(f)) => f,
+            (Precision::Fp8 | Precision::Fp8Rowwise | Precision::Fp8Blockwise, Some(f)) => f,
             _ => gpu.bf16_flops,
         };
         let opts = FitOptions {

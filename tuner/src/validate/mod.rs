@@ -18,7 +18,7 @@ use crate::catalog::{self, Cluster, Efficiency};
 use crate::cost::Scenario;
 use crate::error::{bad_input, TunerError};
 use crate::mesh::{Framework, Mesh, Precision, Recompute, Training};
-use crate::model::{FfnAct, ModelShape, Moe};
+use crate::model::{FfnAct, Mla, ModelShape, Moe};
 use crate::search::Constraints;
 pub use crate::stats::{median, spearman};
 pub use choices::Choice;
@@ -80,6 +80,13 @@ pub struct RunModel {
     pub tied_embeddings: bool,
     #[serde(default)]
     pub moe: Option<Moe>,
+    /// Multi-head latent attention, as DeepSeek's `config.json` names its widths (an
+    /// extension of format 1).
+    #[serde(default)]
+    pub mla: Option<Mla>,
+    /// Multi-token-prediction modules (`num_nextn_predict_layers`; an extension of format 1).
+    #[serde(default)]
+    pub mtp_layers: u32,
 }
 
 /// Cluster as a runs file writes it.
@@ -133,6 +140,14 @@ pub struct RunLayout {
     pub recompute: Option<Recompute>,
     pub sequence_parallel: Option<bool>,
     pub schedule: Option<Schedule>,
+    /// Layers on the first pipeline stage where it differs from the rest (an extension of
+    /// format 1; Megatron's `--decoder-first-pipeline-num-layers`).
+    #[serde(default)]
+    pub first_stage_layers: Option<u32>,
+    /// Layers on the last pipeline stage where it differs from the rest (an extension of
+    /// format 1; Megatron's `--decoder-last-pipeline-num-layers`).
+    #[serde(default)]
+    pub last_stage_layers: Option<u32>,
     #[serde(default)]
     pub precision: Option<Precision>,
     #[serde(default)]
@@ -153,6 +168,10 @@ pub enum Schedule {
     /// 1F1B over virtual stages (Narayanan et al. 2021 §2.2.2).
     #[serde(rename = "interleaved")]
     Interleaved,
+    /// DeepSeek-V3's bidirectional pipeline ([`crate::mesh::Schedule::Dualpipe`]; an
+    /// extension of format 1).
+    #[serde(rename = "dualpipe")]
+    Dualpipe,
 }
 
 /// Measurements of a run.
@@ -329,6 +348,8 @@ impl Run {
             seq_len: m.seq_len,
             tied_embeddings: m.tied_embeddings,
             moe: m.moe.clone(),
+            mla: m.mla.clone(),
+            mtp_layers: m.mtp_layers,
         };
         shape.validate()?;
         Ok(shape)
@@ -396,6 +417,12 @@ impl Run {
             zero_stage: l.zero_stage,
             recompute: l.recompute,
             sequence_parallel: l.sequence_parallel,
+            schedule: Some(match l.schedule {
+                Some(Schedule::Dualpipe) => crate::mesh::Schedule::Dualpipe,
+                _ => crate::mesh::Schedule::OneFOneB,
+            }),
+            first_stage_layers: l.first_stage_layers,
+            last_stage_layers: l.last_stage_layers,
         }
     }
 }

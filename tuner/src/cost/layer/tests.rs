@@ -175,10 +175,21 @@ fn tp_moves_the_activation_four_times_a_pass_either_way() {
 #[test]
 fn the_token_exchange_is_dispatch_and_combine() {
     // 2 calls a pass; 1 MB of activations, top 2 over TP 2: 1 MB a call.
-    let t = ep_all_to_all(&PerCall(1.0), &group(8), 1e6, (2.0, 2.0), 1.0, 1.0);
+    let t = ep_all_to_all(&PerCall(1.0), &group(8), 1e6, (2.0, 2.0), 1.0, (1.0, 1.0));
     assert_eq!(t, 2.0);
-    let t = ep_all_to_all(&PerWireByte, &group(2), 1e6, (2.0, 2.0), 1.2, 0.5);
+    let t = ep_all_to_all(&PerWireByte, &group(2), 1e6, (2.0, 2.0), 1.2, (0.5, 1.0));
     close(t, 2.0 * 1e6 * 2.0 / 2.0 * 1.2 * 0.5 * 0.5 / 1e9);
+    // Block-scaled fp8 dispatches 1 + 4/128 bytes an element and combines 2: 3.03125 of 4.
+    let fp8 = ep_all_to_all(
+        &PerWireByte,
+        &group(2),
+        1e6,
+        (2.0, 2.0),
+        1.2,
+        (0.5, dispatch_width(Precision::Fp8Blockwise)),
+    );
+    close(fp8 / t, 3.03125 / 4.0);
+    assert_eq!(dispatch_width(Precision::Fp8), 1.0);
 }
 
 #[test]
@@ -190,7 +201,7 @@ fn ring_attention_sends_its_kv_once_per_other_rank() {
 
 #[test]
 fn a_deduplicating_dispatcher_sends_a_token_once_per_remote_node() {
-    let dedup = |e, k, n| MoeDispatch::NodeDedup.network_share(e, k, n);
+    let dedup = |e, k, n| MoeDispatch::NodeDedup.network_share(e, k, n, None);
     // Mixtral (8 experts, top 2) over two nodes: the other node holds 4 experts and is
     // missed with probability C(4,2)/C(8,2) = 6/28, against one remote copy on average.
     assert!((dedup(8.0, 2.0, 2.0) - 22.0 / 28.0).abs() < 1e-12);
@@ -199,5 +210,30 @@ fn a_deduplicating_dispatcher_sends_a_token_once_per_remote_node() {
     assert!((dedup(128.0, 8.0, 2.0) - 0.249226).abs() < 1e-6);
     // Inside one node, and for NCCL's all-to-all, nothing changes.
     assert_eq!(dedup(128.0, 8.0, 1.0), 1.0);
-    assert_eq!(MoeDispatch::AllToAll.network_share(128.0, 8.0, 2.0), 1.0);
+    assert_eq!(
+        MoeDispatch::AllToAll.network_share(128.0, 8.0, 2.0, None),
+        1.0
+    );
+}
+
+#[test]
+fn node_limited_routing_bounds_the_nodes_a_token_reaches() {
+    // DeepSeek-V3 (256 experts, top 8, 8 groups, 4 picked) over EP 64 on 8 nodes: uniform
+    // routing reaches 7 x (1 - C(224,8)/C(256,8)) = 4.63 other nodes; at most 4 nodes of 8
+    // leaves 4 x 7/8 = 3.5 of them, against 8 x 7/8 = 7 remote copies: half the bytes.
+    let limit = Moe {
+        experts: 256,
+        top_k: 8,
+        shared_experts: 1,
+        expert_ffn_hidden: 2048,
+        dense_layers: 3,
+        n_group: Some(8),
+        topk_group: Some(4),
+    }
+    .node_limit(8.0);
+    assert_eq!(limit, Some(4.0));
+    let limited = MoeDispatch::NodeDedup.network_share(256.0, 8.0, 8.0, limit);
+    assert!((limited - 0.5).abs() < 1e-12, "{limited}");
+    let uniform = MoeDispatch::NodeDedup.network_share(256.0, 8.0, 8.0, None);
+    assert!((uniform - 4.6328 / 7.0).abs() < 1e-4, "{uniform}");
 }

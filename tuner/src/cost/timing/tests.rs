@@ -33,6 +33,8 @@ fn mesh(tp: u32, dp: u32, mb: u32, zero_stage: u8, sp: bool) -> Mesh {
         zero_stage,
         recompute: Recompute::None,
         sequence_parallel: sp,
+        schedule: crate::mesh::Schedule::OneFOneB,
+        edge_stages: None,
     }
 }
 
@@ -396,4 +398,81 @@ fn the_term_table_follows_the_kinds_and_their_json_names() {
     let b = Breakdown::default();
     let kinds: Vec<TermKind> = b.terms().iter().map(|(k, _)| *k).collect();
     assert_eq!(kinds, TermKind::ALL);
+}
+
+/// DeepSeek-V3 on 2,048 H800 as DeepSeek laid it out (TP 1, PP 16, EP 64, 120 microbatches
+/// of one sequence), under `schedule`, with the 61 layers split 3 + 14 x 4 + 2.
+fn deepseek(schedule: crate::mesh::Schedule) -> crate::cost::Evaluation {
+    let model = catalog::model("deepseek-v3").unwrap().shape;
+    let cluster = catalog::cluster("hgx-h800").unwrap();
+    let training = Training {
+        precision: Precision::Fp8Blockwise,
+        moe_dispatch: crate::mesh::MoeDispatch::NodeDedup,
+        ..Training::megatron(4096, 15360)
+    };
+    let scenario = crate::cost::Scenario::nominal(model, training, cluster, 2048, NOMINAL);
+    scenario.evaluate(&Mesh {
+        pp: 16,
+        ep: 64,
+        recompute: Recompute::Selective,
+        schedule,
+        edge_stages: Some(crate::mesh::EdgeStages { first: 3, last: 2 }),
+        ..mesh(1, 128, 1, 1, false)
+    })
+}
+
+#[test]
+fn dualpipe_hides_the_all_to_all_and_shrinks_the_bubble_at_the_same_compute() {
+    use crate::mesh::Schedule;
+    let plain = deepseek(Schedule::OneFOneB);
+    let dual = deepseek(Schedule::Dualpipe);
+    let (p, d) = (&plain.breakdown, &dual.breakdown);
+    // 1F1B's last stage paces its pipeline: 2 layers, the MTP module's and two output
+    // layers of 129,280 x 7,168 weights, more compute than the inner
+    // stages' 4 layers. DualPipe's first rank runs the first and the last stage, half its
+    // microbatches each: (3 + 2 + 1) / 2 layers and one output layer a microbatch.
+    assert!(d.compute.time_s < p.compute.time_s);
+    // 1F1B waits for every all-to-all; DualPipe hides what the other microbatch's compute
+    // covers, at 20 of 132 SMs meanwhile.
+    assert_eq!(p.ep_all_to_all.exposed_s, p.ep_all_to_all.time_s);
+    let hidden = d.compute.time_s.min(d.ep_all_to_all.time_s);
+    let expected = d.ep_all_to_all.time_s - hidden * (1.0 - 20.0 / 132.0);
+    assert!((d.ep_all_to_all.exposed_s / expected - 1.0).abs() < 1e-9);
+    // (16/2 - 1) x 2/3 microbatches idle against 15, each microbatch shorter.
+    assert!(d.pipeline_bubble.exposed_s < p.pipeline_bubble.exposed_s * (7.0 * 2.0 / 3.0) / 15.0);
+    // Twice the stages' weights a rank: 8 inner layers against 4.
+    assert!(dual.memory.weights > 1.9 * plain.memory.weights);
+    assert!(dual.step_time_s < plain.step_time_s);
+}
+
+#[test]
+fn the_last_stage_runs_the_mtp_module_and_its_output_layer() {
+    use crate::mesh::Schedule;
+    // In bf16 over NCCL's all-to-all, at 3 + 14 x 4 + 2 the inner stages' 4 layers and their
+    // all-to-alls pace the pipeline; at 1 + 14 x 4 + 4 the last stage's 4 + 1 layers and its
+    // two output layers do, with more than 5/4 of the compute.
+    let model = catalog::model("deepseek-v3").unwrap().shape;
+    let cluster = catalog::cluster("hgx-h800").unwrap();
+    let scenario = crate::cost::Scenario::nominal(
+        model,
+        Training::megatron(4096, 15360),
+        cluster,
+        2048,
+        NOMINAL,
+    );
+    let at = |first, last| {
+        scenario
+            .evaluate(&Mesh {
+                pp: 16,
+                ep: 64,
+                schedule: Schedule::OneFOneB,
+                edge_stages: Some(crate::mesh::EdgeStages { first, last }),
+                ..mesh(1, 128, 1, 1, false)
+            })
+            .breakdown
+            .compute
+            .time_s
+    };
+    let (light, heavy) = (at(3, 2), at(1, 4));
+    assert!(heavy > light * 5.0 / 4.0, "{heavy} vs {light}");
 }
