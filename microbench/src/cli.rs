@@ -116,6 +116,11 @@ pub enum BackendChoice {
 pub enum Command {
     /// Print the GPU link matrix like `nvidia-smi topo -m`, GPU and NIC details.
     Topo,
+    /// Which NVML, CUDA driver, cuBLASLt and NCCL files load, under which name and path, their
+    /// versions, and every symbol microbench calls that one lacks; needs no GPU. Exits 0 only
+    /// when every library the GPU paths need is usable, 1 otherwise. NVIDIA's pip wheels
+    /// are found through LD_LIBRARY_PATH (e.g. site-packages/nvidia/nccl/lib).
+    Libs(LibsArgs),
     /// NCCL all-reduce sweep (nccl-tests all_reduce_perf).
     #[command(alias = "all_reduce")]
     AllReduce(CollectiveArgs),
@@ -161,6 +166,24 @@ pub enum Command {
         #[arg(long)]
         dir: Option<std::path::PathBuf>,
     },
+}
+
+/// `libs` flags.
+#[derive(Debug, Clone, Args)]
+pub struct LibsArgs {
+    /// Output: text (one line per library) or json (one document, for scripts); --json is
+    /// the same as --format json.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// How `libs` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// For people.
+    Text,
+    /// For scripts.
+    Json,
 }
 
 /// A collective named by a flag. The subcommand's spelling (`all-reduce`) is canonical and

@@ -3,6 +3,7 @@
 //! run across the job (issue 12). Exit codes are [`crate::exit`]'s.
 //!
 //! - backend.rs: the backend the flags pick, and the flags only the sim takes.
+//! - libs.rs: `libs`, the GPU libraries found and what they lack.
 //! - plan.rs: the points a single-node command measures.
 //! - output.rs: tables, JSON lines and state files, as the commands print and write them.
 //! - job.rs: what every rank of a multi-node job does: its hello at the rendezvous, and
@@ -11,6 +12,7 @@
 
 mod backend;
 mod job;
+mod libs;
 mod nccl_job;
 mod output;
 mod plan;
@@ -42,6 +44,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     match &cli.command {
         Command::Import(args) => import(args, cli.json),
         Command::Topo => topo(&cli),
+        Command::Libs(args) => libs::libs(args, cli.json),
         Command::Completions { shell } => {
             emit(&manual::completions(Cli::command(), *shell))?;
             Ok(ExitCode::SUCCESS)

@@ -9,12 +9,24 @@ pub enum Error {
     /// No NVIDIA driver (NVML or libcuda cannot be loaded, or the kernel module is absent).
     #[error("no NVIDIA driver: {0}")]
     NoDriver(String),
-    /// A CUDA library the kernel needs is not on the library path.
-    #[error("{library} not found: {hint}")]
+    /// A CUDA library the kernels need does not load under any of its names.
+    #[error("{library} not found: {tried}: {hint}")]
     MissingLibrary {
-        /// The library, e.g. `libnccl.so`.
+        /// The library, e.g. `NCCL`.
         library: &'static str,
+        /// The file names tried and why the last failed.
+        tried: String,
         /// Where it usually comes from.
+        hint: &'static str,
+    },
+    /// A library loaded but lacks symbols microbench calls (an older release than it needs).
+    #[error("{file} lacks {symbols}: {hint}")]
+    MissingSymbols {
+        /// The name it loaded under and its path.
+        file: String,
+        /// Every missing symbol, comma-separated.
+        symbols: String,
+        /// Where a complete one comes from.
         hint: &'static str,
     },
     /// The test needs more GPUs than the node has.

@@ -14,30 +14,31 @@
 //! (`ncclCommAbort`, which stops their kernels) before its buffers are freed; the next point
 //! builds new ones. Every NCCL group opened is closed, even when an enqueue fails (issue 10).
 
+use super::nccl::{describe, nccl, Api};
 use super::timer::{cuda, time_loops, Wait};
 use super::{loop_timing, LOOPS};
 use crate::error::{Error, Result};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtrMut};
-use cudarc::nccl::result as nccl;
 use cudarc::nccl::sys::{self, ncclComm_t, ncclDataType_t, ncclRedOp_t, ncclResult_t};
 use record::{Clock, Dtype, Kind, Timing};
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_char, c_int, c_void};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-/// NCCL's name and description of a result, e.g. `ncclUnhandledCudaError: unhandled cuda error`.
-fn describe(result: ncclResult_t) -> String {
-    // SAFETY: ncclGetErrorString returns a pointer to a static, NUL-terminated string for every
-    // result code; NCCL is loaded (every caller has made an NCCL call first).
-    let text = unsafe { CStr::from_ptr(sys::ncclGetErrorString(result)) };
-    format!("{result:?}: {}", text.to_string_lossy())
-}
-
-fn nccl_err(call: &'static str, gpu: u32) -> impl Fn(nccl::NcclError) -> Error {
-    move |e| Error::Cuda {
+/// Converts NCCL's result of `call` on `gpu` into ours.
+fn nccl_err(api: &'static Api, call: &'static str, gpu: u32) -> impl Fn(ncclResult_t) -> Error {
+    move |result| Error::Cuda {
         call,
         gpu,
-        message: describe(e.0),
+        message: describe(api, result),
+    }
+}
+
+/// NCCL's result as ours: success, or the error of `call` on `gpu`.
+fn checked(api: &'static Api, call: &'static str, gpu: u32, result: ncclResult_t) -> Result<()> {
+    match result.result() {
+        Ok(_) => Ok(()),
+        Err(e) => Err(nccl_err(api, call, gpu)(e.0)),
     }
 }
 
@@ -49,12 +50,6 @@ fn call_of(kind: Kind) -> &'static str {
         Kind::ReduceScatter => "ncclReduceScatter",
         _ => "ncclSend/ncclRecv",
     }
-}
-
-/// The loaded NCCL's version, `2.27.3`.
-pub(super) fn nccl_version() -> Option<String> {
-    let v = nccl::get_nccl_version().ok()?;
-    Some(format!("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100))
 }
 
 fn nccl_type(dtype: Dtype) -> ncclDataType_t {
@@ -77,6 +72,7 @@ fn nccl_type(dtype: Dtype) -> ncclDataType_t {
 /// This process's ranks of one NCCL communicator, kept across points (creating them takes
 /// about a second) and destroyed when dropped.
 pub(crate) struct Communicators {
+    api: &'static Api,
     gpus: Vec<u32>,
     contexts: Vec<Arc<CudaContext>>,
     comms: Vec<ncclComm_t>,
@@ -95,7 +91,7 @@ impl Drop for Communicators {
         for &c in &self.comms {
             // SAFETY: each comm came from NCCL's init or split and is destroyed once (an
             // aborted group has none left). A failure here cannot be acted on.
-            let _ = unsafe { nccl::comm_destroy(c) };
+            unsafe { (self.api.ncclCommDestroy)(c) };
         }
     }
 }
@@ -157,13 +153,16 @@ impl Communicators {
     /// One communicator per GPU of `gpus`, whose CUDA contexts are `contexts`, all driven by
     /// this process: ranks 0 to n-1 in the order of `gpus`.
     pub(super) fn new(gpus: &[u32], contexts: Vec<Arc<CudaContext>>) -> Result<Communicators> {
+        let api = nccl()?;
         let n = contexts.len();
         let mut comms = vec![std::ptr::null_mut(); n];
-        let ordinals: Vec<i32> = contexts.iter().map(|c| c.ordinal() as i32).collect();
+        let ordinals: Vec<c_int> = contexts.iter().map(|c| c.ordinal() as c_int).collect();
         // SAFETY: `comms` has room for n communicators and `ordinals` names n CUDA devices.
-        unsafe { nccl::comm_init_all(comms.as_mut_ptr(), n as i32, ordinals.as_ptr()) }
-            .map_err(nccl_err("ncclCommInitAll", gpus[0]))?;
+        let status =
+            unsafe { (api.ncclCommInitAll)(comms.as_mut_ptr(), n as c_int, ordinals.as_ptr()) };
+        checked(api, "ncclCommInitAll", gpus[0], status)?;
         Ok(Communicators {
+            api,
             gpus: gpus.to_vec(),
             contexts,
             comms,
@@ -188,6 +187,7 @@ impl Communicators {
             expected: "the 128 bytes of rank 0's ncclGetUniqueId".into(),
         };
         let bytes: [u8; 128] = id.try_into().map_err(|_| bad_id())?;
+        let api = nccl()?;
         let unique = sys::ncclUniqueId {
             internal: bytes.map(|b| b as c_char),
         };
@@ -195,11 +195,13 @@ impl Communicators {
             let mut comm = std::ptr::null_mut();
             // SAFETY: `comm` is a valid place for the handle; the thread's current context
             // is `gpu`'s, which NCCL takes as its device.
-            unsafe { nccl::comm_init_rank(&mut comm, world as i32, unique, rank as i32) }
-                .map_err(nccl_err("ncclCommInitRank", gpu))?;
+            let status =
+                unsafe { (api.ncclCommInitRank)(&mut comm, world as c_int, unique, rank as c_int) };
+            checked(api, "ncclCommInitRank", gpu, status)?;
             Ok(comm)
         })?;
         Ok(Communicators {
+            api,
             gpus: vec![gpu],
             contexts: vec![ctx],
             comms: vec![comm],
@@ -228,13 +230,16 @@ impl Communicators {
             }
         };
         let parent = Made(parent);
+        let api = self.api;
         let comm = bounded("ncclCommSplit", gpu, ctx, timeout, move || {
             let parent = parent.handle();
             let mut comm = std::ptr::null_mut();
             // SAFETY: `parent` is a live communicator, not used elsewhere while this call
             // runs (the caller waits on it); a null config inherits the parent's.
-            unsafe { nccl::comm_split(parent, color, key as i32, &mut comm, std::ptr::null_mut()) }
-                .map_err(nccl_err("ncclCommSplit", gpu))?;
+            let status = unsafe {
+                (api.ncclCommSplit)(parent, color, key as c_int, &mut comm, std::ptr::null_mut())
+            };
+            checked(api, "ncclCommSplit", gpu, status)?;
             Ok(comm)
         })?;
         if comm.is_null() {
@@ -242,16 +247,25 @@ impl Communicators {
         }
         // Held from here, so that an error below still destroys it (Drop).
         let mut made = Communicators {
+            api,
             gpus: vec![gpu],
             contexts: vec![ctx.clone()],
             comms: vec![comm],
             ranks: vec![0],
             world: 0,
         };
-        // SAFETY: `comm` is the live communicator just made.
-        let (rank, world) = unsafe { (nccl::comm_user_rank(comm), nccl::comm_count(comm)) };
-        made.ranks = vec![rank.map_err(nccl_err("ncclCommUserRank", gpu))? as u32];
-        made.world = world.map_err(nccl_err("ncclCommCount", gpu))? as u32;
+        let (mut rank, mut world): (c_int, c_int) = (0, 0);
+        // SAFETY: `comm` is the live communicator just made; both out pointers are valid.
+        let (r, w) = unsafe {
+            (
+                (api.ncclCommUserRank)(comm, &mut rank),
+                (api.ncclCommCount)(comm, &mut world),
+            )
+        };
+        checked(api, "ncclCommUserRank", gpu, r)?;
+        checked(api, "ncclCommCount", gpu, w)?;
+        made.ranks = vec![rank as u32];
+        made.world = world as u32;
         Ok(Some(made))
     }
 
@@ -271,8 +285,12 @@ impl Communicators {
         for (c, gpu) in std::mem::take(&mut self.comms).into_iter().zip(&self.gpus) {
             // SAFETY: each comm came from NCCL's init or split and, taken out of `comms`, is
             // aborted once and never used again.
-            if let Err(e) = unsafe { nccl::comm_abort(c) } {
-                eprintln!("microbench: ncclCommAbort on GPU {gpu}: {}", describe(e.0));
+            let status = unsafe { (self.api.ncclCommAbort)(c) };
+            if let Err(e) = status.result() {
+                eprintln!(
+                    "microbench: ncclCommAbort on GPU {gpu}: {}",
+                    describe(self.api, e.0)
+                );
             }
         }
     }
@@ -284,13 +302,14 @@ impl Communicators {
             let mut state = ncclResult_t::ncclSuccess;
             // SAFETY: `comm` is a live communicator of this group and `state` a valid place for
             // the result.
-            unsafe { sys::ncclCommGetAsyncError(comm, &mut state) }
-                .result()
-                .map_err(nccl_err("ncclCommGetAsyncError", gpu))?;
-            state.result().map_err(nccl_err(
+            let status = unsafe { (self.api.ncclCommGetAsyncError)(comm, &mut state) };
+            checked(self.api, "ncclCommGetAsyncError", gpu, status)?;
+            checked(
+                self.api,
                 "NCCL asynchronous error (ncclCommGetAsyncError)",
                 gpu,
-            ))?;
+                state,
+            )?;
         }
         Ok(())
     }
@@ -387,7 +406,7 @@ pub(crate) fn measure_loops(
     let shared: &Communicators = group;
     let check = || shared.async_error();
     let timed = |in_place: bool| -> Result<Vec<f64>> {
-        let step = || issue(&shared.comms, &ranks, &point, in_place);
+        let step = || issue(shared.api, &shared.comms, &ranks, &point, in_place);
         time_loops(&streams, (LOOPS, iters), warmup, Wait::Watch(&check), step)
     };
     let loops = timed(false).and_then(|oop| Ok([oop, timed(true)?]));
@@ -410,17 +429,27 @@ struct Point {
 
 /// Enqueues one collective on every rank of this process inside one NCCL group, as a single
 /// thread driving several GPUs must (and harmless for one).
-fn issue(comms: &[ncclComm_t], ranks: &[Rank], point: &Point, in_place: bool) -> Result<()> {
+fn issue(
+    api: &'static Api,
+    comms: &[ncclComm_t],
+    ranks: &[Rank],
+    point: &Point,
+    in_place: bool,
+) -> Result<()> {
     let gpu = ranks.first().map_or(0, |r| r.gpu);
-    nccl::group_start().map_err(nccl_err("ncclGroupStart", gpu))?;
+    // SAFETY: group calls take no arguments.
+    checked(api, "ncclGroupStart", gpu, unsafe {
+        (api.ncclGroupStart)()
+    })?;
     let enqueued = ranks
         .iter()
         .zip(comms)
-        .try_for_each(|(rank, &comm)| enqueue(comm, rank, point, in_place));
+        .try_for_each(|(rank, &comm)| enqueue(api, comm, rank, point, in_place));
     // The group is closed even when an enqueue failed: an open group would swallow the calls
     // of the next point. The enqueue's error, the first, is the one reported.
-    let closed = nccl::group_end().map_err(nccl_err("ncclGroupEnd", gpu));
-    enqueued.and(closed.map(|_| ()))
+    // SAFETY: as above.
+    let closed = checked(api, "ncclGroupEnd", gpu, unsafe { (api.ncclGroupEnd)() });
+    enqueued.and(closed)
 }
 
 /// Byte offset of rank `rank`'s share in a buffer of one `chunk`-byte share per rank: where
@@ -464,7 +493,13 @@ pub(crate) fn exchanges(kind: Kind, rank: u32, world: u32, peer: Option<u32>) ->
 }
 
 /// Enqueues one rank's share of the point, inside an open group.
-fn enqueue(comm: ncclComm_t, rank: &Rank, point: &Point, in_place: bool) -> Result<()> {
+fn enqueue(
+    api: &'static Api,
+    comm: ncclComm_t,
+    rank: &Rank,
+    point: &Point,
+    in_place: bool,
+) -> Result<()> {
     let (kind, peer) = point.traffic;
     let Point {
         world,
@@ -475,40 +510,47 @@ fn enqueue(comm: ncclComm_t, rank: &Rank, point: &Point, in_place: bool) -> Resu
     } = *point;
     let per_rank = (elems / u64::from(world)) as usize;
     let stream = rank.stream.cu_stream() as _;
-    let err = nccl_err(call_of(kind), rank.gpu);
+
     let send = if in_place { rank.recv } else { rank.send };
     let chunk = per_rank as u64 * es;
     // SAFETY (every call below): the addresses are live device buffers of this rank's GPU,
     // sized for the counts passed (see `measure_loops`), and `comm` is this rank's
     // communicator.
     let exchange = |count: usize, bytes: u64| {
-        exchanges(kind, rank.index, world, peer)
-            .into_iter()
-            .try_for_each(|x| unsafe {
-                let at = share_offset(x.slot, bytes);
-                nccl::send(
+        for x in exchanges(kind, rank.index, world, peer) {
+            let at = share_offset(x.slot, bytes);
+            let sent = unsafe {
+                (api.ncclSend)(
                     (send + at) as *const c_void,
                     count,
                     ty,
-                    x.to as i32,
-                    comm,
-                    stream,
-                )?;
-                nccl::recv(
-                    (rank.recv + at) as *mut c_void,
-                    count,
-                    ty,
-                    x.from as i32,
+                    x.to as c_int,
                     comm,
                     stream,
                 )
-                .map(|_| ())
-            })
-            .map(|()| nccl::NcclStatus::Success)
+            };
+            if sent != ncclResult_t::ncclSuccess {
+                return sent;
+            }
+            let received = unsafe {
+                (api.ncclRecv)(
+                    (rank.recv + at) as *mut c_void,
+                    count,
+                    ty,
+                    x.from as c_int,
+                    comm,
+                    stream,
+                )
+            };
+            if received != ncclResult_t::ncclSuccess {
+                return received;
+            }
+        }
+        ncclResult_t::ncclSuccess
     };
-    match kind {
+    let status = match kind {
         Kind::AllReduce => unsafe {
-            nccl::all_reduce(
+            (api.ncclAllReduce)(
                 send as *const c_void,
                 rank.recv as *mut c_void,
                 elems as usize,
@@ -525,7 +567,7 @@ fn enqueue(comm: ncclComm_t, rank: &Rank, point: &Point, in_place: bool) -> Resu
                 rank.send
             };
             unsafe {
-                nccl::all_gather(
+                (api.ncclAllGather)(
                     src as *const c_void,
                     rank.recv as *mut c_void,
                     per_rank,
@@ -542,7 +584,7 @@ fn enqueue(comm: ncclComm_t, rank: &Rank, point: &Point, in_place: bool) -> Resu
                 rank.recv
             };
             unsafe {
-                nccl::reduce_scatter(
+                (api.ncclReduceScatter)(
                     rank.send as *const c_void,
                     dst as *mut c_void,
                     per_rank,
@@ -562,9 +604,8 @@ fn enqueue(comm: ncclComm_t, rank: &Rank, point: &Point, in_place: bool) -> Resu
                 expected: "all_reduce, all_gather, reduce_scatter, all_to_all or send_recv".into(),
             })
         }
-    }
-    .map_err(err)?;
-    Ok(())
+    };
+    checked(api, call_of(kind), rank.gpu, status)
 }
 
 #[cfg(test)]

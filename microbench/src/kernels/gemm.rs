@@ -4,8 +4,8 @@
 //! (see [`crate::plan::gemm_layouts`]), on random operands, timed once the SM clock has
 //! settled (issue 10).
 
+use super::cublaslt::{cublaslt, Api};
 use super::fill::fill_random;
-use super::loader::{check_libraries, Library};
 use super::settle::Settle;
 use super::timer::{cuda, time_iterations, Wait};
 use super::{check_gemm_layout, summarize};
@@ -14,11 +14,11 @@ use crate::error::{Error, Result};
 
 // cuBLASLt takes cuBLAS's operation enum for TRANSA and TRANSB.
 use cudarc::cublas::sys::cublasOperation_t;
-use cudarc::cublaslt::result as lt;
+use cudarc::cublaslt::result::CublasError;
 use cudarc::cublaslt::sys::{
     cublasComputeType_t, cublasLtHandle_t, cublasLtMatmulAlgo_t, cublasLtMatmulDescAttributes_t,
-    cublasLtMatmulDesc_t, cublasLtMatmulPreferenceAttributes_t, cublasLtMatmulPreference_t,
-    cublasLtMatrixLayout_t, cudaDataType,
+    cublasLtMatmulDesc_t, cublasLtMatmulHeuristicResult_t, cublasLtMatmulPreferenceAttributes_t,
+    cublasLtMatmulPreference_t, cublasLtMatrixLayout_t, cublasStatus_t, cudaDataType,
 };
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use record::{Clock, Dtype, Gemm, GemmLayout, Timing};
@@ -212,14 +212,14 @@ pub(super) fn measure(
     check_gemm_layout(dtype, layout, gpu)?;
     let ops = operands(shape, layout);
     check_alignment(&ops, &types, gpu)?;
-    check_libraries(&[Library::CublasLt])?;
+    let api = cublaslt()?;
     let what = format!(
         "{dtype} {layout} {}x{}x{}, lda {} ldb {} ldc {}",
         shape.m, shape.n, shape.k, ops.a.ld, ops.b.ld, ops.c.ld
     );
     let stream = ctx.new_stream().map_err(cuda("cuStreamCreate", gpu))?;
     ctx.bind_to_thread().map_err(cuda("cuCtxSetCurrent", gpu))?;
-    let objects = Objects::new(gpu, &what, &ops, &types)?;
+    let objects = Objects::new(api, gpu, &what, &ops, &types)?;
     let a = operand(&stream, gpu, ops.a, types.a, Some(SEEDS[0]))?;
     let b = operand(&stream, gpu, ops.b, types.b, Some(SEEDS[1]))?;
     let mut d = operand(&stream, gpu, ops.c, types.c, None)?;
@@ -238,15 +238,15 @@ pub(super) fn measure(
         // an fp32 compute type; the workspace holds WORKSPACE_BYTES, the most the heuristic
         // was allowed; the algorithm came from the heuristic for these very descriptors.
         unsafe {
-            lt::matmul(
+            (api.cublasLtMatmul)(
                 objects.owned.handle,
                 objects.desc,
                 (&alpha as *const f32).cast::<c_void>(),
-                (&beta as *const f32).cast::<c_void>(),
                 pa as *const c_void,
                 objects.owned.layouts[0],
                 pb as *const c_void,
                 objects.owned.layouts[1],
+                (&beta as *const f32).cast::<c_void>(),
                 pd as *const c_void,
                 objects.owned.layouts[2],
                 pd as *mut c_void,
@@ -257,17 +257,14 @@ pub(super) fn measure(
                 stream.cu_stream() as _,
             )
         }
+        .result()
         .map_err(blas_err("cublasLtMatmul", gpu, &what))
     };
     time_gemm(&stream, gpu, iterations, clock, step)
 }
 
 /// Converts a cuBLASLt error into ours, naming the GEMM (`what`) as well as the call.
-fn blas_err<'a>(
-    call: &'static str,
-    gpu: u32,
-    what: &'a str,
-) -> impl Fn(lt::CublasError) -> Error + 'a {
+fn blas_err<'a>(call: &'static str, gpu: u32, what: &'a str) -> impl Fn(CublasError) -> Error + 'a {
     move |e| Error::Cuda {
         call,
         gpu,
@@ -311,19 +308,45 @@ struct Objects {
     algo: cublasLtMatmulAlgo_t,
 }
 
+/// The object a cuBLASLt `create(&mut out, ...)` call makes, or the call's error.
+fn made<T>(
+    create: impl FnOnce(*mut T) -> cublasStatus_t,
+    err: impl Fn(CublasError) -> Error,
+) -> Result<T> {
+    let mut out = std::mem::MaybeUninit::<T>::uninit();
+    create(out.as_mut_ptr()).result().map_err(err)?;
+    // SAFETY: cuBLASLt wrote the object when it returned success.
+    Ok(unsafe { out.assume_init() })
+}
+
 impl Objects {
-    fn new(gpu: u32, what: &str, ops: &Operands, types: &Types) -> Result<Objects> {
+    fn new(
+        api: &'static Api,
+        gpu: u32,
+        what: &str,
+        ops: &Operands,
+        types: &Types,
+    ) -> Result<Objects> {
         let err = |call| blas_err(call, gpu, what);
+        // SAFETY (every create below): the out pointer is a valid place for one object.
         // Each object goes into `owned` as soon as it exists, so an error on the way frees
         // the ones made before it.
         let mut owned = Owned {
-            handle: lt::create_handle().map_err(err("cublasLtCreate"))?,
+            api,
+            handle: made(
+                |h| unsafe { (api.cublasLtCreate)(h) },
+                err("cublasLtCreate"),
+            )?,
             desc: None,
             layouts: Vec::with_capacity(3),
             pref: None,
         };
-        let desc = lt::create_matmul_desc(types.compute, cudaDataType::CUDA_R_32F)
-            .map_err(err("cublasLtMatmulDescCreate"))?;
+        let desc = made(
+            |d| unsafe {
+                (api.cublasLtMatmulDescCreate)(d, types.compute, cudaDataType::CUDA_R_32F)
+            },
+            err("cublasLtMatmulDescCreate"),
+        )?;
         owned.desc = Some(desc);
         let op = |t: bool| {
             if t {
@@ -344,13 +367,14 @@ impl Objects {
         ] {
             // SAFETY: `desc` is live and the buffer is a cublasOperation_t of the size passed.
             unsafe {
-                lt::set_matmul_desc_attribute(
+                (api.cublasLtMatmulDescSetAttribute)(
                     desc,
                     attribute,
                     (&value as *const cublasOperation_t).cast::<c_void>(),
                     std::mem::size_of::<cublasOperation_t>(),
                 )
             }
+            .result()
             .map_err(err("cublasLtMatmulDescSetAttribute"))?;
         }
         for (stored, dtype) in [(ops.a, types.a), (ops.b, types.b), (ops.c, types.c)] {
@@ -359,30 +383,65 @@ impl Objects {
                 value: stored.ld.to_string(),
                 expected: "a leading dimension of at most 2^63-1".into(),
             })?;
-            owned.layouts.push(
-                lt::create_matrix_layout(cuda_type(dtype), stored.rows, stored.cols, ld)
-                    .map_err(err("cublasLtMatrixLayoutCreate"))?,
-            );
+            owned.layouts.push(made(
+                |l| unsafe {
+                    (api.cublasLtMatrixLayoutCreate)(
+                        l,
+                        cuda_type(dtype),
+                        stored.rows,
+                        stored.cols,
+                        ld,
+                    )
+                },
+                err("cublasLtMatrixLayoutCreate"),
+            )?);
         }
-        let pref = lt::create_matmul_pref().map_err(err("cublasLtMatmulPreferenceCreate"))?;
+        let pref = made(
+            |p| unsafe { (api.cublasLtMatmulPreferenceCreate)(p) },
+            err("cublasLtMatmulPreferenceCreate"),
+        )?;
         owned.pref = Some(pref);
         let ws = WORKSPACE_BYTES;
         // SAFETY: `pref` is live and the buffer is a usize of the size passed.
         unsafe {
-            lt::set_matmul_pref_attribute(
+            (api.cublasLtMatmulPreferenceSetAttribute)(
                 pref,
                 cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                 (&ws as *const usize).cast::<c_void>(),
                 std::mem::size_of::<usize>(),
             )
         }
+        .result()
         .map_err(err("cublasLtMatmulPreferenceSetAttribute"))?;
         let (la, lb, lc) = (owned.layouts[0], owned.layouts[1], owned.layouts[2]);
-        // SAFETY: every object passed was created above and is alive. cudarc asks for one
-        // result, the heuristic's first, and reports none found as NOT_SUPPORTED.
-        let heuristic =
-            unsafe { lt::get_matmul_algo_heuristic(owned.handle, desc, la, lb, lc, lc, pref) }
-                .map_err(err("cublasLtMatmulAlgoGetHeuristic"))?;
+        let mut heuristic = std::mem::MaybeUninit::<cublasLtMatmulHeuristicResult_t>::zeroed();
+        let mut found: std::ffi::c_int = 0;
+        // SAFETY: every object passed was created above and is alive; one result is asked
+        // for and `heuristic` has room for it, `found` for the count.
+        unsafe {
+            (api.cublasLtMatmulAlgoGetHeuristic)(
+                owned.handle,
+                desc,
+                la,
+                lb,
+                lc,
+                lc,
+                pref,
+                1,
+                heuristic.as_mut_ptr(),
+                &mut found,
+            )
+        }
+        .result()
+        .map_err(err("cublasLtMatmulAlgoGetHeuristic"))?;
+        // No algorithm for these descriptors is reported as cuBLAS would for the call.
+        if found == 0 {
+            return Err(err("cublasLtMatmulAlgoGetHeuristic")(CublasError(
+                cublasStatus_t::CUBLAS_STATUS_NOT_SUPPORTED,
+            )));
+        }
+        // SAFETY: cuBLASLt wrote one result (found is 1).
+        let heuristic = unsafe { heuristic.assume_init() };
         Ok(Objects {
             owned,
             desc,
@@ -393,6 +452,7 @@ impl Objects {
 
 /// cuBLASLt objects created so far, destroyed when dropped.
 struct Owned {
+    api: &'static Api,
     handle: cublasLtHandle_t,
     desc: Option<cublasLtMatmulDesc_t>,
     layouts: Vec<cublasLtMatrixLayout_t>,
@@ -403,17 +463,18 @@ impl Drop for Owned {
     fn drop(&mut self) {
         // SAFETY: each object was created once by cuBLASLt, is destroyed once, and the GEMM
         // using them is over (its stream synchronised); errors on teardown cannot be acted on.
+        let api = self.api;
         unsafe {
             if let Some(p) = self.pref {
-                let _ = lt::destroy_matmul_pref(p);
+                (api.cublasLtMatmulPreferenceDestroy)(p);
             }
             for &l in &self.layouts {
-                let _ = lt::destroy_matrix_layout(l);
+                (api.cublasLtMatrixLayoutDestroy)(l);
             }
             if let Some(d) = self.desc {
-                let _ = lt::destroy_matmul_desc(d);
+                (api.cublasLtMatmulDescDestroy)(d);
             }
-            let _ = lt::destroy_handle(self.handle);
+            (api.cublasLtDestroy)(self.handle);
         }
     }
 }

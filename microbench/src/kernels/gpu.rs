@@ -45,6 +45,9 @@ impl GpuBackend {
 
     fn with_contexts(only: Option<u32>) -> Result<GpuBackend> {
         check_libraries(&[Library::Cuda])?;
+        // The driver first: a driver without a usable GPU (none visible, a container without
+        // the device files) says so as itself, before NVML's view of the node.
+        cudarc::driver::result::init().map_err(init_error)?;
         let topology = discovery::discover()?;
         if topology.gpus.is_empty() {
             return Err(Error::TooFewGpus {
@@ -121,6 +124,25 @@ impl GpuBackend {
     }
 }
 
+/// `cuInit`'s failure as one line: the driver's code, and what it usually means.
+fn init_error(e: cudarc::driver::DriverError) -> Error {
+    use cudarc::driver::sys::cudaError_enum as Cu;
+    let meaning = match e.0 {
+        Cu::CUDA_ERROR_NO_DEVICE => {
+            ": no CUDA-capable GPU is visible to this process (check CUDA_VISIBLE_DEVICES, and \
+             that a container was given the GPUs)"
+        }
+        Cu::CUDA_ERROR_SYSTEM_DRIVER_MISMATCH => {
+            ": the kernel module and the user-space driver are of different releases"
+        }
+        _ => "",
+    };
+    Error::CudaInit(format!(
+        "cuInit returned {:?} ({}){meaning}",
+        e.0, e.0 as u32
+    ))
+}
+
 /// Records the SM clock and throttle reasons a point's timed loop ended under (issue 10).
 fn set_conditions(record: &mut Record, clock: SmClock) {
     record.detail.sm_clock_hz = clock.hz();
@@ -188,7 +210,7 @@ impl Backend for GpuBackend {
                 dtype,
             } => {
                 check_libraries(&[Library::Nccl])?;
-                versions.nccl = collective::nccl_version();
+                versions.nccl = super::nccl::nccl_version();
                 self.measure_collective(point, *kind, gpus, (*bytes, *dtype), (iters, warmup))?
             }
             Point::Gemm {

@@ -7,6 +7,8 @@ mod collective;
 #[cfg(feature = "cuda")]
 mod copy;
 #[cfg(feature = "cuda")]
+mod cublaslt;
+#[cfg(feature = "cuda")]
 mod fill;
 #[cfg(feature = "cuda")]
 mod gemm;
@@ -19,6 +21,8 @@ mod nccl;
 #[cfg(feature = "cuda")]
 mod settle;
 #[cfg(feature = "cuda")]
+pub mod survey;
+#[cfg(feature = "cuda")]
 mod timer;
 
 use crate::discovery::{Activity, Topology};
@@ -30,6 +34,8 @@ use record::{Clock, Dtype, GemmLayout, Group, Record, Scope, Timing};
 /// runs its steps on.
 #[cfg(feature = "cuda")]
 pub(crate) use collective::{measure_loops, Communicators};
+#[cfg(feature = "cuda")]
+pub use cublaslt::cublaslt_version;
 #[cfg(feature = "cuda")]
 pub use gpu::GpuBackend;
 #[cfg(feature = "cuda")]
@@ -103,7 +109,10 @@ pub trait Backend {
             match self.measure(point, plan.iters, plan.warmup) {
                 Ok(records) => outcome.records.extend(records),
                 Err(
-                    e @ (Error::NoDriver(_) | Error::CudaInit(_) | Error::MissingLibrary { .. }),
+                    e @ (Error::NoDriver(_)
+                    | Error::CudaInit(_)
+                    | Error::MissingLibrary { .. }
+                    | Error::MissingSymbols { .. }),
                 ) => return Err(e),
                 Err(error) => outcome.failures.push(Failure {
                     point: point.to_string(),
