@@ -145,14 +145,7 @@ impl Point {
                     _ => bytes.saturating_mul(2),
                 }
             }
-            Point::Gemm { shape, dtype, .. } => {
-                let elements = shape
-                    .m
-                    .saturating_mul(shape.k)
-                    .saturating_add(shape.k.saturating_mul(shape.n))
-                    .saturating_add(shape.m.saturating_mul(shape.n));
-                elements.saturating_mul(dtype.size_bytes())
-            }
+            Point::Gemm { shape, dtype, .. } => shape.bytes(*dtype),
             Point::Copy { path, bytes } => match path {
                 CopyPath::Hbm { .. } => bytes.saturating_mul(2),
                 // Each GPU of a peer copy holds one side (both, when both directions run).

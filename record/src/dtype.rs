@@ -44,6 +44,15 @@ impl Dtype {
         }
     }
 
+    /// The type a GEMM of this type writes C in: bf16 for fp8 (fp8 output would need a
+    /// scale per tensor, and Transformer Engine writes bf16), the type itself otherwise.
+    pub fn gemm_output(self) -> Dtype {
+        match self {
+            Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => Dtype::Bf16,
+            other => other,
+        }
+    }
+
     /// Bytes per element in memory (tf32 is stored as fp32).
     pub fn size_bytes(self) -> u64 {
         match self {

@@ -153,6 +153,20 @@ impl Gemm {
     pub fn elements(self) -> u64 {
         self.m * self.k + self.k * self.n + self.m * self.n
     }
+
+    /// Bytes of A and B in `dtype` and of C in what a GEMM of `dtype` writes
+    /// ([`Dtype::gemm_output`]: bf16 for fp8), saturating at `u64::MAX`.
+    pub fn bytes(self, dtype: Dtype) -> u64 {
+        let inputs = self
+            .m
+            .saturating_mul(self.k)
+            .saturating_add(self.k.saturating_mul(self.n));
+        inputs.saturating_mul(dtype.size_bytes()).saturating_add(
+            self.m
+                .saturating_mul(self.n)
+                .saturating_mul(dtype.gemm_output().size_bytes()),
+        )
+    }
 }
 
 /// The time of one point over its iterations.
@@ -261,7 +275,7 @@ impl Record {
         dtype: Dtype,
         timing: Timing,
     ) -> Record {
-        let bytes = shape.elements() * dtype.size_bytes();
+        let bytes = shape.bytes(dtype);
         let mut r = Record::kernel(
             Kind::Gemm,
             backend,
@@ -562,6 +576,20 @@ mod tests {
         let r = Record::gemm(Backend::Sim, group(1), shape, Dtype::Bf16, timing(1.0));
         assert_eq!(r.flops, Some(2.0 * 8192f64.powi(3)));
         assert_eq!(r.bytes, 3 * 8192 * 8192 * 2);
+    }
+
+    /// An fp8 GEMM reads A and B at one byte an element and writes C in bf16, two bytes.
+    #[test]
+    fn fp8_gemm_counts_c_at_two_bytes() {
+        let shape = Gemm {
+            m: 4096,
+            n: 2048,
+            k: 1024,
+        };
+        let r = Record::gemm(Backend::Cuda, group(1), shape, Dtype::Fp8E4m3, timing(1.0));
+        assert_eq!(r.bytes, 4096 * 1024 + 1024 * 2048 + 4096 * 2048 * 2);
+        let bf16 = Record::gemm(Backend::Cuda, group(1), shape, Dtype::Bf16, timing(1.0));
+        assert_eq!(bf16.bytes, shape.elements() * 2);
     }
 
     #[test]

@@ -132,7 +132,7 @@ fn types(dtype: Dtype) -> Option<Types> {
         Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => Some(Types {
             a: dtype,
             b: Dtype::Fp8E4m3,
-            c: Dtype::Bf16,
+            c: dtype.gemm_output(),
             compute: cublasComputeType_t::CUBLAS_COMPUTE_32F,
         }),
         _ => None,
