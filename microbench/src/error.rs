@@ -83,6 +83,15 @@ pub enum Error {
         /// Why not.
         reason: String,
     },
+    /// A point ran but its numbers cannot make a record (a time of 0, a rate that is not
+    /// finite): the point fails rather than write what a reader would refuse.
+    #[error("{point}: not recorded, {source}")]
+    Unrecordable {
+        /// The point, as text.
+        point: String,
+        /// The field and value that are wrong.
+        source: record::Invalid,
+    },
     /// The multi-node rendezvous failed: a rank missing, unreachable or inconsistent.
     #[error("rendezvous at {at}: {message}")]
     Rendezvous {

@@ -5,7 +5,8 @@ use super::collective::Communicators;
 use super::loader::{check_libraries, Library};
 use super::timer::cuda;
 use super::{
-    check_iters, check_point, collective, copy, gemm, node_group, point_record, Backend, DEBUG_LINE,
+    check_iters, check_point, collective, collective_records, copy, gemm, node_group, point_record,
+    Backend, DEBUG_LINE,
 };
 use crate::discovery::{self, Activity, SmClock, Topology};
 use crate::error::{Error, Result};
@@ -256,16 +257,10 @@ impl GpuBackend {
         (bytes, dtype): (u64, Dtype),
         (iters, warmup): (u32, u32),
     ) -> Result<Vec<Record>> {
-        let [oop, ip] = self.with_communicators(gpus, |group| {
+        let timings = self.with_communicators(gpus, |group| {
             collective::measure(group, kind, bytes, dtype, iters, warmup)
         })?;
-        let group = node_group(&self.topology, point);
-        let mut in_place = point_record(Source::Nccl, group.clone(), point, ip);
-        in_place.in_place = true;
-        Ok(vec![
-            point_record(Source::Nccl, group, point, oop),
-            in_place,
-        ])
+        collective_records(Source::Nccl, &self.topology, point, timings)
     }
 
     /// A GEMM on `gpu` once its SM clock has settled, with its layout and the clock its timed

@@ -176,6 +176,34 @@ pub(crate) fn point_record(
     }
 }
 
+/// A collective's out-of-place and in-place records from their timings, as a real backend
+/// writes them. On one rank an in-place collective has nothing to move and NCCL enqueues no
+/// kernel, so its loop times two adjacent events: it gets no record (the out-of-place one is
+/// a copy through NCCL, with busbw 0 as nccl-tests prints). A record that would still hold a
+/// time of 0 or a rate that is not finite fails the point instead of being written.
+#[cfg(feature = "cuda")]
+pub(crate) fn collective_records(
+    source: record::Backend,
+    topology: &Topology,
+    point: &Point,
+    [out_of_place, in_place]: [Timing; 2],
+) -> Result<Vec<Record>> {
+    let group = node_group(topology, point);
+    let mut records = vec![point_record(source, group.clone(), point, out_of_place)];
+    if group.ranks > 1 {
+        let mut r = point_record(source, group, point, in_place);
+        r.in_place = true;
+        records.push(r);
+    }
+    for r in &records {
+        r.validate().map_err(|source| Error::Unrecordable {
+            point: format!("{point}{}", if r.in_place { " in place" } else { "" }),
+            source,
+        })?;
+    }
+    Ok(records)
+}
+
 /// The point names at least one GPU, its GPUs exist on `topology`'s node and are distinct, and
 /// its buffers fit in each GPU's memory (a sim asked for 2^64 - 1 bytes once accepted it).
 pub(crate) fn check_point(point: &Point, topology: &Topology) -> Result<()> {
@@ -317,6 +345,54 @@ mod tests {
         #[cfg(feature = "cuda")]
         shared::<GpuBackend>();
         shared::<crate::SimBackend>();
+    }
+
+    #[cfg(feature = "cuda")]
+    fn node() -> Topology {
+        crate::sim::SimBackend::new(crate::sim::profile("dgx-h100").unwrap(), vec![], 1)
+            .unwrap()
+            .topology()
+            .unwrap()
+    }
+
+    #[cfg(feature = "cuda")]
+    fn all_reduce(gpus: Vec<u32>) -> Point {
+        Point::Collective {
+            kind: record::Kind::AllReduce,
+            gpus,
+            bytes: 1 << 20,
+            dtype: Dtype::Bf16,
+        }
+    }
+
+    /// One rank: the in-place all-reduce, which NCCL skips, timed 0 s; only the out-of-place
+    /// record is written, and it is finite (busbw 0).
+    #[cfg(feature = "cuda")]
+    #[test]
+    fn a_one_rank_collective_writes_no_in_place_record_and_nothing_non_finite() {
+        let node = node();
+        let t = |s| Timing::without_spread(s, Some(20), Clock::CudaEvent);
+        let records = collective_records(
+            record::Backend::Nccl,
+            &node,
+            &all_reduce(vec![0]),
+            [t(10e-6), t(0.0)],
+        )
+        .unwrap();
+        assert_eq!(records.len(), 1);
+        assert!(!records[0].in_place);
+        assert_eq!(records[0].busbw, Some(0.0));
+        assert!(records[0].algbw.is_some_and(f64::is_finite));
+        // Two ranks whose in-place loop still reads 0 s: the point fails, naming it.
+        let err = collective_records(
+            record::Backend::Nccl,
+            &node,
+            &all_reduce(vec![0, 1]),
+            [t(10e-6), t(0.0)],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("in place: not recorded, time_s 0"), "{err}");
     }
 
     #[test]
