@@ -14,7 +14,8 @@
 //! (`ncclCommAbort`, which stops their kernels) before its buffers are freed; the next point
 //! builds new ones. Every NCCL group opened is closed, even when an enqueue fails (issue 10).
 
-use super::nccl::{describe, nccl, Api};
+use super::loader::dotted;
+use super::nccl::{describe, nccl, version_number, Api};
 use super::timer::{cuda, time_loops, Wait};
 use super::{loop_timing, LOOPS};
 use crate::error::{Error, Result};
@@ -66,6 +67,35 @@ fn nccl_type(dtype: Dtype) -> ncclDataType_t {
         Dtype::Bf16 => ncclDataType_t::ncclBfloat16,
         Dtype::Fp8E4m3 => ncclDataType_t::ncclFloat8e4m3,
         Dtype::Fp8E5m2 => ncclDataType_t::ncclFloat8e5m2,
+    }
+}
+
+/// The first NCCL with fp8 types (`ncclFloat8e4m3`, `ncclFloat8e5m2`): 2.24.
+const FP8_SINCE: u64 = 22400;
+
+/// Refuses an element type the loaded NCCL (`version`, as `ncclGetVersion` gives it) lacks:
+/// an older NCCL reads fp8's type numbers as no type and fails the call with an invalid
+/// argument, or past its table.
+fn check_dtype(dtype: Dtype, version: Option<u64>, gpu: u32) -> Result<()> {
+    let fp8 = matches!(dtype, Dtype::Fp8E4m3 | Dtype::Fp8E5m2);
+    match version {
+        Some(v) if fp8 && v < FP8_SINCE => Err(Error::Unsupported {
+            what: format!("{dtype} collectives"),
+            gpu,
+            reason: format!(
+                "NCCL {} added fp8; the loaded NCCL is {}",
+                dotted(FP8_SINCE),
+                dotted(v)
+            ),
+        }),
+        None if fp8 => Err(Error::Unsupported {
+            what: format!("{dtype} collectives"),
+            gpu,
+            reason: "the loaded NCCL does not say its version (ncclGetVersion failed), and \
+                     fp8 needs 2.24 or later"
+                .into(),
+        }),
+        _ => Ok(()),
     }
 }
 
@@ -134,19 +164,36 @@ fn bounded(
         // The caller may have given up (timeout); then no one needs the result.
         let _ = tx.send(made);
     });
-    match rx.recv_timeout(timeout) {
-        Ok(made) => made.map(Made::handle),
-        Err(_) => Err(Error::Cuda {
-            call: what,
-            gpu,
-            message: format!(
-                "not done after {} s: a rank of the job stopped before its NCCL init, or the \
-                 ranks cannot reach each other (check NCCL_SOCKET_IFNAME and the firewall; \
-                 NCCL_DEBUG=INFO shows where it waits)",
-                timeout.as_secs_f64()
-            ),
-        }),
-    }
+    answer(&rx, what, gpu, timeout).map(Made::handle)
+}
+
+/// The helper thread's answer to `what` within `timeout`. A thread that ended without one
+/// (it panicked, and the panic hook has printed why) is told from one still waiting.
+fn answer<T>(
+    rx: &mpsc::Receiver<Result<T>>,
+    what: &'static str,
+    gpu: u32,
+    timeout: Duration,
+) -> Result<T> {
+    let message = match rx.recv_timeout(timeout) {
+        Ok(made) => return made,
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            "its thread ended without an answer (an internal error, printed above): not a \
+             timeout"
+                .to_string()
+        }
+        Err(mpsc::RecvTimeoutError::Timeout) => format!(
+            "not done after {} s: a rank of the job stopped before its NCCL init, or the ranks \
+             cannot reach each other (check NCCL_SOCKET_IFNAME and the firewall; \
+             NCCL_DEBUG=INFO shows where it waits)",
+            timeout.as_secs_f64()
+        ),
+    };
+    Err(Error::Cuda {
+        call: what,
+        gpu,
+        message,
+    })
 }
 
 impl Communicators {
@@ -357,6 +404,7 @@ pub(crate) fn measure_loops(
     (iters, warmup): (u32, u32),
 ) -> Result<[Vec<f64>; 2]> {
     let kind = traffic.0;
+    check_dtype(dtype, version_number(group.api), group.gpus[0])?;
     let n = group.world;
     let es = dtype.size_bytes();
     let elems = bytes / es;
@@ -611,6 +659,46 @@ fn enqueue(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A helper thread that panics is reported at once as such, not after the timeout as
+    /// a hang; one still running past the deadline is the timeout.
+    #[test]
+    fn a_helper_that_died_is_not_a_timeout() {
+        let (tx, rx) = mpsc::channel::<Result<()>>();
+        let died = std::thread::spawn(move || {
+            let _tx = tx;
+            panic!("Missing symbol ncclCommSplit");
+        });
+        let _ = died.join();
+        let began = std::time::Instant::now();
+        let err = answer(&rx, "ncclCommSplit", 3, Duration::from_secs(60)).unwrap_err();
+        assert!(began.elapsed() < Duration::from_secs(5));
+        assert_eq!(
+            err.to_string(),
+            "ncclCommSplit on GPU 3: its thread ended without an answer (an internal error, \
+             printed above): not a timeout"
+        );
+        let (_tx, rx) = mpsc::channel::<Result<()>>();
+        let err = answer(&rx, "ncclCommInitRank", 0, Duration::from_millis(10)).unwrap_err();
+        assert!(err.to_string().contains("not done after 0.01 s"), "{err}");
+    }
+
+    /// fp8 collectives need NCCL 2.24: refused on 2.23.4 and on an NCCL that gives no
+    /// version, run on 2.24.3; bf16 runs on either.
+    #[test]
+    fn fp8_collectives_need_nccl_2_24() {
+        let err = check_dtype(Dtype::Fp8E4m3, Some(22304), 1)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "fp8_e4m3 collectives is not supported on GPU 1 (NCCL 2.24.0 added fp8; the loaded \
+             NCCL is 2.23.4)"
+        );
+        assert!(check_dtype(Dtype::Fp8E5m2, None, 0).is_err());
+        assert!(check_dtype(Dtype::Fp8E5m2, Some(22403), 0).is_ok());
+        assert!(check_dtype(Dtype::Bf16, Some(21805), 0).is_ok());
+    }
 
     fn x(to: u32, from: u32, slot: u32) -> Exchange {
         Exchange { to, from, slot }
