@@ -240,7 +240,7 @@ impl Node for SimNode {
                 let throttle = if a.is_busy() { 0 } else { 0x1 } | if slowed { 0x8 } else { 0 };
                 Counters {
                     gpu: a.gpu,
-                    utilization_percent: Some(a.utilization_percent),
+                    utilization_percent: a.utilization_percent,
                     processes: Some(pids),
                     memory_used_bytes: Some(memory.iter().sum()),
                     power_watts: Some(SIM_POWER_W[load]),

@@ -230,16 +230,16 @@ impl Nic {
 pub struct Activity {
     /// GPU index.
     pub gpu: u32,
-    /// Percent of the last sample period a kernel ran.
-    pub utilization_percent: u32,
-    /// Compute processes running on it.
-    pub processes: u32,
+    /// Percent of the last sample period a kernel ran; `None` where NVML cannot say (MIG).
+    pub utilization_percent: Option<u32>,
+    /// Compute processes running on it; `None` where NVML cannot say.
+    pub processes: Option<u32>,
 }
 
 impl Activity {
-    /// True when anything runs on the GPU.
+    /// True when a counter NVML gave shows something running on the GPU.
     pub fn is_busy(&self) -> bool {
-        self.utilization_percent > 0 || self.processes > 0
+        self.utilization_percent.is_some_and(|u| u > 0) || self.processes.is_some_and(|p| p > 0)
     }
 }
 

@@ -139,26 +139,34 @@ fn link_matrix(
         .collect()
 }
 
-/// Utilisation and compute processes per GPU.
+/// Utilisation and compute processes per GPU. A counter NVML cannot give for one GPU is
+/// unknown rather than an error for the node: MIG instances report utilisation as not
+/// supported, and the process count still tells busy from idle there.
 pub fn activity() -> Result<Vec<Activity>> {
     let nvml = init()?;
-    devices(&nvml)?
+    Ok(devices(&nvml)?
         .iter()
         .zip(0..)
         .map(|(d, gpu)| {
-            let util = d
-                .utilization_rates()
-                .map_err(nvml_err("nvmlDeviceGetUtilizationRates", Some(gpu)))?;
-            let procs = d
-                .running_compute_processes()
-                .map_err(nvml_err("nvmlDeviceGetComputeRunningProcesses", Some(gpu)))?;
-            Ok(Activity {
-                gpu,
-                utilization_percent: util.gpu,
-                processes: procs.len() as u32,
-            })
+            let utilization = d.utilization_rates().map(|u| u.gpu);
+            let processes = d.running_compute_processes().map(|p| p.len() as u32);
+            activity_of(gpu, utilization, processes)
         })
-        .collect()
+        .collect())
+}
+
+/// One GPU's activity from its two NVML counters, each known or not. The reason one is not
+/// known is not kept: on MIG it is the same every read, and `None` already says it.
+fn activity_of(
+    gpu: u32,
+    utilization: std::result::Result<u32, NvmlError>,
+    processes: std::result::Result<u32, NvmlError>,
+) -> Activity {
+    Activity {
+        gpu,
+        utilization_percent: utilization.ok(),
+        processes: processes.ok(),
+    }
 }
 
 /// The node's host name.
@@ -325,6 +333,23 @@ pub(crate) fn cpu_list(mask: &[std::os::raw::c_ulong]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// On a MIG instance utilisation is not supported: the GPU's activity keeps its process
+    /// count and leaves utilisation unknown, instead of failing the whole node.
+    #[test]
+    fn a_counter_nvml_lacks_is_unknown_not_fatal() {
+        let mig = activity_of(2, Err(NvmlError::NotSupported), Ok(1));
+        assert_eq!(
+            (mig.gpu, mig.utilization_percent, mig.processes),
+            (2, None, Some(1))
+        );
+        assert!(mig.is_busy());
+        let idle = activity_of(0, Err(NvmlError::NotSupported), Ok(0));
+        assert!(!idle.is_busy());
+        let both = activity_of(1, Ok(40), Err(NvmlError::Unknown));
+        assert_eq!((both.utilization_percent, both.processes), (Some(40), None));
+        assert!(both.is_busy());
+    }
 
     #[test]
     fn cpu_masks_print_as_ranges() {

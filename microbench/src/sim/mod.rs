@@ -356,8 +356,8 @@ impl Backend for SimBackend {
                 let busy = self.busy.contains(&gpu);
                 Activity {
                     gpu,
-                    utilization_percent: if busy { 100 } else { 0 },
-                    processes: u32::from(busy),
+                    utilization_percent: Some(if busy { 100 } else { 0 }),
+                    processes: Some(u32::from(busy)),
                 }
             })
             .collect())
