@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests need when it is missing, then runs every check CI
-# runs: rustfmt, clippy with -D warnings, and the whole test suite.
+# runs: rustfmt, clippy with -D warnings, the whole test suite, and microbench against NVIDIA's
+# real NCCL and cuBLASLt (scripts/check-libs.sh, whose wheels are cached outside the repository).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,4 +36,6 @@ say "clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 say "tests"
 cargo test --workspace --locked
+say "GPU libraries (NVIDIA's NCCL and cuBLAS wheels, no GPU needed)"
+scripts/check-libs.sh
 deploy/check.sh

@@ -24,9 +24,9 @@ pub struct Found {
     /// Those the file lacks.
     pub missing_symbols: Vec<&'static str>,
     /// NCCL only: whether `ncclGetUniqueId`, what rank 0 of a job calls first, works here
-    /// (it needs a network interface, not a GPU); the error when it does not.
+    /// (it needs a network interface, not a GPU); `error` says why when it does not.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub unique_id: Option<Result<(), String>>,
+    pub unique_id_works: Option<bool>,
     /// Why it is unusable, in one line; `None` when it is complete.
     pub error: Option<String>,
 }
@@ -52,7 +52,7 @@ fn find(library: Library) -> Found {
         version: None,
         symbols: library.symbols(),
         missing_symbols: Vec::new(),
-        unique_id: None,
+        unique_id_works: None,
         error: None,
     };
     let file = match open_first(library, library.file_names()) {
@@ -80,13 +80,9 @@ fn find(library: Library) -> Found {
         Library::Nccl => nccl::nccl_version(),
     };
     if library == Library::Nccl {
-        let made = nccl::nccl_unique_id()
-            .map(|_| ())
-            .map_err(|e| e.to_string());
-        if let Err(e) = &made {
-            found.error = Some(e.clone());
-        }
-        found.unique_id = Some(made);
+        let made = nccl::nccl_unique_id();
+        found.unique_id_works = Some(made.is_ok());
+        found.error = made.err().map(|e| e.to_string());
     }
     found
 }
@@ -106,8 +102,8 @@ pub fn render(found: &[Found]) -> String {
                     .version
                     .as_deref()
                     .map_or(String::new(), |v| format!(", version {v}"));
-                let id = match f.unique_id {
-                    Some(Ok(())) => ", ncclGetUniqueId works",
+                let id = match f.unique_id_works {
+                    Some(true) => ", ncclGetUniqueId works",
                     _ => "",
                 };
                 format!(
@@ -137,7 +133,7 @@ mod tests {
             version: None,
             symbols: library.symbols(),
             missing_symbols: Vec::new(),
-            unique_id: None,
+            unique_id_works: None,
             error: None,
         }
     }
@@ -150,7 +146,7 @@ mod tests {
             name: Some("libnccl.so.2".into()),
             path: Some("/opt/nccl/lib/libnccl.so.2".into()),
             version: Some("2.27.3".into()),
-            unique_id: Some(Ok(())),
+            unique_id_works: Some(true),
             ..found(Library::Nccl)
         };
         let lt = Found {
