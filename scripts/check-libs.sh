@@ -59,7 +59,6 @@ PY
 
 command -v python3 >/dev/null || fail "python3 is needed to download and unpack the wheels"
 
-before=$(du -sb "$cache" | cut -f1)
 start=$(date +%s)
 declare -A dirs
 for set in "${sets[@]}"; do
@@ -72,8 +71,8 @@ for set in "${sets[@]}"; do
     dirs["$name $package"]=$(unpacked "$whl")
   done
 done
-after=$(du -sb "$cache" | cut -f1)
-say "wheels in $cache: $(( (after - before) / 1048576 )) MiB downloaded or unpacked in $(( $(date +%s) - start )) s"
+mib() { du -scm "$@" | tail -n 1 | cut -f1; }
+say "$cache: $(mib "$cache"/*.whl) MiB of wheels, $(mib "$cache/unpacked") MiB unpacked; fetched and unpacked in $(( $(date +%s) - start )) s"
 
 cargo build --quiet --locked -p microbench
 bin=${CARGO_TARGET_DIR:-target}/debug/microbench

@@ -1,22 +1,30 @@
 #!/usr/bin/env bash
-# Runs the prebuilt microbench on a machine with an NVIDIA GPU and writes what it saw to $1:
-# topology, GEMM 8192^3 bf16, HBM copy, host-to-device copy and an NCCL all-reduce over the
-# GPUs present (one GPU gives a one-rank communicator), then the same all-reduce as a job of one
-# process per GPU (issue 12; needs 2+ GPUs, else recorded as skipped). Each step's tables and
-# JSON go to their own files; a failed step is recorded in steps.tsv and the next one still runs.
+# Runs the prebuilt microbench on a machine with an NVIDIA GPU and writes what it saw to a
+# folder: first `microbench libs` (which NVML, driver, cuBLASLt and NCCL files load, their
+# versions, any symbol missing), then topology, GEMM 8192^3 bf16, HBM, host-to-device and
+# device-to-host copies, an NCCL all-reduce over the GPUs present (one GPU gives a one-rank
+# communicator), peer copies and the same all-reduce as a job of one process per GPU where
+# there are 2 or more GPUs. Every step writes JSON (the tables are what `microbench` prints
+# from the same records); a failed step is recorded in steps.tsv with its exit code and the
+# next one still runs. Ends with a one-screen summary (summary.txt): the figures against the
+# datasheet, the topology NVML saw, and each failed step with the first line of its error.
 #
-# Usage: scripts/device-check.sh OUT_DIR
+# Usage: scripts/device-check.sh [OUT_DIR]      OUT_DIR defaults to $OUT
 #   MICROBENCH=path/to/microbench  the binary (default: the first built one under target*/)
 #   STEP_TIMEOUT=seconds           limit per step (default 300)
 # Build the binary first on the x86-64 build machine: cargo build --release -p microbench
 #
-# cuBLAS and NCCL come from the Python environment's nvidia-* wheels when they are not on the
-# library path already. cudarc looks for unversioned or CUDA-versioned names (libnccl.so,
-# libcublas.so.12), while the wheels ship libnccl.so.2 and libcublas.so.<major>, so the
-# script links the unversioned names to them in a scratch folder.
+# cuBLASLt and NCCL come from the library path, or else from the Python environment's nvidia-*
+# wheels (nvidia/nccl/lib, nvidia/cublas/lib, CUDA 13's nvidia/cu13/lib), added to
+# LD_LIBRARY_PATH: microbench opens them by the names the wheels ship (libnccl.so.2,
+# libcublasLt.so.12 or .13).
 set -u
 
-out=${1:?usage: scripts/device-check.sh OUT_DIR}
+out=${1:-${OUT:-}}
+if [ -z "$out" ]; then
+    echo "usage: scripts/device-check.sh OUT_DIR (or set OUT)" >&2
+    exit 2
+fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 step_timeout=${STEP_TIMEOUT:-300}
@@ -36,7 +44,7 @@ if [ -z "$bin" ] || [ ! -x "$bin" ]; then
     exit 1
 fi
 
-# Library folders of the nvidia-* wheels (nvidia/nccl/lib, nvidia/cublas/lib, ...).
+# Library folders of the nvidia-* wheels, when the Python environment has them.
 libs=$(python3 - <<'PY' 2>/dev/null
 import glob, os
 try:
@@ -48,22 +56,12 @@ for root in list(getattr(nvidia, "__path__", [])):
         print(lib)
 PY
 )
-links=$(mktemp -d)
-trap 'rm -rf "$links"' EXIT
-for dir in $libs; do
-    for pattern in 'libnccl.so.*' 'libcublas.so.*' 'libcublasLt.so.*'; do
-        for lib in "$dir"/$pattern; do
-            [ -e "$lib" ] || continue
-            base=$(basename "$lib")
-            ln -sf "$lib" "$links/${base%%.so.*}.so"
-        done
-    done
-done
-export LD_LIBRARY_PATH="$links${libs:+:$(echo "$libs" | paste -sd: -)}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if [ -n "$libs" ]; then
+    export LD_LIBRARY_PATH="$(echo "$libs" | paste -sd: -)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 {
     echo "binary: $bin"
-    echo "LD_LIBRARY_PATH: $LD_LIBRARY_PATH"
-    ls -l "$links"
+    echo "LD_LIBRARY_PATH: ${LD_LIBRARY_PATH:-}"
     nvidia-smi --query-gpu=index,name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current --format=csv 2>&1
     nvidia-smi topo -m 2>&1
 } > "$out/environment.txt"
@@ -83,16 +81,12 @@ step() {
     fi
 }
 
-step topo topo.txt topo
-step topo-json topo.json --json topo
-step gemm gemm.txt gemm --shape 8192x8192x8192 --dtype bf16 --gpu 0
-step gemm-json gemm.jsonl --json gemm --shape 8192x8192x8192 --dtype bf16 --gpu 0
-step hbm hbm.txt copy --path hbm --gpu 0 -b 64M -e 4G -f 4
-step hbm-json hbm.jsonl --json copy --path hbm --gpu 0 -b 64M -e 4G -f 4
-step h2d h2d.txt copy --path h2d,d2h --gpu 0 -b 64M -e 1G -f 4
-step h2d-json h2d.jsonl --json copy --path h2d,d2h --gpu 0 -b 64M -e 1G -f 4
-step all-reduce all_reduce.txt all-reduce -b 8 -e 8G -f 2 -n 20 -w 5
-step all-reduce-json all_reduce.jsonl --json all-reduce -b 8 -e 8G -f 2 -n 20 -w 5
+step libs libs.json libs --format json
+step topo topo.json --json topo
+step gemm gemm.jsonl --json gemm --shape 8192x8192x8192 --dtype bf16 --gpu 0
+step hbm hbm.jsonl --json copy --path hbm --gpu 0 -b 64M -e 4G -f 4
+step host-copy host_copy.jsonl --json copy --path h2d,d2h --gpu 0 -b 64M -e 1G -f 4
+step all-reduce all_reduce.jsonl --json all-reduce -b 8 -e 8G -f 2 -n 20 -w 5
 
 # job_step NAME FILE RANKS ARGS...: runs RANKS microbench processes as one job on this node, as
 # torchrun would start them (RANK, WORLD_SIZE, LOCAL_RANK = the GPU, rank 0's rendezvous on
@@ -119,51 +113,32 @@ job_step() {
     end=$(date +%s)
     printf '%s\t%s\t%s\n' "$name" "$rc" "$((end - start))" >> "$out/steps.tsv"
     if [ "$rc" -ne 0 ]; then
-        echo "device-check: $name failed (exit $rc): $(cat "$out/$name".rank*.err | head -c 800)" >&2
+        cat "$out/$name".rank*.err > "$out/$name.err"
+        echo "device-check: $name failed (exit $rc): $(head -c 800 "$out/$name.err")" >&2
     fi
 }
 
-# NCCL refuses two ranks on one GPU, and a world of one rank is not a job (microbench then runs
-# alone, as the all-reduce step above already did): with one GPU the step is skipped, saying so.
+# skip NAME WHY: a step this machine cannot run, with the reason in NAME.skipped.
+skip() {
+    echo "device-check: $1 skipped: $2" | tee "$out/$1.skipped" >&2
+    printf '%s\tskip\t0\n' "$1" >> "$out/steps.tsv"
+}
+
+# Peer copies and a multi-process job need two GPUs: NCCL refuses two ranks on one GPU, and a
+# world of one rank is not a job (microbench then runs alone, as the all-reduce step did).
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 if [ "$gpus" -ge 2 ]; then
     ranks=$(( gpus < 8 ? gpus : 8 ))
-    job_step job-all-reduce job_all_reduce.txt "$ranks" all-reduce -b 1M -e 1G -f 4 -n 20 -w 5
-    job_step job-all-reduce-json job_all_reduce.jsonl "$ranks" --json all-reduce -b 1M -e 1G -f 4 -n 20 -w 5
+    step p2p p2p.jsonl --json copy --path p2p,p2p-bidir --gpu 0,1 -b 64M -e 1G -f 4
+    job_step job-all-reduce job_all_reduce.jsonl "$ranks" --json all-reduce -b 1M -e 1G -f 4 -n 20 -w 5
 else
-    echo "device-check: job-all-reduce skipped: $gpus GPU(s) here; a multi-process NCCL job needs one GPU per rank and 2 or more ranks" \
-        | tee "$out/job-all-reduce.skipped" >&2
-    printf 'job-all-reduce\tskip\t0\n' >> "$out/steps.tsv"
+    why="$gpus GPU(s) here; it needs 2 or more"
+    skip p2p "$why"
+    skip job-all-reduce "$why"
 fi
 
-# Best figures next to what an H200 should give (PyTorch bf16 8192^3 ~790 TFLOP/s; HBM copy
-# ~4.3 TB/s counting reads and writes).
-python3 - "$out" > "$out/summary.txt" 2>&1 <<'PY'
-import json, os, sys
-out = sys.argv[1]
-def records(name):
-    path = os.path.join(out, name)
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [json.loads(l) for l in f if l.strip()]
-def best(name, kind, field):
-    values = [r[field] for r in records(name) if r["kind"] == kind and r.get(field)]
-    return max(values) if values else None
-rows = [
-    ("gemm bf16 8192^3", best("gemm.jsonl", "gemm", "flops"), 1e12, "TFLOP/s", "~790 on H200 (PyTorch)"),
-    ("hbm copy busbw", best("hbm.jsonl", "hbm_copy", "busbw"), 1e12, "TB/s", "~4.3 on H200 (reads + writes)"),
-    ("h2d busbw", best("h2d.jsonl", "h2d", "busbw"), 1e9, "GB/s", "~55 on PCIe 5.0 x16"),
-    ("d2h busbw", best("h2d.jsonl", "d2h", "busbw"), 1e9, "GB/s", "~55 on PCIe 5.0 x16"),
-    ("all_reduce busbw", best("all_reduce.jsonl", "all_reduce", "busbw"), 1e9, "GB/s", "0 with one GPU (factor 2(n-1)/n)"),
-    ("job all_reduce", best("job_all_reduce.jsonl", "all_reduce", "busbw"), 1e9, "GB/s", "as all_reduce above (one process per GPU); missing with one GPU"),
-]
-for name, value, scale, unit, expect in rows:
-    shown = "missing" if value is None else "%.2f %s" % (value / scale, unit)
-    print("%-18s %-20s expected %s" % (name, shown, expect))
-PY
+python3 "$repo/scripts/device-summary.py" "$out" > "$out/summary.txt" 2>&1
 cat "$out/summary.txt"
-cat "$out/steps.tsv"
 # Non-zero when any step failed, so a caller sees it without reading steps.tsv; a skipped step
 # (its reason in <step>.skipped) is not a failure.
 awk -F'\t' 'NR > 1 && $2 != 0 && $2 != "skip" { failed = 1 } END { exit failed }' "$out/steps.tsv"

@@ -38,4 +38,5 @@ say "tests"
 cargo test --workspace --locked
 say "GPU libraries (NVIDIA's NCCL and cuBLAS wheels, no GPU needed)"
 scripts/check-libs.sh
+scripts/device-summary.py --self-test
 deploy/check.sh
