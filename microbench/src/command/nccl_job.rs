@@ -10,7 +10,7 @@ use anyhow::{anyhow, Result};
 use microbench::discovery::{self, Topology};
 use microbench::fabric::world::{self, Layout};
 use microbench::fabric::{Job, JobRank};
-use microbench::kernels::{check_libraries, nccl_unique_id, nccl_version, Library};
+use microbench::kernels::{check_libraries, nccl_unique_id, nccl_version, rank_gpu, Library};
 use microbench::launcher::Placement;
 use microbench::rendezvous::{self, Meeting};
 use microbench::GpuBackend;
@@ -23,6 +23,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 struct Prepared {
     /// `None` when the GPU is busy: the rank leaves before NCCL's init.
     gpu: Option<GpuBackend>,
+    /// That GPU's NVML index: the local rank's CUDA device, matched by PCI address.
+    index: u32,
     busy: bool,
     versions: record::Versions,
     /// Rank 0's NCCL unique id.
@@ -35,15 +37,9 @@ fn prepare(placement: &Placement) -> Result<Prepared> {
     check_libraries(&[Library::Cuda, Library::Nccl])?;
     // NVML only: no CUDA context yet, which would show on the GPU as a process.
     let topology = discovery::discover()?;
-    let gpu = placement.local_rank;
-    if gpu as usize >= topology.gpus.len() {
-        return Err(microbench::Error::NoSuchGpu {
-            field: "local rank",
-            gpu,
-            count: topology.gpus.len(),
-        }
-        .into());
-    }
+    // A launcher may narrow CUDA_VISIBLE_DEVICES per rank, which NVML ignores: the local
+    // rank names a CUDA device, not an NVML index.
+    let gpu = rank_gpu(placement.local_rank, &topology)?;
     let busy = discovery::activity()?
         .iter()
         .any(|a| a.gpu == gpu && a.is_busy());
@@ -56,6 +52,7 @@ fn prepare(placement: &Placement) -> Result<Prepared> {
         } else {
             Some(GpuBackend::for_gpu(gpu)?)
         },
+        index: gpu,
         busy,
         versions,
         id: if placement.rank == 0 {
@@ -111,6 +108,7 @@ pub(super) fn nccl_job(
         (Some(me), Some(gpu)) => {
             let rank = RankOf {
                 gpu,
+                index: prepared.index,
                 local_rank: placement.local_rank,
                 me,
                 timeout: cli.job.rendezvous_timeout,
@@ -179,6 +177,9 @@ struct RankPlan {
 /// This process as a rank of an NCCL job.
 struct RankOf<'a> {
     gpu: &'a GpuBackend,
+    /// The NVML index of its GPU.
+    index: u32,
+    /// The launcher's local rank, which picks the one-GPU-per-node split.
     local_rank: u32,
     /// NCCL rank.
     me: u32,
@@ -211,7 +212,7 @@ impl RankOf<'_> {
         let color = needs_split.then(|| world::split_color(self.local_rank));
         let mut rank = JobRank::join(
             self.gpu,
-            self.local_rank,
+            self.index,
             (self.me, layout.world()),
             id,
             color,

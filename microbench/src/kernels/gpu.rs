@@ -3,6 +3,7 @@
 
 use super::collective::Communicators;
 use super::loader::{check_libraries, Library};
+use super::ordinals::{cuda_buses, same_gpu};
 use super::timer::cuda;
 use super::{
     check_iters, check_point, collective, collective_records, copy, gemm, node_group, point_record,
@@ -11,8 +12,6 @@ use super::{
 use crate::discovery::{self, Activity, SmClock, Topology};
 use crate::error::{Error, Result};
 use crate::plan::{CopyPath, Point};
-use cudarc::driver::result::device as cu_device;
-use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::CudaContext;
 use record::{Backend as Source, Dtype, Gemm, GemmLayout, Kind, Record};
 use std::sync::{Arc, Mutex};
@@ -150,37 +149,18 @@ fn set_conditions(record: &mut Record, clock: SmClock) {
     record.detail.throttle_reasons = clock.reason_names();
 }
 
-/// Matches CUDA ordinals to NVML indices by PCI address, and makes a context on each GPU, or
+/// Matches CUDA ordinals to NVML indices by PCI address (see [`super::ordinals`]), and makes a context on each GPU, or
 /// on `only`.
 fn cuda_contexts(topology: &Topology, only: Option<u32>) -> Result<Vec<Option<Arc<CudaContext>>>> {
-    let count = CudaContext::device_count().map_err(|e| Error::CudaInit(e.to_string()))?;
-    let mut by_bus = Vec::new();
-    for ordinal in 0..count.max(0) {
-        // CUDA ordinals are not NVML indices; errors here name the ordinal.
-        let at = ordinal as u32;
-        let device = cu_device::get(ordinal).map_err(cuda("cuDeviceGet (CUDA ordinal)", at))?;
-        let attr = |a| {
-            // SAFETY: `device` came from cuDeviceGet; reading an attribute needs no context.
-            unsafe { cu_device::get_attribute(device, a) }
-                .map_err(cuda("cuDeviceGetAttribute (CUDA ordinal)", at))
-        };
-        let bus = format!(
-            "{:04x}:{:02x}:{:02x}.0",
-            attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?,
-            attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?,
-            attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?
-        );
-        by_bus.push((bus, ordinal as usize));
-    }
+    let buses = cuda_buses()?;
     topology
         .gpus
         .iter()
         .enumerate()
         .map(|(index, g)| {
-            let id = g.pci_bus_id.to_ascii_lowercase();
             let wanted = only.is_none_or(|o| o as usize == index);
-            match by_bus.iter().find(|(bus, _)| id.ends_with(bus.as_str())) {
-                Some(&(_, ordinal)) if wanted => CudaContext::new(ordinal)
+            match buses.iter().position(|bus| same_gpu(&g.pci_bus_id, bus)) {
+                Some(ordinal) if wanted => CudaContext::new(ordinal)
                     .map(Some)
                     .map_err(cuda("cuCtxCreate (CUDA ordinal)", ordinal as u32)),
                 _ => Ok(None),

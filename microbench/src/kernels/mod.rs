@@ -19,6 +19,8 @@ mod loader;
 #[cfg(feature = "cuda")]
 mod nccl;
 #[cfg(feature = "cuda")]
+mod ordinals;
+#[cfg(feature = "cuda")]
 mod settle;
 #[cfg(feature = "cuda")]
 pub mod survey;
@@ -42,6 +44,8 @@ pub use gpu::GpuBackend;
 pub use loader::{check_libraries, Library};
 #[cfg(feature = "cuda")]
 pub use nccl::{nccl_unique_id, nccl_version};
+#[cfg(feature = "cuda")]
+pub use ordinals::rank_gpu;
 
 /// How microbench begins a stderr line that is for a debug log, not a warning: what the
 /// record has no field for, such as how long a GEMM waited for its SM clock to settle. The
