@@ -6,7 +6,7 @@
 
 use super::cublaslt::{cublaslt, Api};
 use super::fill::fill_random;
-use super::settle::Settle;
+use super::settle::{round, warm_up};
 use super::timer::{cuda, time_iterations, Wait};
 use super::{check_gemm_layout, summarize};
 use crate::discovery::SmClock;
@@ -24,7 +24,6 @@ use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut
 use record::{Clock, Dtype, Gemm, GemmLayout, Timing};
 use std::ffi::c_void;
 use std::sync::Arc;
-use std::time::Instant;
 
 /// The workspace cuBLASLt may use: 32 MiB, what PyTorch (`CUBLASLT_WORKSPACE_SIZE` on Hopper)
 /// and Transformer Engine give it, so the heuristic may pick the kernels training gets.
@@ -38,7 +37,7 @@ const SEEDS: [u64; 2] = [0x9e37_79b9_7f4a_7c15, 0xd1b5_4a32_d192_ed03];
 pub(super) struct Warmed {
     /// Iterations spent waiting for the SM clock to settle, after the fixed warm-up.
     pub settle_iterations: u32,
-    /// The SM clock and throttle reasons once the timed loop was done.
+    /// The SM clock and throttle reasons under the GEMM's load right after its timed loop.
     pub ended_at: SmClock,
 }
 
@@ -479,8 +478,9 @@ impl Drop for Owned {
     }
 }
 
-/// Runs `step` `warmup` times, then until the SM clock settles (see [`Settle`]), then times
-/// `iters` iterations; gives the timing and how the warm-up went.
+/// Runs `step` `warmup` times, then until the SM clock settles (see [`warm_up`]), then times
+/// `iters` iterations and reads the clock under one more round of the same load; gives the
+/// timing and how the warm-up went.
 fn time_gemm(
     stream: &Arc<CudaStream>,
     gpu: u32,
@@ -491,21 +491,16 @@ fn time_gemm(
     for _ in 0..warmup {
         step()?;
     }
-    let (mut settle, began) = (Settle::default(), Instant::now());
-    loop {
-        step()?;
-        // The clock is read with the GEMM done, so it shows the clock under this load.
+    let sync = || {
         stream
             .synchronize()
-            .map_err(cuda("cuStreamSynchronize", gpu))?;
-        if settle.settled(clock().mhz, began.elapsed()) {
-            break;
-        }
-    }
-    let mut samples = time_iterations(&[(gpu, stream.clone())], iters, 0, Wait::Block, step)?;
+            .map_err(cuda("cuStreamSynchronize", gpu))
+    };
+    let (settle, batch) = warm_up(&mut step, &|| clock().mhz, &sync)?;
+    let mut samples = time_iterations(&[(gpu, stream.clone())], iters, 0, Wait::Block, &mut step)?;
     let warmed = Warmed {
         settle_iterations: settle.iterations(),
-        ended_at: clock(),
+        ended_at: round(batch, &mut step, clock, &sync)?,
     };
     Ok((summarize(&mut samples, Clock::CudaEvent), warmed))
 }
