@@ -5,8 +5,10 @@ use super::summarize;
 use super::timer::{cuda, time_iterations, Wait};
 use crate::error::{Error, Result};
 use crate::plan::CopyPath;
-use cudarc::driver::sys::{cuCtxEnablePeerAccess, cudaError_enum};
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+use cudarc::driver::sys::{
+    cuCtxEnablePeerAccess, cuMemcpyPeerAsync, cudaError_enum, CUcontext, CUdeviceptr,
+};
+use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut};
 use record::{Clock, Timing};
 use std::sync::Arc;
 
@@ -28,6 +30,61 @@ fn enable_peer_access(from: &Arc<CudaContext>, to: &Arc<CudaContext>, gpu: u32) 
             message: format!("{other:?}"),
         }),
     }
+}
+
+/// One end of a peer copy: a device address in a GPU's context.
+#[derive(Debug, Clone, Copy)]
+struct End {
+    ctx: CUcontext,
+    at: CUdeviceptr,
+    gpu: u32,
+}
+
+/// One direction of a peer copy, enqueued on the stream of its receiving GPU.
+#[derive(Debug, Clone, Copy)]
+struct Direction {
+    from: End,
+    to: End,
+}
+
+/// Where peer copies are enqueued: on real GPUs, `cuMemcpyPeerAsync` on a stream.
+trait PeerQueue {
+    /// Enqueues `direction` on stream `stream`, without waiting on any other stream.
+    fn copy(&self, stream: usize, direction: &Direction, bytes: u64) -> Result<()>;
+}
+
+/// The streams of a peer copy, one per direction in the order of its directions.
+struct Queue<'a> {
+    streams: &'a [(u32, Arc<CudaStream>)],
+}
+
+impl PeerQueue for Queue<'_> {
+    fn copy(&self, stream: usize, d: &Direction, bytes: u64) -> Result<()> {
+        let (_, s) = &self.streams[stream];
+        // SAFETY: both addresses are live allocations of `bytes` bytes in their contexts,
+        // peer access is enabled both ways, and the stream belongs to the receiving GPU.
+        unsafe {
+            cuMemcpyPeerAsync(
+                d.to.at,
+                d.to.ctx,
+                d.from.at,
+                d.from.ctx,
+                bytes as usize,
+                s.cu_stream(),
+            )
+        }
+        .result()
+        .map_err(cuda("cuMemcpyPeerAsync", d.to.gpu))
+    }
+}
+
+/// One iteration of a peer copy: each direction on its own stream, all enqueued before any
+/// completes, so both directions run at once.
+fn peer_copies(queue: &dyn PeerQueue, directions: &[Direction], bytes: u64) -> Result<()> {
+    directions
+        .iter()
+        .enumerate()
+        .try_for_each(|(stream, d)| queue.copy(stream, d, bytes))
 }
 
 /// Times one copy of `bytes` along `path`; `contexts` follow `path.gpus()`.
@@ -53,24 +110,42 @@ pub(super) fn measure(
             enable_peer_access(a, b, gpus[0])?;
             enable_peer_access(b, a, gpus[1])?;
             let (sa, sb) = (stream(0)?, stream(1)?);
-            let on_a = alloc(&sa, gpus[0])?;
-            let mut on_b = alloc(&sb, gpus[1])?;
-            // The reverse direction copies B's second buffer into A's.
-            let back_src = alloc(&sb, gpus[1])?;
-            let mut back_dst: CudaSlice<u8> = alloc(&sa, gpus[0])?;
+            // Each buffer is allocated on, and its address taken for, its own GPU's stream,
+            // once: the copies below then name raw addresses, so no copy waits on an event of
+            // the other GPU's stream (cudarc's memcpy_dtod would make each direction wait on
+            // the other's, and p2p-bidir would read as one way).
+            let (on_a, mut on_b) = (alloc(&sa, gpus[0])?, alloc(&sb, gpus[1])?);
+            let (back_src, mut back_dst) = (alloc(&sb, gpus[1])?, alloc(&sa, gpus[0])?);
+            let (pa, _ga) = on_a.device_ptr(&sa);
+            let (pb, _gb) = on_b.device_ptr_mut(&sb);
+            let (pbs, _gbs) = back_src.device_ptr(&sb);
+            let (pad, _gad) = back_dst.device_ptr_mut(&sa);
+            let ends = |ctx: &Arc<CudaContext>, at, gpu| End {
+                ctx: ctx.cu_ctx(),
+                at,
+                gpu,
+            };
+            let forward = Direction {
+                from: ends(a, pa, gpus[0]),
+                to: ends(b, pb, gpus[1]),
+            };
+            let reverse = Direction {
+                from: ends(b, pbs, gpus[1]),
+                to: ends(a, pad, gpus[0]),
+            };
             let streams = if bidirectional {
                 vec![(gpus[1], sb.clone()), (gpus[0], sa.clone())]
             } else {
                 vec![(gpus[1], sb.clone())]
             };
+            let queue = Queue { streams: &streams };
+            let directions: Vec<Direction> = if bidirectional {
+                vec![forward, reverse]
+            } else {
+                vec![forward]
+            };
             time_iterations(&streams, iters, warmup, Wait::Block, || {
-                sb.memcpy_dtod(&on_a, &mut on_b)
-                    .map_err(cuda("cuMemcpyPeerAsync", gpus[1]))?;
-                if bidirectional {
-                    sa.memcpy_dtod(&back_src, &mut back_dst)
-                        .map_err(cuda("cuMemcpyPeerAsync", gpus[0]))?;
-                }
-                Ok(())
+                peer_copies(&queue, &directions, bytes)
             })?
         }
         CopyPath::H2d { gpu } | CopyPath::D2h { gpu } => {
@@ -102,4 +177,49 @@ pub(super) fn measure(
         }
     };
     Ok(summarize(&mut samples, Clock::CudaEvent))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    /// Records what would be enqueued where.
+    #[derive(Default)]
+    struct Fake(RefCell<Vec<(usize, u32, u32)>>);
+
+    impl PeerQueue for Fake {
+        fn copy(&self, stream: usize, d: &Direction, _bytes: u64) -> Result<()> {
+            self.0.borrow_mut().push((stream, d.from.gpu, d.to.gpu));
+            Ok(())
+        }
+    }
+
+    fn end(gpu: u32) -> End {
+        End {
+            ctx: std::ptr::null_mut(),
+            at: 0,
+            gpu,
+        }
+    }
+
+    /// p2p-bidir between GPUs 0 and 1: 0 -> 1 and 1 -> 0 go on two different streams, both
+    /// enqueued in one iteration, and nothing else is enqueued between them (no event wait
+    /// that would serialize them).
+    #[test]
+    fn both_directions_go_on_their_own_streams() {
+        let fake = Fake::default();
+        let both = [
+            Direction {
+                from: end(0),
+                to: end(1),
+            },
+            Direction {
+                from: end(1),
+                to: end(0),
+            },
+        ];
+        peer_copies(&fake, &both, 1 << 20).unwrap();
+        assert_eq!(*fake.0.borrow(), [(0, 0, 1), (1, 1, 0)]);
+    }
 }
