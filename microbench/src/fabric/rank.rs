@@ -1,5 +1,5 @@
 //! One rank of a job on real GPUs (issue 12), as nccl-tests runs under mpirun: this process
-//! holds one rank of the job's NCCL communicator (`ncclCommInitRank` with rank 0's unique id,
+//! holds one rank of the job's NCCL communicator (`ncclCommInitRankConfig` with rank 0's unique id,
 //! which the rendezvous handed out) on the GPU of its local rank, and, for the
 //! one-GPU-per-node shape, a rank of its `ncclCommSplit`. It runs the job's steps
 //! ([`super::world`]) in order and keeps its own timed loops, which rank 0 gathers.

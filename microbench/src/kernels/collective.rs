@@ -5,8 +5,9 @@
 //! A [`Communicators`] holds this process's ranks of one communicator, each with its rank
 //! index and the communicator's size: within a node one process drives every GPU of the group
 //! (`ncclCommInitAll`, ranks 0 to n-1); in a multi-process job (issue 12) each process holds
-//! one rank of the job's communicator (`ncclCommInitRank`) or of a split of it
-//! (`ncclCommSplit`). Offsets and peers follow the rank index and size, never the position of
+//! one rank of the job's communicator (`ncclCommInitRankConfig`) or of a split of it
+//! (`ncclCommSplit`), both non-blocking and waited for under a deadline (see
+//! [`super::nonblocking`]), as is every group of collectives on them. Offsets and peers follow the rank index and size, never the position of
 //! a rank in this process.
 //!
 //! A collective that fails, reports an asynchronous error (`ncclCommGetAsyncError`, polled
@@ -16,14 +17,15 @@
 
 use super::loader::dotted;
 use super::nccl::{describe, nccl, version_number, Api};
-use super::timer::{cuda, time_loops, Wait};
+use super::nonblocking;
+use super::timer::{cuda, time_loops, Wait, HUNG_AFTER};
 use super::{loop_timing, LOOPS};
 use crate::error::{Error, Result};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtrMut};
 use cudarc::nccl::sys::{self, ncclComm_t, ncclDataType_t, ncclRedOp_t, ncclResult_t};
 use record::{Clock, Dtype, Kind, Timing};
 use std::ffi::{c_char, c_int, c_void};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Converts NCCL's result of `call` on `gpu` into ours.
@@ -126,76 +128,6 @@ impl Drop for Communicators {
     }
 }
 
-/// A communicator handle made on a helper thread (see [`bounded`]).
-struct Made(ncclComm_t);
-
-// SAFETY: the handle is handed over once, from the thread that made it to the caller, and
-// used by one thread at a time after that.
-unsafe impl Send for Made {}
-
-impl Made {
-    /// The handle; a method, so that a closure moves the whole `Made` (which is `Send`), not
-    /// its field.
-    fn handle(self) -> ncclComm_t {
-        self.0
-    }
-}
-
-/// Runs NCCL's blocking `call` (init or split) on a helper thread bound to `ctx` and waits at
-/// most `timeout`. Both block until every rank of the communicator calls them, and a rank
-/// that died before its call would hold the others there for good; there is no handle to
-/// abort yet, so past the deadline the caller gets an error and ends the process, which
-/// ends the thread with it.
-fn bounded(
-    what: &'static str,
-    gpu: u32,
-    ctx: &Arc<CudaContext>,
-    timeout: Duration,
-    call: impl FnOnce() -> Result<ncclComm_t> + Send + 'static,
-) -> Result<ncclComm_t> {
-    let (tx, rx) = mpsc::channel();
-    let ctx = ctx.clone();
-    std::thread::spawn(move || {
-        let made = ctx
-            .bind_to_thread()
-            .map_err(cuda("cuCtxSetCurrent", gpu))
-            .and_then(|()| call())
-            .map(Made);
-        // The caller may have given up (timeout); then no one needs the result.
-        let _ = tx.send(made);
-    });
-    answer(&rx, what, gpu, timeout).map(Made::handle)
-}
-
-/// The helper thread's answer to `what` within `timeout`. A thread that ended without one
-/// (it panicked, and the panic hook has printed why) is told from one still waiting.
-fn answer<T>(
-    rx: &mpsc::Receiver<Result<T>>,
-    what: &'static str,
-    gpu: u32,
-    timeout: Duration,
-) -> Result<T> {
-    let message = match rx.recv_timeout(timeout) {
-        Ok(made) => return made,
-        Err(mpsc::RecvTimeoutError::Disconnected) => {
-            "its thread ended without an answer (an internal error, printed above): not a \
-             timeout"
-                .to_string()
-        }
-        Err(mpsc::RecvTimeoutError::Timeout) => format!(
-            "not done after {} s: a rank of the job stopped before its NCCL init, or the ranks \
-             cannot reach each other (check NCCL_SOCKET_IFNAME and the firewall; \
-             NCCL_DEBUG=INFO shows where it waits)",
-            timeout.as_secs_f64()
-        ),
-    };
-    Err(Error::Cuda {
-        call: what,
-        gpu,
-        message,
-    })
-}
-
 impl Communicators {
     /// One communicator per GPU of `gpus`, whose CUDA contexts are `contexts`, all driven by
     /// this process: ranks 0 to n-1 in the order of `gpus`.
@@ -218,7 +150,7 @@ impl Communicators {
         })
     }
 
-    /// Rank `rank` of a communicator of `world` ranks across processes (`ncclCommInitRank`
+    /// Rank `rank` of a communicator of `world` ranks across processes (`ncclCommInitRankConfig`
     /// with rank 0's unique id `id`), on `gpu` whose context is `ctx`; waits at most
     /// `timeout` for the other ranks.
     pub(crate) fn join(
@@ -238,15 +170,9 @@ impl Communicators {
         let unique = sys::ncclUniqueId {
             internal: bytes.map(|b| b as c_char),
         };
-        let comm = bounded("ncclCommInitRank", gpu, &ctx, timeout, move || {
-            let mut comm = std::ptr::null_mut();
-            // SAFETY: `comm` is a valid place for the handle; the thread's current context
-            // is `gpu`'s, which NCCL takes as its device.
-            let status =
-                unsafe { (api.ncclCommInitRank)(&mut comm, world as c_int, unique, rank as c_int) };
-            checked(api, "ncclCommInitRank", gpu, status)?;
-            Ok(comm)
-        })?;
+        // NCCL takes the calling thread's current context as its device.
+        ctx.bind_to_thread().map_err(cuda("cuCtxSetCurrent", gpu))?;
+        let comm = nonblocking::init_rank(api, gpu, (rank, world), unique, timeout)?;
         Ok(Communicators {
             api,
             gpus: vec![gpu],
@@ -276,19 +202,9 @@ impl Communicators {
                 })
             }
         };
-        let parent = Made(parent);
         let api = self.api;
-        let comm = bounded("ncclCommSplit", gpu, ctx, timeout, move || {
-            let parent = parent.handle();
-            let mut comm = std::ptr::null_mut();
-            // SAFETY: `parent` is a live communicator, not used elsewhere while this call
-            // runs (the caller waits on it); a null config inherits the parent's.
-            let status = unsafe {
-                (api.ncclCommSplit)(parent, color, key as c_int, &mut comm, std::ptr::null_mut())
-            };
-            checked(api, "ncclCommSplit", gpu, status)?;
-            Ok(comm)
-        })?;
+        ctx.bind_to_thread().map_err(cuda("cuCtxSetCurrent", gpu))?;
+        let comm = nonblocking::split(api, parent, gpu, (color, key as c_int), timeout)?;
         if comm.is_null() {
             return Ok(None);
         }
@@ -497,7 +413,13 @@ fn issue(
     // of the next point. The enqueue's error, the first, is the one reported.
     // SAFETY: as above.
     let closed = checked(api, "ncclGroupEnd", gpu, unsafe { (api.ncclGroupEnd)() });
-    enqueued.and(closed)
+    enqueued.and(closed)?;
+    // A job's communicators are non-blocking: the group may still be enqueueing (connecting
+    // to peers) and must be done before the next call. One made by ncclCommInitAll is
+    // blocking and always done here.
+    ranks.iter().zip(comms).try_for_each(|(rank, &comm)| {
+        nonblocking::ready(api, comm, ("ncclGroupEnd", rank.gpu), HUNG_AFTER, false)
+    })
 }
 
 /// Byte offset of rank `rank`'s share in a buffer of one `chunk`-byte share per rank: where
@@ -659,29 +581,6 @@ fn enqueue(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A helper thread that panics is reported at once as such, not after the timeout as
-    /// a hang; one still running past the deadline is the timeout.
-    #[test]
-    fn a_helper_that_died_is_not_a_timeout() {
-        let (tx, rx) = mpsc::channel::<Result<()>>();
-        let died = std::thread::spawn(move || {
-            let _tx = tx;
-            panic!("Missing symbol ncclCommSplit");
-        });
-        let _ = died.join();
-        let began = std::time::Instant::now();
-        let err = answer(&rx, "ncclCommSplit", 3, Duration::from_secs(60)).unwrap_err();
-        assert!(began.elapsed() < Duration::from_secs(5));
-        assert_eq!(
-            err.to_string(),
-            "ncclCommSplit on GPU 3: its thread ended without an answer (an internal error, \
-             printed above): not a timeout"
-        );
-        let (_tx, rx) = mpsc::channel::<Result<()>>();
-        let err = answer(&rx, "ncclCommInitRank", 0, Duration::from_millis(10)).unwrap_err();
-        assert!(err.to_string().contains("not done after 0.01 s"), "{err}");
-    }
 
     /// fp8 collectives need NCCL 2.24: refused on 2.23.4 and on an NCCL that gives no
     /// version, run on 2.24.3; bf16 runs on either.

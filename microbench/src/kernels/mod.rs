@@ -19,6 +19,8 @@ mod loader;
 #[cfg(feature = "cuda")]
 mod nccl;
 #[cfg(feature = "cuda")]
+mod nonblocking;
+#[cfg(feature = "cuda")]
 mod ordinals;
 #[cfg(feature = "cuda")]
 mod settle;

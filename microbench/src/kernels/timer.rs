@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 /// Longest one timed loop may run before it is given up as hung: far above any calibration
 /// point (an 8 GiB all-reduce over PCIe takes about a second per iteration, and a loop has 25).
-const HUNG_AFTER: Duration = Duration::from_secs(120);
+pub(super) const HUNG_AFTER: Duration = Duration::from_secs(120);
 
 /// Time between polls of a watched loop; the timing itself is on the GPU's events.
 const POLL: Duration = Duration::from_micros(200);

@@ -1,0 +1,219 @@
+//! NCCL communicators that never block the calling thread, so a deadline can stop them: a
+//! blocking `ncclCommInitRank` or `ncclGroupEnd` waits for every rank for good, and a rank
+//! that died before its call would hold the others there. Each is made with
+//! `ncclCommInitRankConfig` (blocking = 0); every call may then return `ncclInProgress`, and
+//! `ncclCommGetAsyncError` is polled until it says done, an error, or the deadline passes, when
+//! the communicator is aborted (`ncclCommAbort`), which ends its pending work.
+
+use super::nccl::{describe, Api};
+use crate::error::{Error, Result};
+use cudarc::nccl::sys::{ncclComm_t, ncclResult_t, ncclUniqueId};
+use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::time::{Duration, Instant};
+
+/// Time between polls of a pending communicator.
+const POLL: Duration = Duration::from_micros(200);
+
+/// `ncclConfig_t` as NCCL 2.18 laid it out (`nccl.h`): NCCL reads `size` bytes of it and
+/// leaves later fields at their defaults, so this head is valid for 2.18 and later.
+#[repr(C)]
+struct Config {
+    size: usize,
+    magic: c_uint,
+    version: c_uint,
+    blocking: c_int,
+    cga_cluster_size: c_int,
+    min_ctas: c_int,
+    max_ctas: c_int,
+    net_name: *const c_char,
+    split_share: c_int,
+}
+
+/// `NCCL_CONFIG_UNDEF_INT`: a field NCCL fills with its default.
+const UNDEF: c_int = c_int::MIN;
+
+impl Config {
+    /// `NCCL_CONFIG_INITIALIZER` with `blocking = 0`.
+    fn nonblocking() -> Config {
+        Config {
+            size: std::mem::size_of::<Config>(),
+            magic: 0xcafe_beef,
+            // NCCL_VERSION(2, 18, 0): the release whose config this is.
+            version: 21800,
+            blocking: 0,
+            cga_cluster_size: UNDEF,
+            min_ctas: UNDEF,
+            max_ctas: UNDEF,
+            net_name: std::ptr::null(),
+            split_share: UNDEF,
+        }
+    }
+}
+
+/// How a wait for a pending communicator ended, when it did not end done.
+#[derive(Debug, PartialEq)]
+pub(super) enum Unfinished {
+    /// NCCL reported this error.
+    Failed(ncclResult_t),
+    /// Still in progress at the deadline.
+    TimedOut,
+}
+
+/// Polls `state` (a communicator's `ncclCommGetAsyncError`) until it is not in progress, at
+/// most `timeout`.
+pub(super) fn wait(
+    state: &dyn Fn() -> ncclResult_t,
+    timeout: Duration,
+) -> std::result::Result<(), Unfinished> {
+    let start = Instant::now();
+    loop {
+        match state() {
+            ncclResult_t::ncclSuccess => return Ok(()),
+            ncclResult_t::ncclInProgress if start.elapsed() < timeout => std::thread::sleep(POLL),
+            ncclResult_t::ncclInProgress => return Err(Unfinished::TimedOut),
+            failed => return Err(Unfinished::Failed(failed)),
+        }
+    }
+}
+
+/// `comm`'s state, or the error of asking for it.
+fn state(api: &Api, comm: ncclComm_t) -> ncclResult_t {
+    let mut state = ncclResult_t::ncclSuccess;
+    // SAFETY: `comm` is a live communicator and `state` a valid place for its state.
+    let asked = unsafe { (api.ncclCommGetAsyncError)(comm, &mut state) };
+    if asked == ncclResult_t::ncclSuccess {
+        state
+    } else {
+        asked
+    }
+}
+
+/// Waits for `comm`, made or used by `call` on `gpu`, at most `timeout`; on failure or
+/// timeout the error names the call, and `comm` is aborted when `abort` is set.
+pub(super) fn ready(
+    api: &'static Api,
+    comm: ncclComm_t,
+    (call, gpu): (&'static str, u32),
+    timeout: Duration,
+    abort: bool,
+) -> Result<()> {
+    let waited = wait(&|| state(api, comm), timeout);
+    let message = match waited {
+        Ok(()) => return Ok(()),
+        Err(Unfinished::Failed(e)) => describe(api, e),
+        Err(Unfinished::TimedOut) => format!(
+            "not done after {} s: a rank of the job stopped or never called it, or the ranks \
+             cannot reach each other (check NCCL_SOCKET_IFNAME and the firewall; \
+             NCCL_DEBUG=INFO shows where it waits)",
+            timeout.as_secs_f64()
+        ),
+    };
+    if abort {
+        // SAFETY: `comm` is not used again by the caller after an error.
+        unsafe { (api.ncclCommAbort)(comm) };
+    }
+    Err(Error::Cuda { call, gpu, message })
+}
+
+/// Fails unless NCCL took the call, done or in progress.
+fn taken(api: &'static Api, status: ncclResult_t, call: &'static str, gpu: u32) -> Result<()> {
+    match status {
+        ncclResult_t::ncclSuccess | ncclResult_t::ncclInProgress => Ok(()),
+        failed => Err(Error::Cuda {
+            call,
+            gpu,
+            message: describe(api, failed),
+        }),
+    }
+}
+
+/// Rank `rank` of `world` from rank 0's `unique` id, non-blocking, on the current thread's
+/// CUDA device (`gpu`'s context must be bound); ready, or aborted past `timeout`.
+pub(super) fn init_rank(
+    api: &'static Api,
+    gpu: u32,
+    (rank, world): (u32, u32),
+    unique: ncclUniqueId,
+    timeout: Duration,
+) -> Result<ncclComm_t> {
+    let call = "ncclCommInitRankConfig";
+    let mut comm: ncclComm_t = std::ptr::null_mut();
+    let mut config = Config::nonblocking();
+    // SAFETY: `comm` is a valid place for the handle and `config` a live, initialised
+    // config that NCCL reads during the call.
+    let status = unsafe {
+        (api.ncclCommInitRankConfig)(
+            &mut comm,
+            world as c_int,
+            unique,
+            rank as c_int,
+            (&mut config as *mut Config).cast::<c_void>(),
+        )
+    };
+    taken(api, status, call, gpu)?;
+    ready(api, comm, (call, gpu), timeout, true)?;
+    Ok(comm)
+}
+
+/// This rank's part of `ncclCommSplit` of `parent` (non-blocking, as the parent is: a null
+/// config inherits its settings); the new communicator, ready, or null for no color.
+pub(super) fn split(
+    api: &'static Api,
+    parent: ncclComm_t,
+    gpu: u32,
+    (color, key): (c_int, c_int),
+    timeout: Duration,
+) -> Result<ncclComm_t> {
+    let call = "ncclCommSplit";
+    let mut comm: ncclComm_t = std::ptr::null_mut();
+    // SAFETY: `parent` is a live communicator; `comm` is a valid place for the handle.
+    let status =
+        unsafe { (api.ncclCommSplit)(parent, color, key, &mut comm, std::ptr::null_mut()) };
+    taken(api, status, call, gpu)?;
+    // The parent's part first: a rank without a color gets no communicator to poll.
+    ready(api, parent, (call, gpu), timeout, false)?;
+    if !comm.is_null() {
+        ready(api, comm, (call, gpu), timeout, true)?;
+    }
+    Ok(comm)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    /// A communicator that finishes after three polls is waited for; one that never does is
+    /// given up at the deadline; an asynchronous error ends the wait at once.
+    #[test]
+    fn a_pending_communicator_is_polled_until_done_failed_or_the_deadline() {
+        let polls = Cell::new(0);
+        let done_after_3 = || {
+            polls.set(polls.get() + 1);
+            if polls.get() < 3 {
+                ncclResult_t::ncclInProgress
+            } else {
+                ncclResult_t::ncclSuccess
+            }
+        };
+        assert_eq!(wait(&done_after_3, Duration::from_secs(5)), Ok(()));
+        assert_eq!(polls.get(), 3);
+        let start = Instant::now();
+        let hung = wait(&|| ncclResult_t::ncclInProgress, Duration::from_millis(20));
+        assert_eq!(hung, Err(Unfinished::TimedOut));
+        assert!(start.elapsed() >= Duration::from_millis(20));
+        assert_eq!(
+            wait(&|| ncclResult_t::ncclRemoteError, Duration::from_secs(60)),
+            Err(Unfinished::Failed(ncclResult_t::ncclRemoteError))
+        );
+    }
+
+    /// The config NCCL_CONFIG_INITIALIZER makes, with blocking = 0, on 64-bit Linux: 48 bytes
+    /// (a size_t, two uints, four ints, a pointer, an int and its padding).
+    #[test]
+    fn the_config_is_nccl_s_layout_with_blocking_off() {
+        let c = Config::nonblocking();
+        assert_eq!((c.size, c.magic, c.blocking), (48, 0xcafe_beef, 0));
+        assert_eq!(c.cga_cluster_size, i32::MIN);
+    }
+}
