@@ -212,6 +212,10 @@ pub struct Versions {
     pub cuda: Option<String>,
     /// NCCL version.
     pub nccl: Option<String>,
+    /// cuBLASLt version, on GEMM records (`cublasLtGetVersion`); absent when unknown, so
+    /// records without it read and write as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cublaslt: Option<String>,
 }
 
 impl Record {
@@ -576,6 +580,23 @@ mod tests {
         let r = Record::gemm(Backend::Sim, group(1), shape, Dtype::Bf16, timing(1.0));
         assert_eq!(r.flops, Some(2.0 * 8192f64.powi(3)));
         assert_eq!(r.bytes, 3 * 8192 * 8192 * 2);
+    }
+
+    /// A GEMM record carries cuBLASLt's version; a record without one writes no key, so
+    /// files written before the field read and write the same.
+    #[test]
+    fn the_cublaslt_version_is_kept_and_absent_when_unknown() {
+        let versions = Versions {
+            cublaslt: Some("12.9.3".into()),
+            ..Versions::default()
+        };
+        let text = serde_json::to_string(&versions).unwrap();
+        assert!(text.contains(r#""cublaslt":"12.9.3""#), "{text}");
+        assert_eq!(serde_json::from_str::<Versions>(&text).unwrap(), versions);
+        let none = serde_json::to_string(&Versions::default()).unwrap();
+        assert_eq!(none, r#"{"driver":null,"cuda":null,"nccl":null}"#);
+        let old: Versions = serde_json::from_str(&none).unwrap();
+        assert_eq!(old.cublaslt, None);
     }
 
     /// An fp8 GEMM reads A and B at one byte an element and writes C in bf16, two bytes.

@@ -88,7 +88,7 @@ pub fn discover() -> Result<Topology> {
             .sys_cuda_driver_version()
             .ok()
             .map(|v| format!("{}.{}", v / 1000, (v % 1000) / 10)),
-        nccl: None,
+        ..record::Versions::default()
     };
     Ok(Topology {
         node: hostname(),

@@ -200,7 +200,10 @@ impl Backend for GpuBackend {
                 dtype,
                 layout,
             } => {
-                vec![self.measure_gemm(point, *gpu, (*shape, *dtype, *layout), (iters, warmup))?]
+                let gemm =
+                    self.measure_gemm(point, *gpu, (*shape, *dtype, *layout), (iters, warmup))?;
+                versions.cublaslt = super::cublaslt::cublaslt_version();
+                vec![gemm]
             }
             Point::Copy { path, bytes } => {
                 vec![self.measure_copy(point, *path, *bytes, (iters, warmup))?]
