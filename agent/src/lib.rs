@@ -36,6 +36,7 @@ pub mod http;
 pub mod identity;
 pub mod idle;
 pub mod input;
+pub mod libs;
 pub mod listener;
 pub mod metrics;
 pub mod negotiation;
@@ -73,6 +74,13 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     }
     let microbench = child::find_microbench(config.microbench_bin.as_deref())?;
     let node: Arc<dyn node::Node> = node::build(&config)?.into();
+    // Only the real backend's child loads GPU libraries; the sim's loads none.
+    if node.source() == record::Backend::Nccl {
+        tokio::spawn({
+            let microbench = microbench.clone();
+            async move { libs::log(&microbench).await }
+        });
+    }
     let node_name = config.node_name.clone().unwrap_or_else(host_name);
     let mut state_distrusted = 0;
     let calibration = match state::load(&config.state_dir)? {
