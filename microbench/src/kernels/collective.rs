@@ -4,7 +4,7 @@
 //!
 //! A [`Communicators`] holds this process's ranks of one communicator, each with its rank
 //! index and the communicator's size: within a node one process drives every GPU of the group
-//! (`ncclCommInitAll`, ranks 0 to n-1); in a multi-process job (issue 12) each process holds
+//! (ranks 0 to n-1, as `ncclCommInitAll` makes them); in a multi-process job (issue 12) each process holds
 //! one rank of the job's communicator (`ncclCommInitRankConfig`) or of a split of it
 //! (`ncclCommSplit`), both non-blocking and waited for under a deadline (see
 //! [`super::nonblocking`]), as is every group of collectives on them. Offsets and peers follow the rank index and size, never the position of
@@ -134,12 +134,9 @@ impl Communicators {
     pub(super) fn new(gpus: &[u32], contexts: Vec<Arc<CudaContext>>) -> Result<Communicators> {
         let api = nccl()?;
         let n = contexts.len();
-        let mut comms = vec![std::ptr::null_mut(); n];
-        let ordinals: Vec<c_int> = contexts.iter().map(|c| c.ordinal() as c_int).collect();
-        // SAFETY: `comms` has room for n communicators and `ordinals` names n CUDA devices.
-        let status =
-            unsafe { (api.ncclCommInitAll)(comms.as_mut_ptr(), n as c_int, ordinals.as_ptr()) };
-        checked(api, "ncclCommInitAll", gpus[0], status)?;
+        let ranks: Vec<(Arc<CudaContext>, u32)> =
+            contexts.iter().cloned().zip(gpus.iter().copied()).collect();
+        let comms = nonblocking::init_all(api, &ranks, HUNG_AFTER)?;
         Ok(Communicators {
             api,
             gpus: gpus.to_vec(),
@@ -414,9 +411,8 @@ fn issue(
     // SAFETY: as above.
     let closed = checked(api, "ncclGroupEnd", gpu, unsafe { (api.ncclGroupEnd)() });
     enqueued.and(closed)?;
-    // A job's communicators are non-blocking: the group may still be enqueueing (connecting
-    // to peers) and must be done before the next call. One made by ncclCommInitAll is
-    // blocking and always done here.
+    // Communicators are non-blocking: the group may still be enqueueing (connecting to
+    // peers) and must be done before the next call on them.
     ranks.iter().zip(comms).try_for_each(|(rank, &comm)| {
         nonblocking::ready(api, comm, ("ncclGroupEnd", rank.gpu), HUNG_AFTER, false)
     })

@@ -17,7 +17,6 @@ api! {
         ncclGetVersion: fn(*mut c_int) -> ncclResult_t;
         ncclGetUniqueId: fn(*mut ncclUniqueId) -> ncclResult_t;
         ncclGetErrorString: fn(ncclResult_t) -> *const c_char;
-        ncclCommInitAll: fn(*mut ncclComm_t, c_int, *const c_int) -> ncclResult_t;
         ncclCommInitRankConfig: fn(*mut ncclComm_t, c_int, ncclUniqueId, c_int, *mut c_void) -> ncclResult_t;
         ncclCommSplit: fn(ncclComm_t, c_int, c_int, *mut ncclComm_t, *mut c_void) -> ncclResult_t;
         ncclCommUserRank: fn(ncclComm_t, *mut c_int) -> ncclResult_t;

@@ -6,9 +6,12 @@
 //! the communicator is aborted (`ncclCommAbort`), which ends its pending work.
 
 use super::nccl::{describe, Api};
+use super::timer::cuda;
 use crate::error::{Error, Result};
+use cudarc::driver::CudaContext;
 use cudarc::nccl::sys::{ncclComm_t, ncclResult_t, ncclUniqueId};
 use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Time between polls of a pending communicator.
@@ -153,6 +156,74 @@ pub(super) fn init_rank(
     taken(api, status, call, gpu)?;
     ready(api, comm, (call, gpu), timeout, true)?;
     Ok(comm)
+}
+
+/// One communicator per context of `gpus`, all driven by this thread, ranks 0 to n-1 in
+/// their order: what `ncclCommInitAll` makes, here as n non-blocking inits in one NCCL group
+/// (`ncclCommInitAll` has no deadline); each ready, or all aborted past `timeout`.
+pub(super) fn init_all(
+    api: &'static Api,
+    gpus: &[(Arc<CudaContext>, u32)],
+    timeout: Duration,
+) -> Result<Vec<ncclComm_t>> {
+    let call = "ncclCommInitRankConfig (one process, every GPU)";
+    let first = gpus.first().map_or(0, |(_, g)| *g);
+    let mut unique = ncclUniqueId { internal: [0; 128] };
+    // SAFETY: `unique` is a valid place for the id.
+    taken(
+        api,
+        unsafe { (api.ncclGetUniqueId)(&mut unique) },
+        "ncclGetUniqueId",
+        first,
+    )?;
+    let n = gpus.len() as c_int;
+    let mut comms: Vec<ncclComm_t> = vec![std::ptr::null_mut(); gpus.len()];
+    // One config per rank, alive until every init is done.
+    let mut configs: Vec<Config> = gpus.iter().map(|_| Config::nonblocking()).collect();
+    // SAFETY: group calls take no arguments.
+    taken(
+        api,
+        unsafe { (api.ncclGroupStart)() },
+        "ncclGroupStart",
+        first,
+    )?;
+    let started = gpus
+        .iter()
+        .zip(comms.iter_mut().zip(configs.iter_mut()))
+        .zip(0..)
+        .try_for_each(|(((ctx, gpu), (comm, config)), rank)| {
+            // NCCL takes the current context as the rank's device.
+            ctx.bind_to_thread()
+                .map_err(cuda("cuCtxSetCurrent", *gpu))?;
+            // SAFETY: `comm` and `config` are valid and outlive the group.
+            let status = unsafe {
+                (api.ncclCommInitRankConfig)(
+                    comm,
+                    n,
+                    unique,
+                    rank,
+                    (config as *mut Config).cast::<c_void>(),
+                )
+            };
+            taken(api, status, call, *gpu)
+        });
+    // Closed even when an init failed, so the group does not swallow the next calls.
+    // SAFETY: as above.
+    let ended = taken(api, unsafe { (api.ncclGroupEnd)() }, "ncclGroupEnd", first);
+    let made = started.and(ended).and_then(|()| {
+        comms
+            .iter()
+            .zip(gpus)
+            .try_for_each(|(&comm, (_, gpu))| ready(api, comm, (call, *gpu), timeout, false))
+    });
+    if let Err(e) = made {
+        for &comm in comms.iter().filter(|c| !c.is_null()) {
+            // SAFETY: each is a communicator of the failed group, never used again.
+            unsafe { (api.ncclCommAbort)(comm) };
+        }
+        return Err(e);
+    }
+    Ok(comms)
 }
 
 /// This rank's part of `ncclCommSplit` of `parent` (non-blocking, as the parent is: a null
