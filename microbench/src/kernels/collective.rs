@@ -290,13 +290,11 @@ struct Rank {
 /// using them).
 pub(super) fn measure(
     group: &mut Communicators,
-    kind: Kind,
-    bytes: u64,
-    dtype: Dtype,
-    iters: u32,
-    warmup: u32,
+    (kind, bytes, dtype): (Kind, u64, Dtype),
+    (iters, warmup): (u32, u32),
+    sample: &dyn Fn(),
 ) -> Result<[Timing; 2]> {
-    let [oop, ip] = measure_loops(group, (kind, None), bytes, dtype, (iters, warmup))?;
+    let [oop, ip] = measure_loops(group, (kind, None), bytes, dtype, (iters, warmup), sample)?;
     let timing = |elapsed: &[f64]| loop_timing(elapsed, iters, Clock::CudaEvent);
     Ok([timing(&oop), timing(&ip)])
 }
@@ -308,13 +306,15 @@ pub(crate) type Traffic = (Kind, Option<u32>);
 
 /// The elapsed time of each of [`LOOPS`] loops of `iters` iterations, out-of-place then
 /// in-place, as this process's GPUs saw them (the longest of its streams): what a job rank
-/// sends rank 0, which averages them across ranks. Aborts the group on any failure.
+/// sends rank 0, which averages them across ranks. `sample` runs while each set of loops
+/// runs (see [`Wait`]). Aborts the group on any failure.
 pub(crate) fn measure_loops(
     group: &mut Communicators,
     traffic: Traffic,
     bytes: u64,
     dtype: Dtype,
     (iters, warmup): (u32, u32),
+    sample: &dyn Fn(),
 ) -> Result<[Vec<f64>; 2]> {
     let kind = traffic.0;
     check_dtype(dtype, version_number(group.api), group.gpus[0])?;
@@ -368,7 +368,13 @@ pub(crate) fn measure_loops(
     let check = || shared.async_error();
     let timed = |in_place: bool| -> Result<Vec<f64>> {
         let step = || issue(shared.api, &shared.comms, &ranks, &point, in_place);
-        time_loops(&streams, (LOOPS, iters), warmup, Wait::Watch(&check), step)
+        time_loops(
+            &streams,
+            (LOOPS, iters),
+            warmup,
+            Wait::Watch(sample, &check),
+            step,
+        )
     };
     let loops = timed(false).and_then(|oop| Ok([oop, timed(true)?]));
     if loops.is_err() {

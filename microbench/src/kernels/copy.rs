@@ -87,13 +87,14 @@ fn peer_copies(queue: &dyn PeerQueue, directions: &[Direction], bytes: u64) -> R
         .try_for_each(|(stream, d)| queue.copy(stream, d, bytes))
 }
 
-/// Times one copy of `bytes` along `path`; `contexts` follow `path.gpus()`.
+/// Times one copy of `bytes` along `path`; `contexts` follow `path.gpus()`. `sample` runs
+/// while the timed copies run (see [`Wait`]).
 pub(super) fn measure(
     contexts: &[Arc<CudaContext>],
     path: CopyPath,
     bytes: u64,
-    iters: u32,
-    warmup: u32,
+    (iters, warmup): (u32, u32),
+    sample: &dyn Fn(),
 ) -> Result<Timing> {
     let len = bytes as usize;
     let gpus = path.gpus();
@@ -144,7 +145,7 @@ pub(super) fn measure(
             } else {
                 vec![forward]
             };
-            time_iterations(&streams, iters, warmup, Wait::Block, || {
+            time_iterations(&streams, iters, warmup, Wait::Block(sample), || {
                 peer_copies(&queue, &directions, bytes)
             })?
         }
@@ -156,24 +157,36 @@ pub(super) fn measure(
                 .map_err(cuda("cuMemHostAlloc", gpu))?;
             let mut dev = alloc(&s, gpu)?;
             let to_device = matches!(path, CopyPath::H2d { .. });
-            time_iterations(&[(gpu, s.clone())], iters, warmup, Wait::Block, || {
-                if to_device {
-                    s.memcpy_htod(&host, &mut dev)
-                        .map_err(cuda("cuMemcpyHtoDAsync", gpu))
-                } else {
-                    s.memcpy_dtoh(&dev, &mut host)
-                        .map_err(cuda("cuMemcpyDtoHAsync", gpu))
-                }
-            })?
+            time_iterations(
+                &[(gpu, s.clone())],
+                iters,
+                warmup,
+                Wait::Block(sample),
+                || {
+                    if to_device {
+                        s.memcpy_htod(&host, &mut dev)
+                            .map_err(cuda("cuMemcpyHtoDAsync", gpu))
+                    } else {
+                        s.memcpy_dtoh(&dev, &mut host)
+                            .map_err(cuda("cuMemcpyDtoHAsync", gpu))
+                    }
+                },
+            )?
         }
         CopyPath::Hbm { gpu } => {
             let s = stream(0)?;
             let src = alloc(&s, gpu)?;
             let mut dst = alloc(&s, gpu)?;
-            time_iterations(&[(gpu, s.clone())], iters, warmup, Wait::Block, || {
-                s.memcpy_dtod(&src, &mut dst)
-                    .map_err(cuda("cuMemcpyDtoDAsync", gpu))
-            })?
+            time_iterations(
+                &[(gpu, s.clone())],
+                iters,
+                warmup,
+                Wait::Block(sample),
+                || {
+                    s.memcpy_dtod(&src, &mut dst)
+                        .map_err(cuda("cuMemcpyDtoDAsync", gpu))
+                },
+            )?
         }
     };
     Ok(summarize(&mut samples, Clock::CudaEvent))

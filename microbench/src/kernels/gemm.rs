@@ -6,7 +6,7 @@
 
 use super::cublaslt::{cublaslt, Api};
 use super::fill::fill_random;
-use super::settle::{round, warm_up};
+use super::settle::warm_up;
 use super::timer::{cuda, time_iterations, Wait};
 use super::{check_gemm_layout, summarize};
 use crate::discovery::SmClock;
@@ -37,7 +37,7 @@ const SEEDS: [u64; 2] = [0x9e37_79b9_7f4a_7c15, 0xd1b5_4a32_d192_ed03];
 pub(super) struct Warmed {
     /// Iterations spent waiting for the SM clock to settle, after the fixed warm-up.
     pub settle_iterations: u32,
-    /// The SM clock and throttle reasons under the GEMM's load right after its timed loop.
+    /// The SM clock and throttle reasons while the timed loop ran.
     pub ended_at: SmClock,
 }
 
@@ -479,8 +479,8 @@ impl Drop for Owned {
 }
 
 /// Runs `step` `warmup` times, then until the SM clock settles (see [`warm_up`]), then times
-/// `iters` iterations and reads the clock under one more round of the same load; gives the
-/// timing and how the warm-up went.
+/// `iters` iterations, reading the clock while they run; gives the timing and how the warm-up
+/// went.
 fn time_gemm(
     stream: &Arc<CudaStream>,
     gpu: u32,
@@ -496,11 +496,19 @@ fn time_gemm(
             .synchronize()
             .map_err(cuda("cuStreamSynchronize", gpu))
     };
-    let (settle, batch) = warm_up(&mut step, &|| clock().mhz, &sync)?;
-    let mut samples = time_iterations(&[(gpu, stream.clone())], iters, 0, Wait::Block, &mut step)?;
+    let settle = warm_up(&mut step, &|| clock().mhz, &sync)?;
+    let during = std::cell::Cell::new(SmClock::default());
+    let sample = || during.set(clock());
+    let mut samples = time_iterations(
+        &[(gpu, stream.clone())],
+        iters,
+        0,
+        Wait::Block(&sample),
+        &mut step,
+    )?;
     let warmed = Warmed {
         settle_iterations: settle.iterations(),
-        ended_at: round(batch, &mut step, clock, &sync)?,
+        ended_at: during.get(),
     };
     Ok((summarize(&mut samples, Clock::CudaEvent), warmed))
 }

@@ -13,7 +13,8 @@ use crate::discovery::{self, Activity, SmClock, Topology};
 use crate::error::{Error, Result};
 use crate::plan::{CopyPath, Point};
 use cudarc::driver::CudaContext;
-use record::{Backend as Source, Dtype, Gemm, GemmLayout, Kind, Record};
+use record::{Backend as Source, Dtype, Gemm, GemmLayout, Record};
+use std::cell::Cell;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -183,6 +184,14 @@ impl Backend for GpuBackend {
         check_point(point, &self.topology)?;
 
         let mut versions = self.topology.versions.clone();
+        // Collectives and copies: the clocks read while their loops run (two NVML calls per
+        // GPU, far below a point's time), the slowest GPU standing for the group.
+        let during = Cell::new(SmClock::default());
+        let gpus_of_point = point.gpus();
+        let sample = || {
+            let clocks: Vec<SmClock> = gpus_of_point.iter().map(|&g| self.sm_clock(g)).collect();
+            during.set(SmClock::slowest(&clocks));
+        };
         let mut records = match point {
             Point::Collective {
                 kind,
@@ -192,7 +201,10 @@ impl Backend for GpuBackend {
             } => {
                 check_libraries(&[Library::Nccl])?;
                 versions.nccl = super::nccl::nccl_version();
-                self.measure_collective(point, *kind, gpus, (*bytes, *dtype), (iters, warmup))?
+                let timings = self.with_communicators(gpus, |group| {
+                    collective::measure(group, (*kind, *bytes, *dtype), (iters, warmup), &sample)
+                })?;
+                collective_records(Source::Nccl, &self.topology, point, timings)?
             }
             Point::Gemm {
                 gpu,
@@ -206,15 +218,12 @@ impl Backend for GpuBackend {
                 vec![gemm]
             }
             Point::Copy { path, bytes } => {
-                vec![self.measure_copy(point, *path, *bytes, (iters, warmup))?]
+                vec![self.measure_copy(point, *path, *bytes, (iters, warmup), &sample)?]
             }
         };
-        // Collectives and copies: the clocks once their loops are done (two NVML calls per
-        // GPU, far below a point's time), the slowest GPU standing for the group.
         if !matches!(point, Point::Gemm { .. }) {
-            let clocks: Vec<SmClock> = point.gpus().iter().map(|&g| self.sm_clock(g)).collect();
             for r in &mut records {
-                set_conditions(r, SmClock::slowest(&clocks));
+                set_conditions(r, during.get());
             }
         }
         let now = SystemTime::now()
@@ -231,21 +240,6 @@ impl Backend for GpuBackend {
 
 /// The steps of [`Backend::measure`], one per kind of point.
 impl GpuBackend {
-    /// `kind` over `gpus` on their communicators: out-of-place, then in-place.
-    fn measure_collective(
-        &self,
-        point: &Point,
-        kind: Kind,
-        gpus: &[u32],
-        (bytes, dtype): (u64, Dtype),
-        (iters, warmup): (u32, u32),
-    ) -> Result<Vec<Record>> {
-        let timings = self.with_communicators(gpus, |group| {
-            collective::measure(group, kind, bytes, dtype, iters, warmup)
-        })?;
-        collective_records(Source::Nccl, &self.topology, point, timings)
-    }
-
     /// A GEMM on `gpu` once its SM clock has settled, with its layout and the clock its timed
     /// loop ended under.
     fn measure_gemm(
@@ -282,20 +276,22 @@ impl GpuBackend {
         Ok(r)
     }
 
-    /// A copy along `path`, in the contexts of the GPUs it touches.
+    /// A copy along `path`, in the contexts of the GPUs it touches; `sample` runs while the
+    /// timed copies run.
     fn measure_copy(
         &self,
         point: &Point,
         path: CopyPath,
         bytes: u64,
-        (iters, warmup): (u32, u32),
+        iterations: (u32, u32),
+        sample: &dyn Fn(),
     ) -> Result<Record> {
         let contexts = path
             .gpus()
             .iter()
             .map(|&g| self.context(g))
             .collect::<Result<Vec<_>>>()?;
-        let timing = copy::measure(&contexts, path, bytes, iters, warmup)?;
+        let timing = copy::measure(&contexts, path, bytes, iterations, sample)?;
         Ok(point_record(
             Source::Cuda,
             node_group(&self.topology, point),

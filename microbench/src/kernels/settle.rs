@@ -81,7 +81,7 @@ impl Settle {
 
 /// Runs `batch` iterations back to back, reads `clock` while they are still queued on the
 /// GPU, then waits for them (`sync`): the clock under this load, not an idle GPU's.
-pub(super) fn round<T>(
+fn round<T>(
     batch: u32,
     step: &mut dyn FnMut() -> Result<()>,
     clock: &dyn Fn() -> T,
@@ -96,18 +96,18 @@ pub(super) fn round<T>(
 }
 
 /// Warms `step` up until [`Settle`] says the clock has settled, in rounds that grow until one
-/// takes [`ROUND`]; gives the warm-up and the batch size the last round ran.
+/// takes [`ROUND`]; gives the warm-up.
 pub(super) fn warm_up(
     step: &mut dyn FnMut() -> Result<()>,
     mhz: &dyn Fn() -> Option<u32>,
     sync: &dyn Fn() -> Result<()>,
-) -> Result<(Settle, u32)> {
+) -> Result<Settle> {
     let (mut settle, began, mut batch) = (Settle::default(), Instant::now(), 1u32);
     loop {
         let started = Instant::now();
         let read = round(batch, step, mhz, sync)?;
         if settle.settled(batch, read, began.elapsed()) {
-            return Ok((settle, batch));
+            return Ok(settle);
         }
         if started.elapsed() < ROUND {
             batch = batch.saturating_mul(2).min(1 << 16);

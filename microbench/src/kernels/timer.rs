@@ -16,14 +16,17 @@ pub(super) const HUNG_AFTER: Duration = Duration::from_secs(120);
 /// Time between polls of a watched loop; the timing itself is on the GPU's events.
 const POLL: Duration = Duration::from_micros(200);
 
-/// How the host waits for a timed loop to finish.
+/// How the host waits for a timed loop to finish. Either way the first argument, `sample`,
+/// runs once every span is enqueued and before the wait, while the GPUs run them: where the
+/// SM clock is read, so that it is the clock under load and not an idle GPU's.
 pub(super) enum Wait<'a> {
     /// Blocks in the driver: a hung copy or GEMM cannot be stopped from here, only with the
     /// process (the agent's watchdog ends the calibration child).
-    Block,
-    /// Polls the loop's last events, calling `check` in between (NCCL's asynchronous errors),
-    /// and gives up after [`HUNG_AFTER`], so the caller can abort its communicators.
-    Watch(&'a dyn Fn() -> Result<()>),
+    Block(&'a dyn Fn()),
+    /// Polls the loop's last events, calling `check` (the second argument) in between
+    /// (NCCL's asynchronous errors), and gives up after [`HUNG_AFTER`], so the caller can
+    /// abort its communicators.
+    Watch(&'a dyn Fn(), &'a dyn Fn() -> Result<()>),
 }
 
 /// Converts a CUDA driver error on `gpu` into ours.
@@ -89,13 +92,16 @@ fn time_spans(
         marks.push((starts, ends));
     }
     match wait {
-        Wait::Block => {
+        Wait::Block(sample) | Wait::Watch(sample, _) => sample(),
+    }
+    match wait {
+        Wait::Block(_) => {
             for (gpu, s) in streams {
                 s.synchronize().map_err(cuda("cuStreamSynchronize", *gpu))?;
             }
         }
         // Span by span, so [`HUNG_AFTER`] bounds one span, however many there are.
-        Wait::Watch(check) => {
+        Wait::Watch(_, check) => {
             for (_, ends) in &marks {
                 watch(streams, ends, check)?;
             }
