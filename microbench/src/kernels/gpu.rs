@@ -111,6 +111,18 @@ impl GpuBackend {
             .map_or_else(SmClock::default, |l| l.sm_clock(gpu))
     }
 
+    /// The errors cudarc kept from the drop guards of a point's buffers (each records an
+    /// event on its stream when released): cudarc hands them to the next call that checks,
+    /// which would name a later point's call and GPU; read here, they name this point's.
+    fn deferred_errors(&self, gpus: &[u32]) -> Result<()> {
+        gpus.iter().try_for_each(|&g| match self.context(g) {
+            Ok(ctx) => ctx
+                .check_err()
+                .map_err(cuda("cuEventRecord (releasing this point's buffers)", g)),
+            Err(_) => Ok(()),
+        })
+    }
+
     /// GPU `gpu`'s CUDA context (by NVML index).
     pub(crate) fn context(&self, gpu: u32) -> Result<Arc<CudaContext>> {
         self.contexts
@@ -192,35 +204,13 @@ impl Backend for GpuBackend {
             let clocks: Vec<SmClock> = gpus_of_point.iter().map(|&g| self.sm_clock(g)).collect();
             during.set(SmClock::slowest(&clocks));
         };
-        let mut records = match point {
-            Point::Collective {
-                kind,
-                gpus,
-                bytes,
-                dtype,
-            } => {
-                check_libraries(&[Library::Nccl])?;
-                versions.nccl = super::nccl::nccl_version();
-                let timings = self.with_communicators(gpus, |group| {
-                    collective::measure(group, (*kind, *bytes, *dtype), (iters, warmup), &sample)
-                })?;
-                collective_records(Source::Nccl, &self.topology, point, timings)?
-            }
-            Point::Gemm {
-                gpu,
-                shape,
-                dtype,
-                layout,
-            } => {
-                let gemm =
-                    self.measure_gemm(point, *gpu, (*shape, *dtype, *layout), (iters, warmup))?;
-                versions.cublaslt = super::cublaslt::cublaslt_version();
-                vec![gemm]
-            }
-            Point::Copy { path, bytes } => {
-                vec![self.measure_copy(point, *path, *bytes, (iters, warmup), &sample)?]
-            }
-        };
+        // The point's own work, its buffers released by the time it returns.
+        let measured = self.measure_point(point, (iters, warmup), &mut versions, &sample);
+        let released = self.deferred_errors(&gpus_of_point);
+        // The point's own error comes first; a deferred one otherwise fails this point, which
+        // caused it, rather than the next point's first call.
+        let mut records = measured?;
+        released?;
         if !matches!(point, Point::Gemm { .. }) {
             for r in &mut records {
                 set_conditions(r, during.get());
@@ -240,6 +230,46 @@ impl Backend for GpuBackend {
 
 /// The steps of [`Backend::measure`], one per kind of point.
 impl GpuBackend {
+    /// One point's records, noting the library versions it ran with in `versions`;
+    /// `sample` runs while a collective's or a copy's timed loops run.
+    fn measure_point(
+        &self,
+        point: &Point,
+        (iters, warmup): (u32, u32),
+        versions: &mut record::Versions,
+        sample: &dyn Fn(),
+    ) -> Result<Vec<Record>> {
+        Ok(match point {
+            Point::Collective {
+                kind,
+                gpus,
+                bytes,
+                dtype,
+            } => {
+                check_libraries(&[Library::Nccl])?;
+                versions.nccl = super::nccl::nccl_version();
+                let timings = self.with_communicators(gpus, |group| {
+                    collective::measure(group, (*kind, *bytes, *dtype), (iters, warmup), sample)
+                })?;
+                collective_records(Source::Nccl, &self.topology, point, timings)?
+            }
+            Point::Gemm {
+                gpu,
+                shape,
+                dtype,
+                layout,
+            } => {
+                let gemm =
+                    self.measure_gemm(point, *gpu, (*shape, *dtype, *layout), (iters, warmup))?;
+                versions.cublaslt = super::cublaslt::cublaslt_version();
+                vec![gemm]
+            }
+            Point::Copy { path, bytes } => {
+                vec![self.measure_copy(point, *path, *bytes, (iters, warmup), sample)?]
+            }
+        })
+    }
+
     /// A GEMM on `gpu` once its SM clock has settled, with its layout and the clock its timed
     /// loop ended under.
     fn measure_gemm(
