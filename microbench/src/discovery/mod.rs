@@ -14,7 +14,7 @@ use std::fmt;
 use std::str::FromStr;
 
 pub use live::{counters, Counters, LiveReader, NvlinkErrors, SmClock, THROTTLE_REASONS};
-pub use nvml::{activity, discover};
+pub use nvml::{activity, discover, driver_version};
 
 /// One node as discovery sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -139,6 +139,12 @@ fn link_matrix(
         .collect()
 }
 
+/// The NVIDIA driver's version as NVML reports it, `580.65.06`; `None` where NVML does not
+/// start (no driver, or no kernel module).
+pub fn driver_version() -> Option<String> {
+    init().ok()?.sys_driver_version().ok()
+}
+
 /// Utilisation and compute processes per GPU. A counter NVML cannot give for one GPU is
 /// unknown rather than an error for the node: MIG instances report utilisation as not
 /// supported, and the process count still tells busy from idle there.

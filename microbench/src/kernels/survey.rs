@@ -16,8 +16,9 @@ pub struct Found {
     pub name: Option<String>,
     /// The file the dynamic loader picked.
     pub path: Option<String>,
-    /// Its version (`ncclGetVersion`, `cublasLtGetVersion`, `cuDriverGetVersion`); `None`
-    /// where it cannot be read without a GPU (NVML) or the library is unusable.
+    /// Its version (`ncclGetVersion`, `cublasLtGetVersion`, `cuDriverGetVersion`, NVML's
+    /// driver version); `None` where it cannot be read (NVML without its kernel module) or
+    /// the library is unusable.
     pub version: Option<String>,
     /// Every symbol microbench calls in it.
     pub symbols: &'static [&'static str],
@@ -74,7 +75,7 @@ fn find(library: Library) -> Found {
         return found;
     }
     found.version = match library {
-        Library::Nvml => None,
+        Library::Nvml => crate::discovery::driver_version(),
         Library::Cuda => driver_version(&file),
         Library::CublasLt => cublaslt_version(),
         Library::Nccl => nccl::nccl_version(),
