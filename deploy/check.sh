@@ -85,6 +85,9 @@ say "Helm chart and plain manifests"
 say "chart options (issue 11): subchart and global, NOTES, helm test Pod, priority class, IP families, ServiceMonitor, image stages"
 (cd check && "$py" chart_options.py)
 
+say "chart modes (hostPID, hostProc, with fabric calibration): rendered, validated, each pod against the Pod Security Standards level the README claims"
+(cd check && "$py" pss.py)
+
 say "multi-node calibration in the chart: calibration.fabric on, every object validated and wired together"
 "$py" check/recipes.py chart
 

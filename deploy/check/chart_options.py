@@ -18,7 +18,17 @@ Usage:
 - the ServiceMonitor's scrape options (manifests.SERVICE_MONITOR_OPTIONS) carried into the
   endpoint, after the chart's own relabeling; the schema refuses a bad scheme and IP family;
 - the Dockerfile: a CUDA runtime final stage whose glibc is at least the build stage's, and a
-  build stage that cross-compiles for the target platform.
+  build stage that cross-compiles for the target platform;
+- the calibrate token: from agent.calibrateTokenSecret into the variable the agent reads
+  (MESHFIT_CALIBRATE_TOKEN, taken from the agent's own flag definition), and with `helm-test`,
+  a sim agent given that variable as the pod would be answers POST /v1/calibrate 202 with the
+  token and 401 without;
+- prometheusRule.runbookUrlPrefix: every alert's runbook_url is `<prefix>/<alert>.md`, the rest
+  of the rules as the tested file has them;
+- podMonitor: the same endpoint as the ServiceMonitor's, the two refused together;
+- hostProc: hostPID off, the host's /proc read-only at `--host-proc`, refused beside hostPID;
+  extraVolumes and extraVolumeMounts reach the pod;
+- the metricRelabelings example in values.yaml drops a family the agent exports.
 """
 import re
 import shutil
@@ -27,13 +37,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
 import helm_python as helm
 import yaml
 
-from manifests import (CHART, DEPLOY, NAMESPACE, RELEASE, SERVICE_MONITOR_OPTIONS, is_hook, key,
+from manifests import (CHART, DEPLOY, NAMESPACE, RELEASE, RULES, SERVICE_MONITOR_OPTIONS, is_hook, key,
                        notes, render, say, validate)
 
 DOCKERFILE = DEPLOY / "Dockerfile"
@@ -184,6 +195,150 @@ def service_monitor() -> None:
         "them next); the schema refuses scheme tcp and a token secret without a key")
 
 
+def agent_env_of(flag_field: str) -> str:
+    """The variable the agent reads for a flag, from its clap definition in agent/src/config.rs."""
+    source = (DEPLOY.parent / "agent" / "src" / "config.rs").read_text()
+    found = re.search(r'#\[arg\(long, env = "(MESHFIT_\w+)"[^\]]*\]\s*pub ' + flag_field + r":", source)
+    if not found:
+        fail(f"agent/src/config.rs defines no `{flag_field}` flag with a MESHFIT_* variable")
+    return found.group(1)
+
+
+def token_env(values: dict) -> list[dict]:
+    env = one(render(values), "DaemonSet")["spec"]["template"]["spec"]["containers"][0]["env"]
+    return [e for e in env if "TOKEN" in e["name"]]
+
+
+def calibrate_token() -> None:
+    want = agent_env_of("calibrate_token")
+    if token_env({}):
+        fail(f"a token variable is rendered without agent.calibrateTokenSecret: {token_env({})}")
+    secret = {"name": "meshfit-calibrate", "key": "token"}
+    got = token_env({"agent": {"calibrateTokenSecret": secret}})
+    if got != [{"name": want, "valueFrom": {"secretKeyRef": secret}}]:
+        fail(f"agent.calibrateTokenSecret={secret} renders {got}, not {want} from that Secret key")
+    text = notes({"agent": {"calibrateTokenSecret": secret}})
+    if "get secret meshfit-calibrate" not in text or "Authorization: Bearer" not in text:
+        fail(f"NOTES.txt does not tell how to POST /v1/calibrate with the Secret's token:\n{text}")
+    if "answers 401" not in notes({}):
+        fail("NOTES.txt does not say POST /v1/calibrate answers 401 without a token")
+    if not rejects({"agent": {"calibrateTokenSecret": {"name": "s"}}}):
+        fail("values.schema.json accepted a calibrate token secret without a key")
+    say(f"calibrate token: agent.calibrateTokenSecret becomes {want} (the agent's variable) from the "
+        "Secret key; NOTES tells how to use it, or that the endpoint answers 401; no key is refused")
+
+
+def runbook_prefix() -> None:
+    def urls(values: dict) -> dict[str, str]:
+        groups = one(render(values), "PrometheusRule")["spec"]["groups"]
+        return {r["alert"]: r["annotations"]["runbook_url"] for g in groups for r in g["rules"] if "alert" in r}
+    shipped = {r["alert"]: r["annotations"]["runbook_url"] for g in yaml.safe_load(RULES.read_text())["groups"]
+               for r in g["rules"] if "alert" in r}
+    if urls({}) != shipped:
+        fail("the default PrometheusRule's runbook URLs differ from the rule file's")
+    prefix = "https://wiki.example.com/sre/meshfit"
+    for given in (prefix, prefix + "/"):
+        got = urls({"prometheusRule": {"runbookUrlPrefix": given}})
+        wrong = {a: u for a, u in got.items() if u != f"{prefix}/{a}.md"}
+        if wrong or set(got) != set(shipped):
+            fail(f"prometheusRule.runbookUrlPrefix={given} renders {wrong or got}")
+    moved = one(render({"prometheusRule": {"runbookUrlPrefix": prefix}}), "PrometheusRule")["spec"]
+    for group in moved["groups"]:
+        for rule in group["rules"]:
+            rule.get("annotations", {}).pop("runbook_url", None)
+    original = one(render({}), "PrometheusRule")["spec"]
+    for group in original["groups"]:
+        for rule in group["rules"]:
+            rule.get("annotations", {}).pop("runbook_url", None)
+    if moved != original:
+        fail("prometheusRule.runbookUrlPrefix changed more than the runbook URLs")
+    if not rejects({"prometheusRule": {"runbookUrlPrefix": "wiki/meshfit"}}):
+        fail("values.schema.json accepted a runbook prefix that is not an http(s) URL")
+    say(f"runbook URLs: {len(shipped)} alerts link <prefix>/<alert>.md with prometheusRule.runbookUrlPrefix "
+        "(with or without a trailing /), nothing else changes; the default is the rule file's")
+
+
+def pod_monitor() -> None:
+    options = SERVICE_MONITOR_OPTIONS["serviceMonitor"]
+    values = {"serviceMonitor": {**options, "enabled": False}, "podMonitor": {"enabled": True}}
+    docs = render(values)
+    if any(d["kind"] == "ServiceMonitor" for d in docs):
+        fail("serviceMonitor.enabled=false with podMonitor on still renders a ServiceMonitor")
+    monitor = one(docs, "PodMonitor")
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    service = one(render(SERVICE_MONITOR_OPTIONS), "ServiceMonitor")
+    (service_endpoint,) = service["spec"]["endpoints"]
+    if endpoint != service_endpoint:
+        fail(f"the PodMonitor endpoint {endpoint} is not the ServiceMonitor's {service_endpoint}")
+    daemonset = one(docs, "DaemonSet")
+    pod_labels = daemonset["spec"]["template"]["metadata"]["labels"]
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    if any(pod_labels.get(k) != v for k, v in selector.items()) or monitor["spec"]["jobLabel"] not in pod_labels:
+        fail(f"the PodMonitor selects {selector} (job from {monitor['spec']['jobLabel']}); the pods have {pod_labels}")
+    if monitor["metadata"]["labels"].get("release") != "kube-prometheus-stack":
+        fail("the PodMonitor lacks podMonitor.additionalLabels")
+    try:
+        render({"podMonitor": {"enabled": True}})
+    except Exception as e:  # Helm's template `fail`, whatever the binding's class for it
+        if "podMonitor.enabled" not in str(e):
+            fail(f"both monitors on is refused without naming the values: {e}")
+    else:
+        fail("serviceMonitor and podMonitor both on renders: every agent would be scraped twice")
+    say("PodMonitor: the ServiceMonitor's endpoint on the agent pods, job from app.kubernetes.io/name; "
+        "both monitors on is refused by name")
+
+
+def host_proc_and_volumes() -> None:
+    values = {"hostPID": False, "hostProc": {"enabled": True},
+              "extraVolumes": [{"name": "certs", "secret": {"secretName": "meshfit-certs"}}],
+              "extraVolumeMounts": [{"name": "certs", "mountPath": "/etc/meshfit/certs", "readOnly": True}]}
+    if rejects(values):
+        fail(f"values.schema.json refuses {values}")
+    pod = one(render(values), "DaemonSet")["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    if pod["hostPID"] is not False or "--host-proc=/host/proc" not in container["args"]:
+        fail(f"hostProc: hostPID {pod['hostPID']}, args {container['args']}")
+    if volumes["host-proc"]["hostPath"]["path"] != "/proc" or mounts["host-proc"] != {
+            "name": "host-proc", "mountPath": "/host/proc", "readOnly": True}:
+        fail(f"hostProc: the host's /proc is not mounted read-only at /host/proc: {volumes} {mounts}")
+    if volumes.get("certs") != values["extraVolumes"][0] or mounts.get("certs") != values["extraVolumeMounts"][0]:
+        fail(f"extraVolumes/extraVolumeMounts did not reach the pod: {volumes} {mounts}")
+    try:
+        render({"hostProc": {"enabled": True}})
+    except Exception as e:  # Helm's template `fail`
+        if "hostPID=false" not in str(e):
+            fail(f"hostPID and hostProc both on is refused without saying what to set: {e}")
+    else:
+        fail("hostPID and hostProc.enabled both on renders")
+    for bad in ({"hostProc": {"enabled": True, "mountPath": "/proc"}}, {"extraVolumes": [{"hostPath": {}}]}):
+        if not rejects(bad):
+            fail(f"values.schema.json accepted {bad}")
+    preset = one(render({"agent": {"hostStateDirOwner": "preCreated"}}), "DaemonSet")["spec"]["template"]["spec"]
+    state = [v for v in preset["volumes"] if v["name"] == "state"][0]["hostPath"]
+    if "initContainers" in preset or state["type"] != "Directory":
+        fail(f"hostStateDirOwner=preCreated: init containers {preset.get('initContainers')}, state {state}")
+    say("hostProc: hostPID off, host /proc read-only at --host-proc=/host/proc, refused beside hostPID "
+        "and at /proc; extraVolumes and extraVolumeMounts reach the pod; preCreated state: no init "
+        "container, hostPath type Directory")
+
+
+def relabel_example() -> None:
+    """The values.yaml example must drop something: a regex naming no family is a silent no-op."""
+    text = (CHART / "values.yaml").read_text()
+    examples = re.findall(r"regex: ([^,}]+), action: drop", text)
+    source = "\n".join(p.read_text() for p in (DEPLOY.parent / "agent" / "src" / "metrics").glob("*.rs"))
+    families = set(re.findall(r'"(meshfit_[a-z0-9_]+)"', source))
+    if not examples:
+        fail("values.yaml has no metricRelabelings drop example to check")
+    for regex in examples + [SERVICE_MONITOR_OPTIONS["serviceMonitor"]["metricRelabelings"][0]["regex"]]:
+        if not any(re.fullmatch(regex.strip(), f) for f in families):
+            fail(f"the relabeling example regex {regex!r} drops no family the agent exports "
+                 f"(agent/src/metrics: {', '.join(sorted(families))})")
+    say(f"metricRelabelings examples {examples} each drop a family the agent exports")
+
+
 def dockerfile() -> None:
     text = DOCKERFILE.read_text()
     args = dict(re.findall(r"^ARG (\w+)=(\S+)$", text, re.M))
@@ -267,9 +422,44 @@ def helm_test(agent: str) -> None:
         say(f"helm test script: passes against a ready sim agent on {base}, fails once it is stopped")
 
 
+def token_against_agent(agent: str) -> None:
+    """A sim agent given the token the way the rendered pod gives it (the variable, not a flag)."""
+    secret = {"name": "meshfit-calibrate", "key": "token"}
+    (variable,) = token_env({"agent": {"calibrateTokenSecret": secret}})
+    token = "s3cret-" + str(time.time_ns())
+    base = f"http://127.0.0.1:{free_port(socket.AF_INET, '127.0.0.1')}"
+
+    def post(headers: dict) -> int:
+        request = urllib.request.Request(f"{base}/v1/calibrate", data=b"", headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=5) as response:
+                return response.status
+        except urllib.error.HTTPError as e:
+            return e.code
+    with tempfile.TemporaryDirectory() as state:
+        argv = [agent, "--backend", "sim", "--profile", "dgx-h100", "--node-name", "token",
+                f"--listen={base.removeprefix('http://')}", f"--state-dir={state}"]
+        env = {"PATH": "/usr/bin:/bin", variable["name"]: token}
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_ready(f"{base}/readyz", proc)
+            without, wrong, right = post({}), post({"Authorization": "Bearer nope"}), \
+                post({"Authorization": f"Bearer {token}"})
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+    # 409: a calibration is already running (the first one starts within the jitter).
+    if without != 401 or wrong != 401 or right not in (202, 409):
+        fail(f"agent given {variable['name']} as the pod is: POST /v1/calibrate without a token {without}, "
+             f"a wrong one {wrong}, the right one {right} (want 401, 401, 202 or 409)")
+    say(f"calibrate token: a sim agent given {variable['name']} as the chart sets it answers "
+        f"POST /v1/calibrate {right} with the token, 401 without or with a wrong one")
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["helm-test"] and len(sys.argv) == 3:
         helm_test(sys.argv[2])
+        token_against_agent(sys.argv[2])
         raise SystemExit(0)
     if sys.argv[1:]:
         raise SystemExit(__doc__)
@@ -279,4 +469,9 @@ if __name__ == "__main__":
     priority_class()
     ip_families()
     service_monitor()
+    calibrate_token()
+    runbook_prefix()
+    pod_monitor()
+    host_proc_and_volumes()
+    relabel_example()
     dockerfile()

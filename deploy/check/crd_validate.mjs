@@ -1,4 +1,4 @@
-// Validates the rendered ServiceMonitor and PrometheusRule objects against the Prometheus
+// Validates the rendered ServiceMonitor, PodMonitor and PrometheusRule objects against the Prometheus
 // Operator's CRD schemas (types, required fields, enums, patterns), as compiled by
 // @kubernetes-models/prometheus-operator. Unknown keys are caught by tsc (typed_literals.py):
 // these schemas, like the API server, would only prune them.
@@ -6,8 +6,9 @@
 import { readFileSync } from "node:fs";
 import { PrometheusRule } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule";
 import { ServiceMonitor } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor";
+import { PodMonitor } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PodMonitor";
 
-const models = { PrometheusRule, ServiceMonitor };
+const models = { PrometheusRule, ServiceMonitor, PodMonitor };
 const objects = JSON.parse(readFileSync(process.argv[2], "utf8"));
 let failed = 0;
 for (const object of objects) {

@@ -33,7 +33,8 @@ RELEASE = NAMESPACE = "meshfit"
 PLAIN_VALUES = {"namespace": {"create": True}}
 # kubeVersion in Chart.yaml is >=1.25; kubernetes-validate ships schemas up to its own release.
 KUBE_VERSIONS = ("1.25.0", kubernetes_validate.utils.latest_version())
-CRD_KINDS = {"ServiceMonitor", "PrometheusRule"}
+CRD_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
+RULES = CHART / "rules" / "meshfit.rules.yaml"
 # Labels Helm's release bookkeeping adds; a kubectl-applied object should not claim them.
 HELM_LABELS = ("helm.sh/chart", "app.kubernetes.io/managed-by")
 # File order is apply order: `kubectl apply -f deploy/kubernetes/` reads files by name.
@@ -58,7 +59,7 @@ SERVICE_MONITOR_OPTIONS = {"serviceMonitor": {
     "bearerTokenSecret": {"name": "meshfit-scrape", "key": "token"},
     "relabelings": [{"sourceLabels": ["__meta_kubernetes_pod_node_name"], "regex": "(gpu-[a-z]+)-.*",
                      "targetLabel": "pool", "replacement": "$1", "action": "replace"}],
-    "metricRelabelings": [{"sourceLabels": ["__name__"], "regex": "meshfit_link_.*", "action": "drop"}],
+    "metricRelabelings": [{"sourceLabels": ["__name__"], "regex": "meshfit_gpu_nvlink_bytes_total", "action": "drop"}],
     "interval": "1m",
     "scrapeTimeout": "15s",
 }}
@@ -205,7 +206,11 @@ def check(out: Path) -> None:
     say(f"deploy/kubernetes equals the chart render, object by object ({len(chart)} objects)")
     # The rendered CRD objects, for the operator schema checks that follow in check.sh.
     out.mkdir(parents=True, exist_ok=True)
-    crds = [d for d in default + chart + render(SERVICE_MONITOR_OPTIONS) if d["kind"] in CRD_KINDS]
+    # The PodMonitor with every scrape option, as chart_options.py renders it.
+    pod_monitor = {"serviceMonitor": {**SERVICE_MONITOR_OPTIONS["serviceMonitor"], "enabled": False},
+                   "podMonitor": {"enabled": True}}
+    crds = [d for d in default + chart + render(SERVICE_MONITOR_OPTIONS) + render(pod_monitor)
+            if d["kind"] in CRD_KINDS]
     (out / "crd-objects.json").write_text(json.dumps(crds, indent=2))
 
 

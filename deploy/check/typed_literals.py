@@ -12,7 +12,7 @@ import re
 import sys
 from pathlib import Path
 PANEL_TYPES = {"timeseries": "TimeseriesPanel", "heatmap": "HeatmapPanel", "table": "TablePanel"}
-CRD_TYPES = {"ServiceMonitor", "PrometheusRule"}
+CRD_TYPES = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
 
 
 def ident(text: str) -> str:

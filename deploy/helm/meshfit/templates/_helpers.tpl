@@ -88,3 +88,17 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- define "meshfit.image" -}}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
+
+
+{{/* Values that exclude each other, refused by name at render time (the schema cannot
+compare two keys). The two ways the agent learns host PIDs: with both, the host's /proc mount
+is read for PIDs the pod already shares, and the pod is in neither of the modes deploy/README.md
+describes. Both monitors: every agent scraped twice, every series duplicated. */}}
+{{- define "meshfit.checkValues" -}}
+{{- if and .Values.hostPID .Values.hostProc.enabled -}}
+{{- fail "hostPID=true and hostProc.enabled=true are alternatives: set hostPID=false to read the host's /proc mount instead" -}}
+{{- end -}}
+{{- if and .Values.serviceMonitor.enabled .Values.podMonitor.enabled -}}
+{{- fail "serviceMonitor.enabled=true and podMonitor.enabled=true would scrape every agent twice: enable one" -}}
+{{- end -}}
+{{- end -}}
