@@ -7,7 +7,9 @@ annotation of the form BASE/<alert>.md, that deploy/runbooks/<alert>.md exists a
 line is the title `# <alert>`, that the relative links of every page (to another runbook, or
 to a heading of deploy/README.md, anchors as GitHub makes them from headings) resolve, and that
 every page under deploy/runbooks is an alert's, so that a renamed or removed alert leaves no
-orphaned runbook behind.
+orphaned runbook behind. deploy/README.md's alert table must have one row per alert, with its
+severity and its `for:` ("-" for none), and the README's runbook list must name every alert:
+an alert added to the rules and not to the table is one operators never hear of.
 """
 import re
 import sys
@@ -57,6 +59,30 @@ def broken_links(page: Path) -> list[str]:
     return broken
 
 
+def readme_table(alerts: list[dict]) -> list[str]:
+    text = (DEPLOY / "README.md").read_text()
+    rows = {}
+    for line in text.splitlines():
+        row = re.match(r"\| \[`(Meshfit\w+)`\]\(runbooks/\1\.md\) \| (\w+) \| .+ \| (\S+) \|$", line)
+        if row:
+            rows[row.group(1)] = (row.group(2), row.group(3))
+    problems = []
+    for rule in alerts:
+        name = rule["alert"]
+        want = (rule.get("labels", {}).get("severity"), rule.get("for", "-"))
+        if name not in rows:
+            problems.append(f"deploy/README.md: the alert table has no row for {name}")
+        elif rows[name] != want:
+            problems.append(f"deploy/README.md: the alert table gives {name} severity and for: {rows[name]}, "
+                            f"the rule {want}")
+        if f"- [{name}](runbooks/{name}.md)" not in text:
+            problems.append(f"deploy/README.md: the runbook list does not name {name}")
+    extra = sorted(set(rows) - {r["alert"] for r in alerts})
+    if extra:
+        problems.append(f"deploy/README.md: the alert table lists alerts the rules lack: {', '.join(extra)}")
+    return problems
+
+
 def main() -> None:
     alerts = [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"] if "alert" in r]
     problems = []
@@ -76,13 +102,15 @@ def main() -> None:
             problems.append(f"{page.relative_to(DEPLOY.parent)}: first line is not the title \"# {name}\"")
         for target in broken_links(page):
             problems.append(f"{page.relative_to(DEPLOY.parent)}: link ({target}) leads nowhere")
+    problems += readme_table(alerts)
     orphans = sorted({p.stem for p in PAGES.glob("*.md")} - {r["alert"] for r in alerts})
     if orphans:
         problems.append(f"{PAGES.relative_to(DEPLOY.parent)} has pages for no alert: {', '.join(orphans)}")
     if problems:
         raise SystemExit("runbooks:\n  " + "\n  ".join(problems))
     print(f"   {len(alerts)} alerts, each with a runbook_url to its own page under "
-          f"{PAGES.relative_to(DEPLOY.parent)}/, titled for it", flush=True)
+          f"{PAGES.relative_to(DEPLOY.parent)}/, titled for it, and a row of deploy/README.md's alert "
+          "table with its severity and for:", flush=True)
 
 
 if __name__ == "__main__":
