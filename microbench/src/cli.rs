@@ -94,7 +94,7 @@ pub struct Source {
     #[arg(long, global = true, default_value_t = 0)]
     pub sim_point_delay_ms: u64,
     /// Sim GPU process table: this run holds every GPU there while it lives, as NVML would
-    /// report it (the agent reads it; issue 10).
+    /// report it (the agent reads it).
     #[arg(long, global = true)]
     pub sim_processes: Option<std::path::PathBuf>,
     /// Sim: the driver reports PIDs shifted by this much, as from another PID namespace.
