@@ -280,7 +280,11 @@ pub enum BackendKind {
 #[command(
     name = "agent",
     version,
-    about = "meshfit agent: calibrates idle GPUs and serves Prometheus metrics"
+    about = "meshfit agent: calibrates idle GPUs and serves Prometheus metrics",
+    after_help = "Logs go to stderr. MESHFIT_LOG sets the filter (default info; e.g. \
+                  agent=debug, or warn,agent::calibrate=debug). MESHFIT_LOG_FORMAT=json writes \
+                  one JSON object per line (timestamp, level, target, fields.message) for log \
+                  shippers; text, the default, is for people."
 )]
 pub struct Args {
     /// YAML configuration file.

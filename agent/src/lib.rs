@@ -38,6 +38,7 @@ pub mod idle;
 pub mod input;
 pub mod libs;
 pub mod listener;
+pub mod logging;
 pub mod metrics;
 pub mod negotiation;
 pub mod node;

@@ -174,7 +174,11 @@ impl Agent {
             let text = std::fs::read_to_string(log).unwrap_or_default();
             match text.split("listening on http://").nth(1) {
                 Some(rest) => {
-                    let addr = rest.split_whitespace().next().unwrap_or_default();
+                    // Ends at a space (text log) or the closing quote (JSON log).
+                    let addr = rest
+                        .split(|c: char| c.is_whitespace() || c == '"')
+                        .next()
+                        .unwrap_or_default();
                     agent.addr = addr.parse().expect("bound address in the log");
                     true
                 }

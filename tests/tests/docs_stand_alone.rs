@@ -9,7 +9,14 @@ use std::process::Command;
 
 /// Directories that exist on the machines this was built on and nowhere else a user would
 /// look: a path under them in a doc is a broken reference for every reader.
-const MACHINE_ROOTS: &[&str] = &["/work/", "/home/", "/Users/", "/root/", "/mnt/", "/scratch/"];
+const MACHINE_ROOTS: &[&str] = &[
+    "/work/",
+    "/home/",
+    "/Users/",
+    "/root/",
+    "/mnt/",
+    "/scratch/",
+];
 
 /// Where "issue N" (also "issues 4 and 12", "Issue #3") starts in `text`, if anywhere.
 fn issue_reference(text: &str) -> Option<usize> {
@@ -201,7 +208,10 @@ fn the_readme_contract_reference_is_the_design_doc_in_the_repository() {
         readme.contains("](docs/design.md)"),
         "README.md does not link docs/design.md for the contracts"
     );
-    assert!(root.join("docs/design.md").is_file(), "docs/design.md missing");
+    assert!(
+        root.join("docs/design.md").is_file(),
+        "docs/design.md missing"
+    );
     let agent = std::fs::read_to_string(root.join("agent/README.md")).expect("agent/README.md");
     assert!(
         agent.contains("../docs/design.md"),
@@ -229,7 +239,10 @@ fn help_of_every_binary_and_subcommand_cites_no_issue_numbers_and_no_machine_pat
         }
     }
     // agent has no subcommands; microbench and tuner have several each.
-    assert!(seen > 5, "only {seen} help texts found: the Commands: parse broke");
+    assert!(
+        seen > 5,
+        "only {seen} help texts found: the Commands: parse broke"
+    );
     assert!(
         all.is_empty(),
         "--help text a user cannot follow:\n{}",
