@@ -4,6 +4,7 @@
 use crate::exit::EXIT_STATUS;
 use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use microbench::kernels::MAX_ITERS;
 use microbench::launcher;
 use microbench::sim::{Fault, MAX_NODES};
 use microbench::sweep::{parse_size, CopyKind};
@@ -245,10 +246,10 @@ pub struct SweepArgs {
     #[arg(short = 'i', long = "stepbytes", value_parser = parse_size, default_value = "0")]
     pub increment: u64,
     /// Timed iterations per point.
-    #[arg(short = 'n', long = "iters", default_value_t = 20)]
+    #[arg(short = 'n', long = "iters", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_ITERS)))]
     pub iters: u32,
     /// Untimed warm-up iterations per point.
-    #[arg(short = 'w', long = "warmup_iters", default_value_t = 5)]
+    #[arg(short = 'w', long = "warmup_iters", default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=i64::from(MAX_ITERS)))]
     pub warmup: u32,
 }
 
@@ -287,10 +288,10 @@ pub struct GemmArgs {
     #[arg(long = "gpu", value_delimiter = ',')]
     pub gpus: Vec<u32>,
     /// Timed iterations.
-    #[arg(short = 'n', long = "iters", default_value_t = 20)]
+    #[arg(short = 'n', long = "iters", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_ITERS)))]
     pub iters: u32,
     /// Untimed warm-up iterations.
-    #[arg(short = 'w', long = "warmup_iters", default_value_t = 5)]
+    #[arg(short = 'w', long = "warmup_iters", default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=i64::from(MAX_ITERS)))]
     pub warmup: u32,
 }
 
@@ -335,10 +336,10 @@ pub struct FabricArgs {
     #[arg(short = 'f', long = "stepfactor", default_value_t = 2)]
     pub factor: u64,
     /// Timed iterations per point.
-    #[arg(short = 'n', long = "iters", default_value_t = 20)]
+    #[arg(short = 'n', long = "iters", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_ITERS)))]
     pub iters: u32,
     /// Untimed warm-up iterations per point.
-    #[arg(short = 'w', long = "warmup_iters", default_value_t = 5)]
+    #[arg(short = 'w', long = "warmup_iters", default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=i64::from(MAX_ITERS)))]
     pub warmup: u32,
     /// Element type.
     #[arg(short = 'd', long = "datatype", value_parser = parse_dtype, default_value = "bf16")]

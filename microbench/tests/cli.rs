@@ -553,3 +553,16 @@ fn issue_11_a_log_cut_mid_row_keeps_what_is_whole_and_names_the_line() {
         format!("microbench: {fixture}: line 17: row cut short; kept its out-of-place columns, skipped in-place\n")
     );
 }
+
+#[test]
+fn r31_iteration_counts_out_of_range_are_usage_errors() {
+    // The README's exit codes: 2 for a usage error, named by flag, before anything runs.
+    for (args, says) in [
+        (&["all-reduce", "-n", "0"][..], "--iters"),
+        (&["gemm", "-n", "1000001"][..], "--iters"),
+        (&["all-reduce", "-w", "2000000"][..], "--warmup_iters"),
+    ] {
+        let a = sim("dgx-h100", args).code(2);
+        assert!(stderr(&a).contains(says), "{args:?}: {}", stderr(&a));
+    }
+}

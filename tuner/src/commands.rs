@@ -262,7 +262,10 @@ pub(crate) fn no_mesh(
         None => "no layout divides the model and the global batch".to_string(),
     };
     // A pin that can never hold, or not at this count, is the answer; no larger count helps.
-    if let Err(e) = c.check_knobs(&scenario.model) {
+    if let Err(e) = c
+        .check_knobs(&scenario.model)
+        .and_then(|()| c.check_sequence(scenario.training.seq_len))
+    {
         return from_flags(e);
     }
     if let Err(e) = c.check_count(gpus) {

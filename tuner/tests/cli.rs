@@ -1107,3 +1107,26 @@ fn deepseek_v3_s_own_layout_explains_and_a_split_that_cannot_hold_is_named() {
         "{err}"
     );
 }
+
+#[test]
+fn r31_pins_that_cannot_hold_together_are_usage_errors_naming_both_flags() {
+    for (pins, says) in [
+        (
+            &["--virtual-stages", "2", "--pp", "1"][..],
+            "--virtual-stages with --pp = 2 with 1",
+        ),
+        (
+            &["--tp", "1", "--sequence-parallel", "true"][..],
+            "--sequence-parallel with --tp = true with 1",
+        ),
+        (
+            &["--seq-len", "1", "--cp", "32"][..],
+            "--cp with --seq-len = 32 with 1",
+        ),
+    ] {
+        let args = [&["recommend", "--model", "70b", "--gpus", "64"][..], pins].concat();
+        let (code, err) = failure(&args);
+        assert_eq!(code, 2, "{pins:?}: {err}");
+        assert!(err.contains(says), "{pins:?}: {err}");
+    }
+}

@@ -213,6 +213,20 @@ impl Constraints {
                 return Err(bad_input("--cp", cp, "a power of two up to 32"));
             }
         }
+        if let (Some(v), Some(1)) = (self.virtual_stages.filter(|&v| v > 1), self.pp) {
+            return Err(bad_input(
+                "--virtual-stages with --pp",
+                format!("{v} with 1"),
+                "--virtual-stages 1 without a pipeline, or --pp 2 or more",
+            ));
+        }
+        if let (Some(true), Some(1)) = (self.sequence_parallel, self.tp) {
+            return Err(bad_input(
+                "--sequence-parallel with --tp",
+                "true with 1",
+                "--sequence-parallel false without tensor parallelism, or --tp 2 or more",
+            ));
+        }
         if let Some(ep) = self.ep.filter(|&e| e > 1) {
             match &model.moe {
                 Some(moe) if moe.experts % ep == 0 => {}
@@ -295,6 +309,22 @@ impl Constraints {
                 ));
                 Ok(())
             }
+        }
+    }
+
+    /// Why a sequence of `seq_len` tokens cannot hold the pinned context parallelism: ring
+    /// attention splits it into 2 x cp balanced chunks.
+    pub fn check_sequence(&self, seq_len: u32) -> Result<(), TunerError> {
+        match self.cp.filter(|&cp| cp > 1) {
+            Some(cp) if seq_len % (2 * cp) != 0 => Err(bad_input(
+                "--cp with --seq-len",
+                format!("{cp} with {seq_len}"),
+                &format!(
+                    "a sequence length that 2 x cp = {} chunks split evenly",
+                    2 * cp
+                ),
+            )),
+            _ => Ok(()),
         }
     }
 
