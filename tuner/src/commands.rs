@@ -82,7 +82,7 @@ pub(crate) fn emit(kind: Emit, scenario: &Scenario, e: &Evaluation) -> anyhow::R
     Ok(match kind {
         Emit::Megatron => launch::megatron(&scenario.model, t, m)?,
         Emit::Deepspeed => launch::deepspeed(t, m),
-        Emit::Torchtitan => launch::torchtitan(&scenario.model, t, m),
+        Emit::Torchtitan => launch::torchtitan(&scenario.model, t, m)?,
     })
 }
 

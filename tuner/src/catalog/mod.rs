@@ -184,6 +184,18 @@ pub fn model(name: &str) -> Result<ResolvedModel, TunerError> {
     })
 }
 
+/// What defines a catalog model beyond its shape, when `shape` is that catalog model (same
+/// id and dimensions; the sequence length is the job's to choose). A model read from a file
+/// carries none of it.
+pub fn architecture(shape: &ModelShape) -> Option<models::Architecture> {
+    let (_, m) = models::MODELS.iter().find(|(id, _)| *id == shape.name)?;
+    let catalog = ModelShape {
+        seq_len: shape.seq_len,
+        ..(m.shape)()
+    };
+    (catalog == *shape).then_some(m.arch)
+}
+
 /// Reads a custom model from a YAML file with the fields of [`ModelShape`]; `kv_heads` may be
 /// left out for multi-head attention.
 pub fn model_from_yaml_file(path: &Path) -> Result<ModelShape, TunerError> {

@@ -6,8 +6,38 @@ use crate::model::{FfnAct, Mla, ModelShape, Moe};
 pub struct CatalogModel {
     /// The shape.
     pub shape: fn() -> ModelShape,
+    /// What else defines the model, from the same source.
+    pub arch: Architecture,
     /// Where the shape is published.
     pub source: &'static str,
+}
+
+/// What defines a model beyond the shape the cost model prices: a launch config must set it,
+/// or the framework trains another model of the same size (Megatron-LM's defaults are GPT's:
+/// rotary base 10000, dropout 0.1).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Architecture {
+    /// Rotary base (theta); `None` for learned absolute positions.
+    pub rotary_base: Option<u32>,
+    /// Llama 3.1's rotary frequency scaling (factor 8), which its config.json sets.
+    pub llama31_rope_scaling: bool,
+    /// Epsilon of every norm.
+    pub norm_eps: f64,
+    /// Dropout on attention probabilities and on hidden states.
+    pub dropout: f64,
+    /// torchtitan v0.2's model name and flavor of this shape, where it ships one.
+    pub torchtitan: Option<(&'static str, &'static str)>,
+}
+
+/// The Llama family and its descendants: RMSNorm at 1e-5, no dropout.
+const fn llama(rotary_base: u32, torchtitan: Option<(&'static str, &'static str)>) -> Architecture {
+    Architecture {
+        rotary_base: Some(rotary_base),
+        llama31_rope_scaling: false,
+        norm_eps: 1e-5,
+        dropout: 0.0,
+        torchtitan,
+    }
 }
 
 /// Short names users type, and the catalog id each one means.
@@ -58,30 +88,37 @@ fn dense(
 pub const MODELS: &[(&str, CatalogModel)] = &[
     ("gpt3-175b", CatalogModel {
         shape: || dense("gpt3-175b", 96, 12288, 96, 96, 49152, FfnAct::Gelu, 50257, 2048, true),
+        arch: Architecture { rotary_base: None, llama31_rope_scaling: false, norm_eps: 1e-5, dropout: 0.1, torchtitan: None },
         source: "Brown et al. 2020 (arXiv 2005.14165) Table 2.1; vocabulary of the GPT-2 BPE",
     }),
     ("llama2-7b", CatalogModel {
         shape: || dense("llama2-7b", 32, 4096, 32, 32, 11008, FfnAct::Swiglu, 32000, 4096, false),
+        arch: llama(10_000, None),
         source: "Touvron et al. 2023 (arXiv 2307.09288) Table 1; meta-llama/Llama-2-7b-hf config.json",
     }),
     ("llama2-13b", CatalogModel {
         shape: || dense("llama2-13b", 40, 5120, 40, 40, 13824, FfnAct::Swiglu, 32000, 4096, false),
+        arch: llama(10_000, None),
         source: "Touvron et al. 2023 (arXiv 2307.09288) Table 1; meta-llama/Llama-2-13b-hf config.json",
     }),
     ("llama2-70b", CatalogModel {
         shape: || dense("llama2-70b", 80, 8192, 64, 8, 28672, FfnAct::Swiglu, 32000, 4096, false),
+        arch: llama(10_000, None),
         source: "Touvron et al. 2023 (arXiv 2307.09288) Table 1 (GQA); meta-llama/Llama-2-70b-hf config.json",
     }),
     ("llama3-8b", CatalogModel {
         shape: || dense("llama3-8b", 32, 4096, 32, 8, 14336, FfnAct::Swiglu, 128256, 8192, false),
+        arch: llama(500_000, Some(("llama3", "8B"))),
         source: "Llama 3 herd paper (arXiv 2407.21783) Table 3; meta-llama/Meta-Llama-3-8B config.json",
     }),
     ("llama3-70b", CatalogModel {
         shape: || dense("llama3-70b", 80, 8192, 64, 8, 28672, FfnAct::Swiglu, 128256, 8192, false),
+        arch: llama(500_000, Some(("llama3", "70B"))),
         source: "Llama 3 herd paper (arXiv 2407.21783) Table 3; meta-llama/Meta-Llama-3-70B config.json",
     }),
     ("llama3-405b", CatalogModel {
         shape: || dense("llama3-405b", 126, 16384, 128, 8, 53248, FfnAct::Swiglu, 128256, 8192, false),
+        arch: Architecture { llama31_rope_scaling: true, ..llama(500_000, Some(("llama3", "405B"))) },
         source: "Llama 3 herd paper (arXiv 2407.21783) Table 3; meta-llama/Llama-3.1-405B config.json",
     }),
     ("mixtral-8x7b", CatalogModel {
@@ -89,6 +126,7 @@ pub const MODELS: &[(&str, CatalogModel)] = &[
             moe: Some(Moe { experts: 8, top_k: 2, shared_experts: 0, expert_ffn_hidden: 14336, dense_layers: 0, n_group: None, topk_group: None }),
             ..dense("mixtral-8x7b", 32, 4096, 32, 8, 14336, FfnAct::Swiglu, 32000, 32768, false)
         },
+        arch: llama(1_000_000, None),
         source: "Jiang et al. 2024 (arXiv 2401.04088) Table 1; mistralai/Mixtral-8x7B-v0.1 config.json",
     }),
     ("mixtral-8x22b", CatalogModel {
@@ -96,6 +134,7 @@ pub const MODELS: &[(&str, CatalogModel)] = &[
             moe: Some(Moe { experts: 8, top_k: 2, shared_experts: 0, expert_ffn_hidden: 16384, dense_layers: 0, n_group: None, topk_group: None }),
             ..dense("mixtral-8x22b", 56, 6144, 48, 8, 16384, FfnAct::Swiglu, 32768, 65536, false)
         },
+        arch: llama(1_000_000, None),
         source: "mistralai/Mixtral-8x22B-v0.1 config.json",
     }),
     ("deepseek-v3", CatalogModel {
@@ -108,6 +147,7 @@ pub const MODELS: &[(&str, CatalogModel)] = &[
             mtp_layers: 1,
             ..dense("deepseek-v3", 61, 7168, 128, 128, 18432, FfnAct::Swiglu, 129280, 4096, false)
         },
+        arch: Architecture { norm_eps: 1e-6, ..llama(10_000, Some(("deepseek_v3", "671B"))) },
         source: "DeepSeek-V3 technical report (arXiv 2412.19437) §2.1, §4.2; deepseek-ai/DeepSeek-V3 config.json",
     }),
 ];

@@ -1,11 +1,22 @@
 //! Launch configurations for a chosen mesh: Megatron-LM arguments, a DeepSpeed JSON config and
-//! a torchtitan TOML section. Each maps what the framework can express and says what it cannot.
+//! a torchtitan TOML job config. Each maps what the framework can express and says what it
+//! cannot; scripts/check-launch-configs.sh runs each through the framework's own parser.
 
-use crate::mesh::{Mesh, MoeDispatch, Precision, Recompute, ReduceDtype, Schedule, Training};
+use crate::catalog::{self, models::Architecture};
+use crate::mesh::{
+    FlashKernel, Mesh, MoeDispatch, Precision, Recompute, ReduceDtype, Schedule, Training,
+};
 use crate::model::{FfnAct, ModelShape, Moe};
 
-/// The model's shape as Megatron-LM's arguments.
-fn megatron_shape_args(model: &ModelShape) -> Vec<String> {
+/// The releases each config is written for and checked against.
+const MEGATRON_RELEASE: &str = "Megatron-LM core_v0.19 (pretrain_gpt.py, Megatron-Core models)";
+const DEEPSPEED_RELEASE: &str = "DeepSpeed 0.19";
+const TORCHTITAN_RELEASES: &str =
+    "torchtitan v0.2.0 to v0.2.2 (v0.3 replaced TOML job configs with Python ones)";
+
+/// The model as Megatron-LM's arguments: its shape and, for a catalog model, what else
+/// defines it, since Megatron-LM's defaults are GPT's (rotary base 10000, dropout 0.1).
+fn megatron_model_args(model: &ModelShape, arch: Option<&Architecture>) -> Vec<String> {
     let mut a = Vec::new();
     if model.kv_heads != model.heads {
         a.push(format!(
@@ -41,9 +52,24 @@ fn megatron_shape_args(model: &ModelShape) -> Vec<String> {
     } else {
         a.push("--normalization LayerNorm --position-embedding-type learned_absolute".into());
     }
-    // The vocabulary priced in the output layer, through the tokenizer that takes a size.
+    if let Some(arch) = arch {
+        a.push(format!("--norm-epsilon {}", arch.norm_eps));
+        if let Some(base) = arch.rotary_base {
+            a.push(format!("--rotary-base {base}"));
+        }
+        if arch.llama31_rope_scaling {
+            a.push("--use-rope-scaling --rope-scaling-factor 8".into());
+        }
+        a.push(format!(
+            "--attention-dropout {0} --hidden-dropout {0}",
+            arch.dropout
+        ));
+    }
+    // The vocabulary priced in the output layer, through the tokenizer that takes a size;
+    // Megatron-LM pads it to a multiple of 128 x TP unless told otherwise, which would price
+    // another model (128256 becomes 129024 at TP 8).
     a.push(format!(
-        "--tokenizer-type NullTokenizer --vocab-size {}",
+        "--tokenizer-type NullTokenizer --vocab-size {} --make-vocab-size-divisible-by 1",
         model.vocab
     ));
     if !model.tied_embeddings {
@@ -53,13 +79,21 @@ fn megatron_shape_args(model: &ModelShape) -> Vec<String> {
 }
 
 /// An MoE block as Megatron-LM's arguments, with the dispatcher the price is for.
-fn megatron_moe_args(moe: &Moe, t: &Training, m: &Mesh) -> Vec<String> {
+fn megatron_moe_args(moe: &Moe, layers: u32, t: &Training, m: &Mesh) -> Vec<String> {
     let mut a = Vec::new();
     a.push(format!(
         "--num-experts {} --moe-router-topk {} --expert-model-parallel-size {}",
         moe.experts, moe.top_k, m.ep
     ));
     a.push(format!("--moe-ffn-hidden-size {}", moe.expert_ffn_hidden));
+    // Without it every layer is an MoE layer; the leading dense ones were priced dense.
+    if moe.dense_layers > 0 {
+        a.push(format!(
+            "--moe-layer-freq '([0]*{}+[1]*{})'",
+            moe.dense_layers,
+            layers.saturating_sub(moe.dense_layers)
+        ));
+    }
     // The experts' projections were priced as one grouped launch each.
     a.push("--moe-grouped-gemm".into());
     // Megatron's default dispatcher all-gathers; the price is for one of these two.
@@ -78,6 +112,14 @@ fn megatron_moe_args(moe: &Moe, t: &Training, m: &Mesh) -> Vec<String> {
     a
 }
 
+/// A header line for a model the catalog does not describe beyond its shape.
+fn unknown_architecture(model: &ModelShape, unset: &str) -> String {
+    format!(
+        "# {} is not a catalog model: {unset} are left at the framework's defaults; set them to the model's\n",
+        model.name
+    )
+}
+
 /// A layout a framework's launch config cannot express: the command fails, so that no script
 /// takes an empty or partial config for a launchable one (issue 31, item 12).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -91,6 +133,7 @@ pub struct NotEmitted {
 
 /// Megatron-LM `pretrain_gpt.py` arguments, or why it cannot run the layout.
 pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, NotEmitted> {
+    let arch = catalog::architecture(model);
     let mut a = vec![
         format!("--tensor-model-parallel-size {}", m.tp),
         format!("--pipeline-model-parallel-size {}", m.pp),
@@ -104,9 +147,9 @@ pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, No
         format!("--num-attention-heads {}", model.heads),
         format!("--ffn-hidden-size {}", model.ffn_hidden),
     ];
-    a.extend(megatron_shape_args(model));
+    a.extend(megatron_model_args(model, arch.as_ref()));
     if let Some(moe) = &model.moe {
-        a.extend(megatron_moe_args(moe, t, m));
+        a.extend(megatron_moe_args(moe, model.layers, t, m));
     }
     if m.schedule == Schedule::Dualpipe {
         return Err(NotEmitted {
@@ -159,9 +202,16 @@ pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, No
     if t.tp_comm_overlap && m.tp > 1 && m.sequence_parallel {
         a.push("--tp-comm-overlap".into());
     }
-    if t.flash_attention {
-        a.push("--use-flash-attn".into());
-    }
+    // Megatron-Core models pick attention by backend (`--use-flash-attn` only reaches the
+    // legacy model): Transformer Engine's cuDNN kernel is the newest one priced.
+    a.push(format!(
+        "--attention-backend {}",
+        match (t.flash_attention, t.flash_kernel) {
+            (false, _) => "unfused",
+            (true, FlashKernel::Newest) => "fused",
+            (true, _) => "flash",
+        }
+    ));
     a.push("--bf16".into());
     if t.precision.is_fp8() {
         a.push("--fp8-format hybrid".into());
@@ -169,7 +219,13 @@ pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, No
     if t.precision == Precision::Fp8Blockwise {
         a.push("--fp8-recipe blockwise".into());
     }
-    let mut out = String::new();
+    let mut out = format!("# {MEGATRON_RELEASE}\n");
+    if arch.is_none() {
+        out.push_str(&unknown_architecture(
+            model,
+            "--norm-epsilon, --rotary-base and the dropouts",
+        ));
+    }
     if t.precision == Precision::Fp8Rowwise {
         out.push_str("# priced with torchao's rowwise fp8 scaling, which Transformer Engine does not run; --emit torchtitan states it\n");
     }
@@ -202,7 +258,9 @@ pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, No
 }
 
 /// A DeepSpeed config. TP and PP are set in the model code (Megatron-DeepSpeed), so they appear
-/// under a `meshfit` key DeepSpeed ignores.
+/// under a `meshfit` key DeepSpeed ignores. DeepSpeed asserts train_batch_size = micro batch x
+/// accumulation steps x data-parallel size, which the search's layouts meet: the micro batch
+/// divides each replica's share, and DeepSpeed layouts run no context parallelism.
 pub fn deepspeed(t: &Training, m: &Mesh) -> String {
     let doc = serde_json::json!({
         "train_batch_size": t.global_batch,
@@ -227,6 +285,7 @@ pub fn deepspeed(t: &Training, m: &Mesh) -> String {
         },
         "gradient_clipping": 1.0,
         "meshfit": {
+            "for": DEEPSPEED_RELEASE,
             "tensor_parallel": m.tp, "pipeline_parallel": m.pp, "data_parallel": m.dp,
             "context_parallel": m.cp, "expert_parallel": m.ep,
             "virtual_stages": m.virtual_stages, "recompute": m.recompute.to_string(),
@@ -235,10 +294,37 @@ pub fn deepspeed(t: &Training, m: &Mesh) -> String {
     serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
 }
 
-/// A torchtitan job-config TOML section. torchtitan shards with FSDP2: ZeRO-3 maps to
-/// `data_parallel_shard_degree`, ZeRO-0 to replicate, ZeRO-1/2 to FSDP that keeps parameters
-/// gathered after forward (`fsdp_reshard_after_forward = "never"`).
-pub fn torchtitan(model: &ModelShape, t: &Training, m: &Mesh) -> String {
+/// A torchtitan job config, or why torchtitan cannot run the model as priced. torchtitan
+/// shards with FSDP2: ZeRO-3 maps to `data_parallel_shard_degree`, ZeRO-0 to replicate,
+/// ZeRO-1/2 to FSDP that keeps parameters gathered after forward
+/// (`fsdp_reshard_after_forward = "never"`).
+pub fn torchtitan(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, NotEmitted> {
+    let refuse = |why: String| NotEmitted {
+        framework: "torchtitan",
+        why,
+    };
+    // torchtitan builds registered flavors only: without one the file would train another
+    // model (v0.1 fell back to a debug model).
+    let Some((name, flavor)) = catalog::architecture(model).and_then(|a| a.torchtitan) else {
+        let runs: Vec<&str> = catalog::models::MODELS
+            .iter()
+            .filter(|(_, m)| m.arch.torchtitan.is_some())
+            .map(|(id, _)| *id)
+            .collect();
+        return Err(refuse(format!(
+            "torchtitan v0.2 ships no flavor of {} (of the catalog it runs {}); register one of \
+             this shape in torchtitan, or use --emit megatron",
+            model.name,
+            runs.join(", ")
+        )));
+    };
+    if t.grad_reduce == ReduceDtype::Bf16 {
+        return Err(refuse(
+            "priced with bf16 gradient reduction, and torchtitan v0.2 reduces in float32 only \
+             (training.mixed_precision_reduce); price with --grad-reduce fp32"
+                .into(),
+        ));
+    }
     let (replicate, shard) = if m.zero_stage == 0 {
         (m.dp, 1)
     } else {
@@ -262,38 +348,59 @@ pub fn torchtitan(model: &ModelShape, t: &Training, m: &Mesh) -> String {
     };
     let mut split = String::new();
     if m.pp > 1 {
-        // Layers per (virtual) stage, so torchtitan splits the model as it was priced; an
-        // uneven split is priced with one layer fewer on the first and last stage, which
-        // torchtitan's equal split cannot express.
+        // torchtitan counts the embedding and the output as `*_less_layers` layers of the
+        // first and last stage: 0 splits evenly, 1 takes one layer off each end, which is the
+        // uneven split priced (126 layers on 16 stages: 7, 8 x 14, 7).
         let stages = m.pp * m.virtual_stages;
-        if model.layers % stages == 0 {
-            split.push_str(&format!(
-                "pipeline_parallel_layers_per_stage = {}\n",
-                model.layers / stages
-            ));
+        let (per_stage, less) = if model.layers % stages == 0 {
+            (model.layers / stages, 0)
         } else {
-            split.push_str(&format!(
-                "# {} layers do not split evenly over {stages} stages; set pipeline_parallel_split_points by hand\n",
-                model.layers
-            ));
-        }
+            ((model.layers + 2) / stages, 1)
+        };
+        split.push_str(&format!(
+            "pipeline_parallel_layers_per_stage = {per_stage}\n\
+             pipeline_parallel_first_stage_less_layers = {less}\n\
+             pipeline_parallel_last_stage_less_layers = {less}\n"
+        ));
     }
     // torchtitan's async TP (`_micro_pipeline_tp`) is an inductor pass: it needs compile.
     if t.tp_comm_overlap && m.tp > 1 {
         split.push_str(if t.fused_elementwise {
             "enable_async_tensor_parallel = true\n"
         } else {
-            "# async TP was priced; torchtitan runs it only under compile: set compile = true and enable_async_tensor_parallel = true\n"
+            "# async TP was priced; torchtitan runs it only under compile: set [compile] enable = true and enable_async_tensor_parallel = true\n"
         });
     }
-    let mut s = format!(
-        "[parallelism]\ndata_parallel_replicate_degree = {replicate}\ndata_parallel_shard_degree = {shard}\n\
+    // The converter swaps nn.Linear for Float8Linear; without it the section does nothing.
+    // Only tensorwise scaling gathers in fp8; rowwise gathers in bf16, as it was priced.
+    let (converters, float8) =
+        match t.precision {
+            Precision::Fp8 => (
+                "converters = [\"quantize.linear.float8\"]\n",
+                "\n[quantize.linear.float8]\nenable_fsdp_float8_all_gather = true\n",
+            ),
+            Precision::Fp8Rowwise => (
+                "converters = [\"quantize.linear.float8\"]\n",
+                "\n[quantize.linear.float8]\nrecipe_name = \"rowwise\"\n",
+            ),
+            Precision::Fp8Blockwise => return Err(refuse(
+                "block-scaled fp8 was priced; torchtitan's float8 converter scales per tensor or \
+                 per row: price --precision fp8 or fp8-rowwise to emit it"
+                    .into(),
+            )),
+            Precision::Bf16 => ("", ""),
+        };
+    Ok(format!(
+        "# {TORCHTITAN_RELEASES}: run with --job.config_file <this file>\n\
+         [model]\nname = \"{name}\"\nflavor = \"{flavor}\"\n{converters}\n\
+         [parallelism]\ndata_parallel_replicate_degree = {replicate}\ndata_parallel_shard_degree = {shard}\n\
          fsdp_reshard_after_forward = \"{}\"\ntensor_parallel_degree = {}\ncontext_parallel_degree = {}\n\
          pipeline_parallel_degree = {}\npipeline_parallel_schedule = \"{schedule}\"\n\
          pipeline_parallel_microbatch_size = {}\nexpert_parallel_degree = {}\n{split}\n\
          [training]\nglobal_batch_size = {}\nlocal_batch_size = {}\nseq_len = {}\nmixed_precision_param = \"bfloat16\"\n\
-         mixed_precision_reduce = \"{}\"\ncompile = {}\n\n\
-         [activation_checkpoint]\nmode = \"{ac}\"\n{ac_option}",
+         mixed_precision_reduce = \"float32\"\n\n\
+         [compile]\nenable = {}\n\n\
+         [activation_checkpoint]\nmode = \"{ac}\"\n{ac_option}{float8}",
         if m.zero_stage == 3 { "default" } else { "never" },
         m.tp,
         m.cp,
@@ -310,31 +417,9 @@ pub fn torchtitan(model: &ModelShape, t: &Training, m: &Mesh) -> String {
             m.microbatch_size
         },
         t.seq_len,
-        match t.grad_reduce {
-            ReduceDtype::Bf16 => "bfloat16",
-            ReduceDtype::Fp32 => "float32",
-        },
         // Fused norms, rotary and gating were priced: torch.compile is what fuses them.
         t.fused_elementwise,
-    );
-    // The converter swaps nn.Linear for Float8Linear; without it the section does nothing.
-    // Only tensorwise scaling gathers in fp8; rowwise gathers in bf16, as it was priced.
-    match t.precision {
-        Precision::Fp8 => s.push_str(
-            "\n[model]\nconverters = [\"float8\"]\n\n[float8]\nenable_fsdp_float8_all_gather = true\n",
-        ),
-        Precision::Fp8Rowwise => s.push_str(
-            "\n[model]\nconverters = [\"float8\"]\n\n[float8]\nrecipe_name = \"rowwise\"\n",
-        ),
-        // torchao's float8 training recipes scale per tensor or per row; the nearest to
-        // block scaling is rowwise, which the comment names.
-        Precision::Fp8Blockwise => s.push_str(
-            "\n# fp8 with 128-wide block scales was priced; torchao trains tensorwise or rowwise only\n\
-             [model]\nconverters = [\"float8\"]\n\n[float8]\nrecipe_name = \"rowwise\"\n",
-        ),
-        Precision::Bf16 => {}
-    }
-    s
+    ))
 }
 
 #[cfg(test)]
@@ -455,6 +540,72 @@ mod tests {
     }
 
     #[test]
+    fn megatron_defines_the_catalog_model_not_megatrons_default_gpt() {
+        // Issue 30: the arguments built a Llama 3 shape with GPT's rotary base and dropout.
+        let t = training(ReduceDtype::Fp32);
+        let m = mesh(2, 1, 1, Recompute::None);
+        let text = megatron(&catalog::model("llama3-8b").unwrap().shape, &t, &m).unwrap();
+        assert!(text.starts_with("# Megatron-LM core_v0.19"), "{text}");
+        let a = megatron_args(&text);
+        assert_eq!(a["rotary-base"], ["500000"]);
+        assert_eq!(a["attention-dropout"], ["0"]);
+        assert_eq!(a["hidden-dropout"], ["0"]);
+        assert_eq!(a["norm-epsilon"][0].parse::<f64>().unwrap(), 1e-5);
+        // 128256 is a multiple of TP 8, so Megatron keeps the priced vocabulary unpadded.
+        assert_eq!(a["make-vocab-size-divisible-by"], ["1"]);
+        assert_eq!(a["attention-backend"], ["fused"]);
+        assert!(!a.contains_key("use-rope-scaling"));
+        // Llama 3.1 405B's config.json scales its rotary frequencies; GPT-3 keeps learned
+        // positions and its dropout.
+        let a = megatron_args(
+            &megatron(&catalog::model("llama3-405b").unwrap().shape, &t, &m).unwrap(),
+        );
+        assert_eq!(a["rope-scaling-factor"], ["8"]);
+        assert!(a.contains_key("use-rope-scaling"));
+        let a =
+            megatron_args(&megatron(&catalog::model("gpt3-175b").unwrap().shape, &t, &m).unwrap());
+        assert_eq!(a["position-embedding-type"], ["learned_absolute"]);
+        assert!(!a.contains_key("rotary-base"));
+        assert_eq!(a["hidden-dropout"], ["0.1"]);
+    }
+
+    #[test]
+    fn megatron_keeps_the_leading_dense_layers_that_were_priced() {
+        // DeepSeek-V3: 3 dense layers, then 58 MoE layers.
+        let m = Mesh {
+            ep: 8,
+            ..mesh(1, 1, 1, Recompute::None)
+        };
+        let text = megatron(
+            &catalog::model("deepseek-v3").unwrap().shape,
+            &training(ReduceDtype::Fp32),
+            &m,
+        )
+        .unwrap();
+        assert_eq!(megatron_args(&text)["moe-layer-freq"], ["'([0]*3+[1]*58)'"]);
+        assert_eq!(megatron_args(&text)["norm-epsilon"], ["0.000001"]);
+    }
+
+    #[test]
+    fn megatron_says_what_a_model_from_a_file_leaves_unset() {
+        let model = ModelShape {
+            name: "my-model".into(),
+            ..catalog::model("llama3-8b").unwrap().shape
+        };
+        let text = megatron(
+            &model,
+            &training(ReduceDtype::Fp32),
+            &mesh(2, 1, 1, Recompute::None),
+        )
+        .unwrap();
+        assert!(
+            text.contains("# my-model is not a catalog model: --norm-epsilon, --rotary-base and the dropouts are left at the framework's defaults"),
+            "{text}"
+        );
+        assert!(!megatron_args(&text).contains_key("rotary-base"));
+    }
+
+    #[test]
     fn megatron_sets_the_head_width_that_was_priced() {
         // A Qwen3-style head, 128 wide at hidden 2048 and 32 heads: Megatron's default
         // kv-channels would be 64.
@@ -564,7 +715,7 @@ mod tests {
         let model = catalog::model("llama3-405b").unwrap().shape;
         let m = mesh(9, 2, 3, Recompute::Full);
         let t = training(ReduceDtype::Fp32);
-        let text = torchtitan(&model, &t, &m);
+        let text = torchtitan(&model, &t, &m).unwrap();
         let kv = toml_keys(&text);
         let n = |k: &str| kv[k].parse::<u32>().unwrap();
         assert_eq!(n("tensor_parallel_degree"), m.tp);
@@ -584,13 +735,86 @@ mod tests {
     }
 
     #[test]
+    fn torchtitan_names_the_model_and_the_releases_it_is_for() {
+        let text = torchtitan(
+            &catalog::model("llama3-70b").unwrap().shape,
+            &training(ReduceDtype::Fp32),
+            &mesh(1, 1, 3, Recompute::Full),
+        )
+        .unwrap();
+        assert!(text.starts_with("# torchtitan v0.2.0 to v0.2.2"), "{text}");
+        assert!(
+            text.contains("[model]\nname = \"llama3\"\nflavor = \"70B\"\n"),
+            "{text}"
+        );
+        // v0.2 moved compile out of [training] (issue 30: `Invalid field names in Training`).
+        assert!(text.contains("[compile]\nenable = true\n"), "{text}");
+        assert!(!text.contains("\ncompile ="), "{text}");
+    }
+
+    #[test]
+    fn torchtitan_refuses_what_it_cannot_run_as_priced() {
+        let m = mesh(1, 1, 3, Recompute::Full);
+        let err = torchtitan(
+            &catalog::model("mixtral-8x7b").unwrap().shape,
+            &training(ReduceDtype::Fp32),
+            &m,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.starts_with(
+                "--emit torchtitan: not emitted: torchtitan v0.2 ships no flavor of mixtral-8x7b \
+                 (of the catalog it runs llama3-8b, llama3-70b, llama3-405b, deepseek-v3)"
+            ),
+            "{err}"
+        );
+        let err = torchtitan(
+            &catalog::model("llama3-8b").unwrap().shape,
+            &training(ReduceDtype::Bf16),
+            &m,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("price with --grad-reduce fp32"), "{err}");
+    }
+
+    #[test]
+    fn torchtitan_splits_the_stages_as_they_were_priced() {
+        // torchtitan's own arithmetic (distributed/pipeline_parallel.py, v0.2.2): stages =
+        // ceil((layers + first + last) / per_stage), the first stage holding per_stage - first
+        // layers. 126 layers: 16 stages uneven (7, 8 x 14, 7), 9 x 2 virtual stages even.
+        let model = catalog::model("llama3-405b").unwrap().shape;
+        for (m, end_layers) in [
+            (mesh(16, 1, 1, Recompute::Full), 7),
+            (mesh(9, 2, 1, Recompute::Full), 7),
+        ] {
+            let text = torchtitan(&model, &training(ReduceDtype::Fp32), &m).unwrap();
+            let kv = toml_keys(&text);
+            let n = |k: &str| kv[k].parse::<u32>().unwrap();
+            let per_stage = n("pipeline_parallel_layers_per_stage");
+            let first = n("pipeline_parallel_first_stage_less_layers");
+            let last = n("pipeline_parallel_last_stage_less_layers");
+            let stages = (model.layers + first + last).div_ceil(per_stage);
+            assert_eq!(stages, m.pp * m.virtual_stages, "{text}");
+            assert_eq!(per_stage - first, end_layers, "{text}");
+            assert_eq!(
+                f64::from(per_stage * m.virtual_stages),
+                m.stage_layers(model.layers),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
     fn torchtitan_selective_is_the_per_op_policy_that_was_priced() {
         let model = catalog::model("llama3-8b").unwrap().shape;
         let text = torchtitan(
             &model,
             &training(ReduceDtype::Fp32),
             &mesh(1, 1, 3, Recompute::Selective),
-        );
+        )
+        .unwrap();
         assert!(
             text.contains("mode = \"selective\"\nselective_ac_option = \"op\"\n"),
             "{text}"
@@ -611,7 +835,7 @@ mod tests {
             microbatch_size: 2,
             ..mesh(1, 1, 3, Recompute::Full)
         };
-        let text = torchtitan(&model, &t, &m);
+        let text = torchtitan(&model, &t, &m).unwrap();
         let kv = toml_keys(&text);
         let n = |k: &str| kv[k].parse::<u32>().unwrap();
         assert_eq!(n("local_batch_size"), 2);
@@ -619,8 +843,8 @@ mod tests {
             n("global_batch_size") / (n("local_batch_size") * n("data_parallel_shard_degree")),
             m.microbatches(t.global_batch)
         );
-        assert_eq!(kv["compile"], "true");
-        assert_eq!(kv["converters"], "[\"float8\"]");
+        assert!(text.contains("[compile]\nenable = true\n"), "{text}");
+        assert_eq!(kv["converters"], "[\"quantize.linear.float8\"]");
     }
 
     #[test]
@@ -636,14 +860,14 @@ mod tests {
                 tp_comm_overlap,
                 ..training(ReduceDtype::Fp32)
             };
-            torchtitan(&model, &t, &m)
+            torchtitan(&model, &t, &m).unwrap()
         };
         let rowwise = emit(Precision::Fp8Rowwise, true);
         // Each key in its own section.
         let at = |key: &str| rowwise.find(key).unwrap();
         assert!(at("[parallelism]") < at("enable_async_tensor_parallel"));
         assert!(at("enable_async_tensor_parallel") < at("[training]"));
-        assert!(at("[float8]") < at("recipe_name"));
+        assert!(at("[quantize.linear.float8]") < at("recipe_name"));
         let kv = toml_keys(&rowwise);
         assert_eq!(kv["enable_async_tensor_parallel"], "true");
         assert_eq!(kv["recipe_name"], "rowwise");
