@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests need when it is missing, then runs every check CI
-# runs: rustfmt, clippy with -D warnings, the whole test suite, and microbench against NVIDIA's
-# real NCCL and cuBLASLt (scripts/check-libs.sh, whose wheels are cached outside the repository).
+# runs: rustfmt, clippy with -D warnings, the whole test suite, microbench against NVIDIA's
+# real NCCL and cuBLASLt (scripts/check-libs.sh), and the launch configs through the frameworks'
+# own parsers (scripts/check-launch-configs.sh); both install into the user's cache, outside the
+# repository, and skip offline.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,4 +41,6 @@ cargo test --workspace --locked
 say "GPU libraries (NVIDIA's NCCL and cuBLAS wheels, no GPU needed)"
 scripts/check-libs.sh
 scripts/device-summary.py --self-test
+say "launch configs through the frameworks' parsers"
+scripts/check-launch-configs.sh
 deploy/check.sh

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Runs the launch configs `tuner --emit` writes through each framework's own parser
+# (scripts/launch_configs.py): torchtitan v0.2.2's ConfigManager and pipeline split, DeepSpeed
+# 0.19.8's DeepSpeedConfig, Megatron-LM core_v0.19.0's parse_args and validate_args.
+#
+# The frameworks install into a virtual environment in the user's cache, outside the
+# repository (MESHFIT_FRAMEWORKS overrides where): about 5.5 GB and 4 minutes the first time
+# with PyPI's CUDA build of torch, much less with the CPU build, nothing after. Megatron-LM's
+# training code is not on PyPI: it comes from GitHub's archive of the tag, or from a checkout
+# named by MEGATRON_LM_SRC. Offline, each missing part is skipped with one line.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf '== %s\n' "$*" >&2; }
+
+cache=${MESHFIT_FRAMEWORKS:-${XDG_CACHE_HOME:-$HOME/.cache}/meshfit-frameworks}
+venv=$cache/venv
+megatron_tag=core_v0.19.0
+pins="torchtitan==0.2.2 deepspeed==0.19.8"
+python=${PYTHON:-python3}
+
+online() { curl -sf --max-time 10 -o /dev/null "$1"; }
+
+if [ "$(cat "$venv/.meshfit-pins" 2>/dev/null)" != "$pins" ]; then
+  if ! online https://pypi.org/simple/pip/; then
+    say "launch configs: skipped: PyPI unreachable, so the framework parsers are not installed"
+    exit 0
+  fi
+  say "launch configs: installing $pins into $venv"
+  rm -rf "$venv"
+  "$python" -m venv "$venv"
+  pip=("$venv/bin/pip" install -q --disable-pip-version-check)
+  # The CPU build is a tenth of the size; PyPI's default build carries CUDA.
+  "${pip[@]}" torch --index-url https://download.pytorch.org/whl/cpu 2>/dev/null || "${pip[@]}" torch
+  # torchtitan's own pins pull its data and logging stacks, which reading a config never runs.
+  "${pip[@]}" tyro tomli tokenizers torchdata tensorboard datasets einops numpy packaging
+  "${pip[@]}" --no-deps torchtitan==0.2.2
+  DS_BUILD_OPS=0 "${pip[@]}" deepspeed==0.19.8
+  echo "$pins" >"$venv/.meshfit-pins"
+fi
+
+megatron=${MEGATRON_LM_SRC:-$cache/megatron-lm-$megatron_tag}
+if [ ! -d "$megatron/megatron/training" ]; then
+  url=https://github.com/NVIDIA/Megatron-LM/archive/refs/tags/$megatron_tag.tar.gz
+  if online "$url"; then
+    mkdir -p "$megatron"
+    curl -sfL "$url" | tar -xz -C "$megatron" --strip-components 1
+  else
+    say "launch configs: Megatron-LM skipped: $url unreachable (set MEGATRON_LM_SRC to a checkout of $megatron_tag)"
+    megatron=
+  fi
+fi
+
+cargo build -q --locked --bin tuner
+tuner=$(cargo metadata -q --format-version 1 --no-deps | "$python" -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/debug/tuner
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+# One framework's parser over one emitted file; its output is shown only when it refuses.
+check() {
+  local name=$1 kind=$2 file=$3
+  shift 3
+  if ! PYTHONPATH=$megatron "$venv/bin/python" scripts/launch_configs.py "$kind" "$file" "$@" >"$out/log" 2>&1; then
+    cat "$file" "$out/log" >&2
+    say "launch configs: $kind refused $name"
+    exit 1
+  fi
+  sed -n "s|^read: |$name $kind: |p" "$out/log" >&2
+}
+
+# Layouts that exercise each mapping: an interleaved pipeline, an uneven split (126 layers on
+# 16 stages), an MoE model with leading dense layers, fp8, and the search's own choices.
+layouts=(
+  "70b-interleaved|explain --model 70b --gpus 512 --tp 8 --pp 8 --dp 8 --zero 1"
+  "405b-uneven|explain --model 405b --gpus 2048 --tp 8 --pp 16 --dp 16 --virtual-stages 1"
+  "8b-fp8|recommend --model 8b --gpus 64 --precision fp8"
+  "8b|recommend --model 8b --gpus 64"
+  "deepseek-v3|recommend --model deepseek-v3 --gpus 1024"
+)
+for entry in "${layouts[@]}"; do
+  name=${entry%%|*}
+  read -ra args <<<"${entry#*|}"
+  for kind in torchtitan deepspeed megatron; do
+    [ "$kind" = megatron ] && [ -z "$megatron" ] && continue
+    file=$out/$name.$kind
+    if ! "$tuner" "${args[@]}" --emit "$kind" >"$file" 2>"$out/notes"; then
+      cat "$out/notes" >&2
+      say "launch configs: tuner ${args[*]} --emit $kind failed"
+      exit 1
+    fi
+    # Megatron reads the world size from the launcher.
+    world=$(sed -n 's/.*--gpus \([0-9]*\).*/\1/p' <<<"${args[*]}")
+    check "$name" "$kind" "$file" $([ "$kind" = megatron ] && echo "$world")
+  done
+done
+say "launch configs: every emitted file read by its framework's parser"
