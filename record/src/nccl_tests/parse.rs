@@ -46,6 +46,20 @@ struct Context {
     /// any of its results wrong (for an `Out of bounds values : N FAILED` footer).
     first_record: usize,
     flagged: bool,
+    /// Records whose `error` column is past nccl-tests' tolerance for the rank count taken:
+    /// the run's `Out of bounds values` footer has the last word, as nccl-tests judged them
+    /// with the rank count it ran.
+    suspects: Vec<Suspect>,
+}
+
+/// A record kept until its run's footer says whether nccl-tests counted it out of bounds.
+#[derive(Debug)]
+struct Suspect {
+    /// Index in `State::records`.
+    record: usize,
+    /// First row of its table, and its own row.
+    table: usize,
+    line: usize,
 }
 
 impl Context {
@@ -105,7 +119,10 @@ pub(super) fn parse(text: &str, opts: &ImportOptions) -> Result<Parsed, ParseErr
         }
         if let Some(failed) = out_of_bounds(&tokens) {
             st.flush(opts);
-            if failed > 0 {
+            if failed == 0 {
+                st.ctx.suspects.clear();
+            } else {
+                st.drop_suspects();
                 st.failed_footer(line_no, failed);
             }
         } else if is_column_header(&tokens) || body.starts_with("Avg bus bandwidth") {
@@ -122,6 +139,7 @@ pub(super) fn parse(text: &str, opts: &ImportOptions) -> Result<Parsed, ParseErr
         }
     }
     st.flush(opts);
+    st.drop_suspects();
     if !st.errors.is_empty() {
         return Err(ParseError::Tables(st.errors));
     }
@@ -225,7 +243,9 @@ impl State {
                     }),
                     (Some(_), None) => {}
                 }
-                if let Some(row) = row {
+                // An all-to-all's or all-gather's share per peer rounds down to 16 bytes, so
+                // its smallest sizes print `0 0`: nothing moved, nothing to record.
+                if let Some(row) = row.filter(|r| r.size > 0 || r.count > 0) {
                     if self.rows.last().is_some_and(|prev| !row.continues(prev)) {
                         self.flush(opts);
                     }
@@ -274,6 +294,7 @@ impl State {
             return;
         }
         if self.ctx.used {
+            self.drop_suspects();
             self.ctx = Context {
                 first_record: self.records.len(),
                 ..Context::default()
@@ -339,6 +360,31 @@ impl State {
         });
     }
 
+    /// Drops the records whose `error` column is past nccl-tests' tolerance, when no footer
+    /// of their run said every value was in bounds.
+    fn drop_suspects(&mut self) {
+        let suspects = std::mem::take(&mut self.ctx.suspects);
+        if suspects.is_empty() {
+            return;
+        }
+        let mut doomed = suspects.iter().map(|s| s.record).peekable();
+        let mut index = 0;
+        self.records.retain(|_| {
+            let drop = doomed.next_if_eq(&index).is_some();
+            index += 1;
+            !drop
+        });
+        self.ctx.flagged = true;
+        for chunk in suspects.chunk_by(|a, b| a.table == b.table) {
+            let mut lines: Vec<usize> = chunk.iter().map(|s| s.line).collect();
+            lines.dedup();
+            self.reject(Warning::Failed {
+                table: chunk[0].table,
+                lines,
+            });
+        }
+    }
+
     fn flush(&mut self, opts: &ImportOptions) {
         if self.rows.is_empty() {
             return;
@@ -366,7 +412,7 @@ impl State {
                     ..Versions::default()
                 };
                 for row in &rows {
-                    self.convert(row, kind, &group, &versions);
+                    self.convert(first, row, kind, &group, &versions);
                 }
             }
             Err(e) => self.errors.push(e),
@@ -566,7 +612,7 @@ impl State {
         None
     }
 
-    fn convert(&mut self, row: &Row, kind: Kind, group: &Group, versions: &Versions) {
+    fn convert(&mut self, table: usize, row: &Row, kind: Kind, group: &Group, versions: &Versions) {
         let ranks = group.ranks;
         let Some(bytes) = row
             .count
@@ -631,6 +677,13 @@ impl State {
                     printed: half.busbw_gbs,
                     expected: busbw,
                     factor,
+                });
+            }
+            if half.check.exceeds(row.dtype, ranks) {
+                self.ctx.suspects.push(Suspect {
+                    record: self.records.len(),
+                    table,
+                    line: row.line,
                 });
             }
             self.records.push(rec);

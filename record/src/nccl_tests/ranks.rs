@@ -111,12 +111,13 @@ impl fmt::Display for Evidence {
     }
 }
 
-/// The unique size / (count x type size) over the rows of the new layout, if any.
-fn count_ratio(rows: &[Row]) -> Option<u64> {
+/// The unique size / (count x type size) over the rows of the new layout, or of the old one
+/// too where `old_too`, if any.
+fn count_ratio(rows: &[Row], old_too: bool) -> Option<u64> {
     let mut ratio = None;
     for r in rows {
         let unit = r.count.checked_mul(r.dtype.size_bytes())?;
-        if r.layout != Layout::New || unit == 0 || r.size % unit != 0 {
+        if (r.layout != Layout::New && !old_too) || unit == 0 || r.size % unit != 0 {
             return None;
         }
         let m = r.size / unit;
@@ -192,7 +193,7 @@ pub(super) fn structural_kinds(rows: &[Row]) -> Vec<Kind> {
         // Broadcast and reduce name a root; meshfit records neither.
         return Vec::new();
     }
-    let m = count_ratio(rows);
+    let m = count_ratio(rows, false);
     Kind::COLLECTIVES
         .iter()
         .copied()
@@ -212,7 +213,7 @@ pub(super) fn structural_kinds(rows: &[Row]) -> Vec<Kind> {
 /// The collectives the columns and the printed busbw/algbw both allow, for a table that
 /// names none.
 pub(super) fn column_kinds(rows: &[Row]) -> Vec<Kind> {
-    let m = count_ratio(rows).and_then(|m| u32::try_from(m).ok());
+    let m = count_ratio(rows, false).and_then(|m| u32::try_from(m).ok());
     structural_kinds(rows)
         .into_iter()
         .filter(|k| {
@@ -235,7 +236,9 @@ pub(super) fn table_evidence(
     evidence: &mut Vec<Evidence>,
 ) -> Option<Span> {
     let per_rank = matches!(kind, Kind::AllGather | Kind::ReduceScatter | Kind::AllToAll);
-    let count = count_ratio(rows)
+    // nccl-tests has printed an all-to-all's size as ranks x count x type size since it
+    // gained one (2020), in the old layout too.
+    let count = count_ratio(rows, kind == Kind::AllToAll)
         .filter(|_| per_rank)
         .and_then(|m| u32::try_from(m).ok())
         .map(Span::exact);

@@ -5,21 +5,43 @@ use super::convention;
 use super::Warning;
 use crate::Dtype;
 
-/// Column layouts: `New` has `redop` and `root` after `type`; `Old` (before nccl-tests 2.0)
-/// does not, and prints `error` (the largest deviation) instead of `#wrong`.
+/// Column layouts: `New` (nccl-tests 2.13 on) has `redop` and `root` after `type` and counts
+/// wrong elements in `#wrong`; `Old` has no `root`, a `redop` only where the collective
+/// reduces (and all-to-all), and prints `error`, the largest deviation from the expected
+/// values, instead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Layout {
     Old,
     New,
 }
 
-impl Layout {
-    /// Columns before the out-of-place group.
-    pub(super) fn prefix(self) -> usize {
-        match self {
-            Layout::Old => 3,
-            Layout::New => 5,
-        }
+/// What a placement's last column says about its result.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Check {
+    /// `N/A`: not checked (no `-c`, or in-place all-to-all).
+    Unchecked,
+    /// `#wrong`: whether any element was wrong.
+    Counted { wrong: bool },
+    /// `error`: the largest deviation, which nccl-tests judges against its tolerance for the
+    /// type and rank count (see [`Check::exceeds`]).
+    Deviation(f64),
+}
+
+impl Check {
+    /// Whether an `error` column is past nccl-tests' own bound: `DeltaMaxValue(type) x
+    /// (ranks - 1)` (src/common.cu before 2.13: half and bfloat16 1e-2, float 1e-5, double
+    /// 1e-12, integers exact), since every rank's rounding adds to a reduction's.
+    pub(super) fn exceeds(self, dtype: Dtype, ranks: u32) -> bool {
+        let Check::Deviation(v) = self else {
+            return false;
+        };
+        let per_rank = match dtype {
+            Dtype::Fp16 | Dtype::Bf16 => 1e-2,
+            Dtype::Fp32 | Dtype::Tf32 => 1e-5,
+            Dtype::Fp64 => 1e-12,
+            _ => 0.0,
+        };
+        v > per_rank * f64::from(ranks.saturating_sub(1))
     }
 }
 
@@ -37,8 +59,8 @@ pub(super) struct Half {
     pub(super) busbw_gbs: f64,
     /// Half a unit in the last printed digit of algbw and busbw (nccl-tests prints `%6.2f`).
     pub(super) bw_rounding_gbs: f64,
-    /// nccl-tests found wrong values in this placement's result.
-    pub(super) failed: bool,
+    /// What nccl-tests found of this placement's result.
+    pub(super) check: Check,
 }
 
 #[derive(Debug, Clone)]
@@ -66,15 +88,17 @@ impl Row {
     }
 }
 
-/// Takes out the placements nccl-tests marked wrong; returns the rest and the lines of the
-/// rows that lost a placement.
+/// Takes out the placements nccl-tests counted wrong elements in; returns the rest and the
+/// lines of the rows that lost a placement. An `error` column needs the rank count: the
+/// caller judges it once the table's is known.
 pub(super) fn drop_failed(rows: Vec<Row>) -> (Vec<Row>, Vec<usize>) {
     let mut lines = Vec::new();
     let kept = rows
         .into_iter()
         .filter_map(|mut row| {
             let before = row.halves.len();
-            row.halves.retain(|h| !h.failed);
+            row.halves
+                .retain(|h| h.check != Check::Counted { wrong: true });
             if row.halves.len() < before {
                 lines.push(row.line);
             }
@@ -97,8 +121,19 @@ pub(super) fn read_row(
         .map_err(|e| format!("count `{}`: {e}", tokens[1]))?;
     let dtype = convention::dtype(tokens[2])
         .ok_or_else(|| format!("type `{}` is not an nccl-tests type", tokens[2]))?;
+    // `time` fourth: old, without a redop. After a redop, `error` eighth (printed `%5.0le`,
+    // where the new layout prints busbw `%6.2f`) or `time` fifth, not an integer root: old.
+    let deviation = |t: &&str| t.contains('e') && t.parse::<f64>().is_ok();
     let layout = match tokens.get(3) {
         Some(t) if t.parse::<f64>().is_ok() => Layout::Old,
+        Some(_)
+            if tokens.get(7).is_some_and(deviation)
+                || tokens
+                    .get(4)
+                    .is_some_and(|t| t.parse::<i64>().is_err() && t.parse::<f64>().is_ok()) =>
+        {
+            Layout::Old
+        }
         Some(_) => Layout::New,
         None => {
             return Ok((
@@ -110,7 +145,9 @@ pub(super) fn read_row(
             ))
         }
     };
+    let has_redop = tokens[3].parse::<f64>().is_err();
     let (redop, root) = match layout {
+        Layout::Old if has_redop => (Some(tokens[3].to_string()), None),
         Layout::Old => (None, None),
         Layout::New => {
             let root = match tokens.get(4) {
@@ -123,7 +160,8 @@ pub(super) fn read_row(
             (Some(tokens[3].to_string()), root)
         }
     };
-    let prefix = layout.prefix();
+    // Columns before the out-of-place group.
+    let prefix = 3 + usize::from(redop.is_some()) + usize::from(root.is_some());
     if tokens.len() > prefix + 2 * GROUP {
         return Err(format!(
             "{} columns, more than nccl-tests prints ({})",
@@ -138,7 +176,7 @@ pub(super) fn read_row(
         match tokens.get(start..start + GROUP) {
             // microbench prints `N/A` for a placement it did not time.
             Some(cols) if cols[..3].iter().all(|c| *c == "N/A") => {}
-            Some(cols) => halves.push(read_half(cols, in_place, layout, dtype)?),
+            Some(cols) => halves.push(read_half(cols, in_place, layout)?),
             None => cut = true,
         }
     }
@@ -162,7 +200,7 @@ pub(super) fn read_row(
 /// Reads time, algbw, busbw and #wrong. A time or bandwidth that is not a finite number
 /// (nccl-tests prints `inf` when a timer reads 0) makes the row unreadable rather than a
 /// record with no time (issue 13).
-fn read_half(cols: &[&str], in_place: bool, layout: Layout, dtype: Dtype) -> Result<Half, String> {
+fn read_half(cols: &[&str], in_place: bool, layout: Layout) -> Result<Half, String> {
     let placement = if in_place { "in-place" } else { "out-of-place" };
     let num = |name: &str, t: &str| match t.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
@@ -188,31 +226,20 @@ fn read_half(cols: &[&str], in_place: bool, layout: Layout, dtype: Dtype) -> Res
         algbw_gbs: num("algbw", cols[1])?,
         busbw_gbs: num("busbw", cols[2])?,
         bw_rounding_gbs: rounding(cols[1]).max(rounding(cols[2])),
-        failed: wrong(cols[3], layout, dtype)
+        check: check(cols[3], layout)
             .ok_or_else(|| format!("{placement} #wrong `{}` is not a number", cols[3]))?,
     })
 }
 
-/// Whether nccl-tests' last column marks the result wrong. The new layout counts wrong
-/// elements (`N/A` without `-c 1`); the old one printed the largest deviation, which
-/// nccl-tests counted as an error past `DeltaMaxValue` of the type (src/common.cu before 2.0:
-/// half 5e-2, float 1e-5, double 1e-12, integers exact).
-fn wrong(col: &str, layout: Layout, dtype: Dtype) -> Option<bool> {
+/// Reads nccl-tests' last column of a placement.
+fn check(col: &str, layout: Layout) -> Option<Check> {
     if col == "N/A" {
-        return Some(false);
+        return Some(Check::Unchecked);
     }
     let v = col.parse::<f64>().ok().filter(|v| !v.is_nan())?;
     Some(match layout {
-        Layout::New => v != 0.0,
-        Layout::Old => {
-            let tolerance = match dtype {
-                Dtype::Fp16 | Dtype::Bf16 => 5e-2,
-                Dtype::Fp32 | Dtype::Tf32 => 1e-5,
-                Dtype::Fp64 => 1e-12,
-                _ => 0.0,
-            };
-            v > tolerance
-        }
+        Layout::New => Check::Counted { wrong: v != 0.0 },
+        Layout::Old => Check::Deviation(v),
     })
 }
 
