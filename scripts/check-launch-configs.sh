@@ -4,7 +4,7 @@
 # 0.19.8's DeepSpeedConfig, Megatron-LM core_v0.19.0's parse_args and validate_args.
 #
 # The frameworks install into a virtual environment in the user's cache, outside the
-# repository (MESHFIT_FRAMEWORKS overrides where): about 5.5 GB and 4 minutes the first time
+# repository (MESHFIT_FRAMEWORKS overrides where): about 6 GB and 4 minutes the first time
 # with PyPI's CUDA build of torch, much less with the CPU build, nothing after. Megatron-LM's
 # training code is not on PyPI: it comes from GitHub's archive of the tag, or from a checkout
 # named by MEGATRON_LM_SRC. Offline, each missing part is skipped with one line.

@@ -32,6 +32,11 @@ def torchtitan(path: str) -> None:
     if cfg.model.flavor not in spec.model_args:
         fail(f"torchtitan has no flavor {cfg.model.flavor!r} of {cfg.model.name}")
     args = spec.model_args[cfg.model.flavor]
+    from torchtitan.protocols.model_converter import _registry_model_converter_cls as converters
+
+    # build_model_converters looks each name up and fails at launch on one it lacks.
+    if unknown := set(cfg.model.converters) - set(converters):
+        fail(f"torchtitan registers no converter {sorted(unknown)}; it has {sorted(converters)}")
     p, t = cfg.parallelism, cfg.training
     dp = p.data_parallel_replicate_degree * p.data_parallel_shard_degree
     # torchtitan's Trainer asserts this (train.py).
@@ -49,7 +54,10 @@ def torchtitan(path: str) -> None:
         parts = generate_llm_fqn_per_model_part(stages, args.n_layers, first, last)
         layers = [sum(m.startswith("layers.") for m in part) for part in parts]
         print(f"read: stages hold {layers} layers")
-    print(f"read: {cfg.model.name} {cfg.model.flavor}: {args.n_layers} layers of width {args.dim}")
+    print(
+        f"read: {cfg.model.name} {cfg.model.flavor}: {args.n_layers} layers of width {args.dim},"
+        f" converters {cfg.model.converters}"
+    )
 
 
 def deepspeed(path: str) -> None:

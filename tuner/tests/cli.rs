@@ -249,6 +249,44 @@ fn compare_sets_two_meshes_side_by_side() {
     assert!(out.contains("TP all-reduce (exposed)"), "{out}");
 }
 
+/// Issue 30: DeepSpeed asserts train_batch_size = micro batch x accumulation steps x its
+/// data-parallel size, and runs neither interleaved pipelines nor ring context parallelism;
+/// the layouts the search recommends for it keep all three.
+#[test]
+fn deepspeed_configs_meet_deepspeeds_batch_assertion() {
+    for (model, gpus) in [
+        ("8b", "64"),
+        ("70b", "512"),
+        ("405b", "2048"),
+        ("mixtral-8x7b", "256"),
+    ] {
+        let args = [
+            "recommend",
+            "--model",
+            model,
+            "--gpus",
+            gpus,
+            "--emit",
+            "deepspeed",
+        ];
+        let ds: Value = serde_json::from_str(&stdout_of(&args)).unwrap();
+        let n = |v: &Value| v.as_u64().unwrap();
+        let layout = &ds["meshfit"];
+        assert_eq!(
+            n(&ds["train_batch_size"]),
+            n(&ds["train_micro_batch_size_per_gpu"])
+                * n(&ds["gradient_accumulation_steps"])
+                * n(&layout["data_parallel"]),
+            "{args:?}: {ds}"
+        );
+        assert_eq!(
+            (n(&layout["virtual_stages"]), n(&layout["context_parallel"])),
+            (1, 1),
+            "{args:?}"
+        );
+    }
+}
+
 #[test]
 fn launch_configs() {
     let args = [

@@ -112,14 +112,6 @@ fn megatron_moe_args(moe: &Moe, layers: u32, t: &Training, m: &Mesh) -> Vec<Stri
     a
 }
 
-/// A header line for a model the catalog does not describe beyond its shape.
-fn unknown_architecture(model: &ModelShape, unset: &str) -> String {
-    format!(
-        "# {} is not a catalog model: {unset} are left at the framework's defaults; set them to the model's\n",
-        model.name
-    )
-}
-
 /// A layout a framework's launch config cannot express: the command fails, so that no script
 /// takes an empty or partial config for a launchable one (issue 31, item 12).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -221,9 +213,9 @@ pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, No
     }
     let mut out = format!("# {MEGATRON_RELEASE}\n");
     if arch.is_none() {
-        out.push_str(&unknown_architecture(
-            model,
-            "--norm-epsilon, --rotary-base and the dropouts",
+        out.push_str(&format!(
+            "# {} is not a catalog model: --norm-epsilon, --rotary-base and the dropouts are left at Megatron-LM's defaults; set them to the model's\n",
+            model.name
         ));
     }
     if t.precision == Precision::Fp8Rowwise {
@@ -599,7 +591,7 @@ mod tests {
         )
         .unwrap();
         assert!(
-            text.contains("# my-model is not a catalog model: --norm-epsilon, --rotary-base and the dropouts are left at the framework's defaults"),
+            text.contains("# my-model is not a catalog model: --norm-epsilon, --rotary-base and the dropouts are left at Megatron-LM's defaults"),
             "{text}"
         );
         assert!(!megatron_args(&text).contains_key("rotary-base"));
