@@ -343,16 +343,31 @@ pub fn torchtitan(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, 
         // torchtitan counts the embedding and the output as `*_less_layers` layers of the
         // first and last stage: 0 splits evenly, 1 takes one layer off each end, which is the
         // uneven split priced (126 layers on 16 stages: 7, 8 x 14, 7).
+        // Edge stages of their own counts are the inner stages' count less some layers.
         let stages = m.pp * m.virtual_stages;
-        let (per_stage, less) = if model.layers % stages == 0 {
-            (model.layers / stages, 0)
-        } else {
-            ((model.layers + 2) / stages, 1)
+        let (per_stage, first_less, last_less) = match m.edge_stages {
+            Some(e) => {
+                let per_stage = if m.pp > 2 {
+                    (model.layers - e.first - e.last) / (m.pp - 2)
+                } else {
+                    e.first.max(e.last)
+                };
+                if e.first > per_stage || e.last > per_stage {
+                    return Err(refuse(format!(
+                        "first and last stages of {} and {} layers beside inner stages of {per_stage} \
+                         were priced; torchtitan only takes layers off the edge stages",
+                        e.first, e.last
+                    )));
+                }
+                (per_stage, per_stage - e.first, per_stage - e.last)
+            }
+            None if model.layers % stages == 0 => (model.layers / stages, 0, 0),
+            None => ((model.layers + 2) / stages, 1, 1),
         };
         split.push_str(&format!(
             "pipeline_parallel_layers_per_stage = {per_stage}\n\
-             pipeline_parallel_first_stage_less_layers = {less}\n\
-             pipeline_parallel_last_stage_less_layers = {less}\n"
+             pipeline_parallel_first_stage_less_layers = {first_less}\n\
+             pipeline_parallel_last_stage_less_layers = {last_less}\n"
         ));
     }
     // torchtitan's async TP (`_micro_pipeline_tp`) is an inductor pass: it needs compile.
@@ -769,6 +784,28 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("price with --grad-reduce fp32"), "{err}");
+    }
+
+    #[test]
+    fn torchtitan_takes_the_priced_edge_stages_off_the_inner_count() {
+        // 61 layers on 16 stages as 3 + 14 x 4 + 2: 4 a stage, 1 less on the first and 2 on
+        // the last, which torchtitan's ceil((61 + 1 + 2) / 4) makes 16 stages again.
+        let model = catalog::model("deepseek-v3").unwrap().shape;
+        let m = Mesh {
+            edge_stages: Some(crate::mesh::EdgeStages { first: 3, last: 2 }),
+            ..mesh(16, 1, 1, Recompute::Full)
+        };
+        let text = torchtitan(&model, &training(ReduceDtype::Fp32), &m).unwrap();
+        let kv = toml_keys(&text);
+        assert_eq!(kv["pipeline_parallel_layers_per_stage"], "4");
+        assert_eq!(kv["pipeline_parallel_first_stage_less_layers"], "1");
+        assert_eq!(kv["pipeline_parallel_last_stage_less_layers"], "2");
+        // 9 + 14 x 3 + 10: edges heavier than the inner stages, which torchtitan cannot state.
+        let heavy = Mesh {
+            edge_stages: Some(crate::mesh::EdgeStages { first: 9, last: 10 }),
+            ..m
+        };
+        assert!(torchtitan(&model, &training(ReduceDtype::Fp32), &heavy).is_err());
     }
 
     #[test]
