@@ -498,3 +498,19 @@ fn r13_ppr_zero_per_node_is_no_per_node_count() {
         r.validate().unwrap();
     }
 }
+
+#[test]
+fn r31_a_size_past_u64_is_a_named_rejection_not_a_vanished_row() {
+    // 10^22 bytes fits no u64: the row used to read as a context line and vanish.
+    let text = A100_24.replace(
+        "   268435456      67108864",
+        "   10000000000000000000000      67108864",
+    );
+    let parsed = parse(&text).unwrap();
+    assert_eq!(parsed.records.len(), 10);
+    let said = parsed.warnings.iter().any(|w| {
+        matches!(w, Warning::Unreadable { reason, .. }
+            if reason.contains("size `10000000000000000000000`"))
+    });
+    assert!(said, "{:?}", parsed.warnings);
+}

@@ -184,9 +184,12 @@ fn out_of_bounds(tokens: &[&str]) -> Option<u64> {
     }
 }
 
-/// A result row starts with two integers (size, count) and an nccl-tests type name.
+/// A result row starts with two integers (size, count) and an nccl-tests type name. Digits
+/// past what a u64 holds still make a row, which `read_row` then refuses by name, rather than
+/// a context line that vanishes without a word.
 fn looks_like_row(tokens: &[&str]) -> bool {
-    tokens.len() >= 3 && tokens[0].parse::<u64>().is_ok() && tokens[1].parse::<u64>().is_ok()
+    let integer = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    tokens.len() >= 3 && integer(tokens[0]) && integer(tokens[1])
 }
 
 impl State {
