@@ -342,7 +342,7 @@ impl ModelShape {
     /// the projections of [`ModelShape::mla_projections`].
     pub fn attention_params(&self) -> f64 {
         match self.mla_projections() {
-            Some(p) => p.iter().map(Projection::weights).sum(),
+            Some(p) => p.map(|p| p.weights()).sum(),
             None => {
                 let h = f64::from(self.hidden);
                 2.0 * h * self.q_dim() + 2.0 * h * self.kv_dim()
@@ -354,7 +354,7 @@ impl ModelShape {
     /// and up-projection (or one h x q_dim where there is no query latent), the key/value
     /// down-projection with the shared rotary key, the up-projection to every head's key and
     /// value, and the output projection.
-    pub fn mla_projections(&self) -> Option<Vec<Projection>> {
+    pub fn mla_projections(&self) -> Option<impl Iterator<Item = Projection>> {
         let mla = self.mla.as_ref()?;
         let h = f64::from(self.hidden);
         let heads = f64::from(self.heads);
@@ -364,14 +364,16 @@ impl ModelShape {
             inputs,
             split,
         };
-        let mut all = match mla.q_lora_rank {
-            Some(r) => vec![
-                p(f64::from(r), h, TpSplit::Whole),
+        // The search prices hundreds of thousands of layers: no allocation per call.
+        let (q_down, q) = match mla.q_lora_rank {
+            Some(r) => (
+                Some(p(f64::from(r), h, TpSplit::Whole)),
                 p(self.q_dim(), f64::from(r), TpSplit::Outputs),
-            ],
-            None => vec![p(self.q_dim(), h, TpSplit::Outputs)],
+            ),
+            None => (None, p(self.q_dim(), h, TpSplit::Outputs)),
         };
-        all.extend([
+        let rest = [
+            q,
             p(kv_lora + f64::from(mla.qk_rope_head_dim), h, TpSplit::Whole),
             p(
                 heads * f64::from(mla.qk_nope_head_dim + mla.v_head_dim),
@@ -379,8 +381,8 @@ impl ModelShape {
                 TpSplit::Outputs,
             ),
             p(h, self.v_dim(), TpSplit::Inputs),
-        ]);
-        Some(all)
+        ];
+        Some(q_down.into_iter().chain(rest))
     }
 
     /// Dense MLP weights of one layer.
@@ -402,7 +404,7 @@ impl ModelShape {
         );
         if let Some(projections) = self.mla_projections() {
             let mut tensors = vec![h];
-            tensors.extend(projections.iter().map(Projection::weights));
+            tensors.extend(projections.map(|p| p.weights()));
             tensors.extend([h, f * h, f * h, h * f]);
             return tensors;
         }

@@ -226,29 +226,41 @@ pub fn search(scenario: &Scenario, c: &Constraints, top: usize) -> SearchResult 
     let mut evaluated = 0;
     let mut fitting = 0;
     let mut leanest: Option<Evaluation> = None;
-    for_each_evaluation(scenario, c, |e| {
-        evaluated += 1;
-        if !e.fits() {
-            if leanest
-                .as_ref()
-                .is_none_or(|l| e.memory.total < l.memory.total)
+    let t = &scenario.training;
+    for_each_mesh(
+        &scenario.model,
+        t.seq_len,
+        t.global_batch,
+        scenario.gpus,
+        c,
+        |mesh| {
+            evaluated += 1;
+            // Most meshes do not fit; their memory alone says so, and only one leaner than
+            // the leanest so far needs its step time (to explain why nothing fits).
+            let memory = scenario.memory(&mesh);
+            if !scenario.fits(&memory) {
+                if leanest
+                    .as_ref()
+                    .is_none_or(|l| memory.total < l.memory.total)
+                {
+                    leanest = Some(scenario.evaluate(&mesh));
+                }
+                return;
+            }
+            let e = scenario.evaluate(&mesh);
+            fitting += 1;
+            if heap.len() < top
+                || heap
+                    .peek()
+                    .is_some_and(|worst| e.step_time_s < worst.0.step_time_s)
             {
-                leanest = Some(e);
+                heap.push(BySlowest(e));
+                if heap.len() > top {
+                    heap.pop();
+                }
             }
-            return;
-        }
-        fitting += 1;
-        if heap.len() < top
-            || heap
-                .peek()
-                .is_some_and(|worst| e.step_time_s < worst.0.step_time_s)
-        {
-            heap.push(BySlowest(e));
-            if heap.len() > top {
-                heap.pop();
-            }
-        }
-    });
+        },
+    );
     let ranked = heap.into_sorted_vec().into_iter().map(|b| b.0).collect();
     SearchResult {
         evaluated,

@@ -401,23 +401,18 @@ pub(super) fn layer(x: &Inputs, moe_layer: bool) -> Layer {
     let eff = x.efficiency;
     let mut kernels = LAYER_KERNELS;
 
-    let projections = model.mla_projections().unwrap_or_default();
-    let mla_gemm = |p: &crate::model::Projection| {
-        let (outputs, inputs) = p.on_rank(tp);
-        c.linear_s(t, outputs, inputs)
+    // MLA's GEMMs, and the forward of its up-projections that its recomputation replays.
+    let (attn_gemms, mla_up) = match model.mla_projections() {
+        Some(projections) => projections.fold(((0.0, 0.0), 0.0), |(pass, up), p| {
+            let (outputs, inputs) = p.on_rank(tp);
+            let gemm = c.linear_s(t, outputs, inputs);
+            (
+                sum(pass, gemm),
+                if p.from_latent(h) { up + gemm.0 } else { up },
+            )
+        }),
+        None => (attention_gemms(c, t, h, q, kv, tp), 0.0),
     };
-    let attn_gemms = if projections.is_empty() {
-        attention_gemms(c, t, h, q, kv, tp)
-    } else {
-        projections
-            .iter()
-            .fold((0.0, 0.0), |pass, p| sum(pass, mla_gemm(p)))
-    };
-    let mla_up = projections
-        .iter()
-        .filter(|p| p.from_latent(h))
-        .map(|p| mla_gemm(p).0)
-        .sum();
     let moe = model.moe.as_ref().filter(|_| moe_layer);
     let op_sac_gemm = if mesh.recompute.per_op(x.training.framework) {
         let mlp = match (moe, model.ffn_act) {

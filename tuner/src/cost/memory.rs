@@ -271,25 +271,26 @@ fn held_layers(model: &ModelShape, mesh: &Mesh) -> Held {
     let st = mesh.stages(model.layers);
     let mtp = f64::from(model.mtp_layers);
     let held = |layers, mtp| Held { layers, mtp };
+    let none = || held(0.0, false);
     let candidates = if mesh.pp == 1 {
-        vec![held(st.first, true)]
+        [held(st.first, true), none(), none()]
     } else if mesh.schedule == Schedule::Dualpipe {
-        vec![held(st.first + st.last, true), held(2.0 * st.middle, false)]
+        [
+            held(st.first + st.last, true),
+            held(2.0 * st.middle, false),
+            none(),
+        ]
     } else {
-        vec![
+        [
             held(st.first, false),
             held(st.middle, false),
             held(st.last, true),
         ]
     };
     let weight = |h: &Held| h.layers + if h.mtp { mtp } else { 0.0 };
-    candidates.into_iter().fold(held(0.0, false), |a, b| {
-        if weight(&b) > weight(&a) {
-            b
-        } else {
-            a
-        }
-    })
+    candidates
+        .into_iter()
+        .fold(none(), |a, b| if weight(&b) > weight(&a) { b } else { a })
 }
 
 fn activation_bytes(model: &ModelShape, training: &Training, mesh: &Mesh) -> f64 {

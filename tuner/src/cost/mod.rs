@@ -155,10 +155,20 @@ impl Scenario {
         }
     }
 
+    /// Memory per GPU of one mesh, without its step time: what decides whether it fits.
+    pub fn memory(&self, mesh: &Mesh) -> MemoryBreakdown {
+        memory::memory_per_gpu(&self.model, &self.training, mesh)
+    }
+
+    /// Whether `memory` fits the GPU, as [`Evaluation::fits`] says it.
+    pub fn fits(&self, memory: &MemoryBreakdown) -> bool {
+        memory.total <= self.cluster.gpu.hbm_bytes
+    }
+
     /// Prices one mesh.
     pub fn evaluate(&self, mesh: &Mesh) -> Evaluation {
         let placement = Placement::of(mesh, &self.cluster);
-        let memory = memory::memory_per_gpu(&self.model, &self.training, mesh);
+        let memory = self.memory(mesh);
         let breakdown = timing::step_time(&timing::Inputs {
             model: &self.model,
             training: &self.training,
