@@ -165,8 +165,8 @@ pub fn for_each_mesh(
     }
 }
 
-/// Prices every valid mesh of the scenario that `c` allows.
-pub fn for_each_evaluation(scenario: &Scenario, c: &Constraints, mut f: impl FnMut(Evaluation)) {
+/// Calls `f` on every valid mesh of the scenario that `c` allows.
+fn for_each_scenario_mesh(scenario: &Scenario, c: &Constraints, f: impl FnMut(Mesh)) {
     let t = &scenario.training;
     for_each_mesh(
         &scenario.model,
@@ -174,8 +174,13 @@ pub fn for_each_evaluation(scenario: &Scenario, c: &Constraints, mut f: impl FnM
         t.global_batch,
         scenario.gpus,
         c,
-        |mesh| f(scenario.evaluate(&mesh)),
+        f,
     );
+}
+
+/// Prices every valid mesh of the scenario that `c` allows.
+pub fn for_each_evaluation(scenario: &Scenario, c: &Constraints, mut f: impl FnMut(Evaluation)) {
+    for_each_scenario_mesh(scenario, c, |mesh| f(scenario.evaluate(&mesh)));
 }
 
 /// What a search found.
@@ -226,41 +231,33 @@ pub fn search(scenario: &Scenario, c: &Constraints, top: usize) -> SearchResult 
     let mut evaluated = 0;
     let mut fitting = 0;
     let mut leanest: Option<Evaluation> = None;
-    let t = &scenario.training;
-    for_each_mesh(
-        &scenario.model,
-        t.seq_len,
-        t.global_batch,
-        scenario.gpus,
-        c,
-        |mesh| {
-            evaluated += 1;
-            // Most meshes do not fit; their memory alone says so, and only one leaner than
-            // the leanest so far needs its step time (to explain why nothing fits).
-            let memory = scenario.memory(&mesh);
-            if !scenario.fits(&memory) {
-                if leanest
-                    .as_ref()
-                    .is_none_or(|l| memory.total < l.memory.total)
-                {
-                    leanest = Some(scenario.evaluate(&mesh));
-                }
-                return;
-            }
-            let e = scenario.evaluate(&mesh);
-            fitting += 1;
-            if heap.len() < top
-                || heap
-                    .peek()
-                    .is_some_and(|worst| e.step_time_s < worst.0.step_time_s)
+    for_each_scenario_mesh(scenario, c, |mesh| {
+        evaluated += 1;
+        // Most meshes do not fit; their memory alone says so, and only one leaner than
+        // the leanest so far needs its step time (to explain why nothing fits).
+        let memory = scenario.memory(&mesh);
+        if !scenario.fits(&memory) {
+            if leanest
+                .as_ref()
+                .is_none_or(|l| memory.total < l.memory.total)
             {
-                heap.push(BySlowest(e));
-                if heap.len() > top {
-                    heap.pop();
-                }
+                leanest = Some(scenario.evaluate(&mesh));
             }
-        },
-    );
+            return;
+        }
+        let e = scenario.evaluate(&mesh);
+        fitting += 1;
+        if heap.len() < top
+            || heap
+                .peek()
+                .is_some_and(|worst| e.step_time_s < worst.0.step_time_s)
+        {
+            heap.push(BySlowest(e));
+            if heap.len() > top {
+                heap.pop();
+            }
+        }
+    });
     let ranked = heap.into_sorted_vec().into_iter().map(|b| b.0).collect();
     SearchResult {
         evaluated,
