@@ -381,3 +381,145 @@ fn r31_2_one_series_from_two_instances_resolves_the_same_in_either_order() {
         "{notes:?}"
     );
 }
+
+/// Series `i` of `family` as a fleet's agents export it and Prometheus answers it: with the
+/// target labels (`__name__`, `instance`, `job`, `pool`) that no record reads, and, for
+/// every seventh node, a NaN or a series lacking a label the records need.
+fn fleet_series(family: Family, i: usize) -> String {
+    let node = i / 8;
+    let gpu = i % 8;
+    let host = format!("gpu-node-{node:05}");
+    let odd = node % 7 == 3;
+    let (labels, value): (Vec<(&str, String)>, String) = match family {
+        Family::CollectiveTime => {
+            let (scope, ranks, per_node) = if gpu == 7 {
+                ("inter_node", "16", Some("8"))
+            } else {
+                ("intra_node", "8", None)
+            };
+            let mut l = vec![
+                ("collective", "all_reduce".into()),
+                ("scope", scope.into()),
+                ("ranks", ranks.into()),
+                ("size_bytes", (1u64 << (10 + 2 * gpu)).to_string()),
+                ("dtype", "bf16".into()),
+                ("backend", "nccl".into()),
+            ];
+            l.extend(per_node.map(|p| ("ranks_per_node", p.to_string())));
+            let t = if odd && gpu == 0 {
+                "NaN".to_string()
+            } else {
+                format!("{:e}", 2e-5 * (1 + gpu + node % 5) as f64)
+            };
+            (l, t)
+        }
+        Family::GemmFlops => {
+            let mut l = vec![
+                ("gpu", gpu.to_string()),
+                ("dtype", "bf16".into()),
+                ("m", "8192".into()),
+                ("n", (1024 << (gpu % 4)).to_string()),
+                ("backend", "cuda".into()),
+            ];
+            // A series lacking `k` is skipped by name.
+            if !(odd && gpu == 1) {
+                l.push(("k", "4096".into()));
+            }
+            (l, format!("{:e}", 6.5e14 + 1e12 * (node % 11) as f64))
+        }
+        Family::MemoryBandwidth => (
+            vec![
+                ("gpu", gpu.to_string()),
+                ("path", if gpu % 2 == 0 { "hbm_copy" } else { "h2d" }.into()),
+            ],
+            format!("{:e}", 3.1e12 - 1e9 * (node % 13) as f64),
+        ),
+        Family::CalibrationLastSuccess | Family::FabricLastRun => {
+            (Vec::new(), format!("{}", 1_764_400_000 + 60 * node + gpu))
+        }
+        Family::GpuInfo => (
+            vec![
+                ("gpu", gpu.to_string()),
+                ("model_name", "NVIDIA H100 80GB HBM3".into()),
+                ("uuid", format!("GPU-{node:08x}-{gpu:04x}")),
+            ],
+            "1".into(),
+        ),
+        Family::GpuLinkInfo => (
+            vec![
+                ("gpu", gpu.to_string()),
+                ("peer_gpu", ((gpu + 1) % 8).to_string()),
+                ("link", "NV18".into()),
+            ],
+            "1".into(),
+        ),
+        Family::FabricPairBusbw => (
+            vec![
+                ("peer_node", format!("gpu-node-{:05}", node + 1)),
+                ("gpu", gpu.to_string()),
+                ("backend", "nccl".into()),
+            ],
+            format!("{:e}", 2.25e10 + 1e8 * gpu as f64),
+        ),
+    };
+    let mut metric = serde_json::Map::new();
+    metric.insert("__name__".into(), family.as_str().into());
+    for (k, v) in labels {
+        metric.insert(k.into(), v.into());
+    }
+    metric.insert("hostname".into(), host.into());
+    metric.insert(
+        "instance".into(),
+        format!("10.0.{}.{}:9400", node / 250, node % 250).into(),
+    );
+    metric.insert("job".into(), "meshfit-agent".into());
+    metric.insert("pool".into(), "train-a".into());
+    serde_json::json!({"metric": metric, "value": [1_764_500_000.5, value]}).to_string()
+}
+
+const VECTOR_HEAD: &str = r#"{"status":"success","data":{"resultType":"vector","result":["#;
+const VECTOR_TAIL: &str = "]}}";
+
+/// One family's reply of `n` series.
+fn fleet_reply(family: Family, n: usize) -> String {
+    let series: Vec<String> = (0..n).map(|i| fleet_series(family, i)).collect();
+    format!("{VECTOR_HEAD}{}{VECTOR_TAIL}", series.join(","))
+}
+
+/// What 12 nodes' replies make, as JSON: the snapshot (records, GPUs, links), notes, sources
+/// and GPU models.
+fn fleet_measurements() -> serde_json::Value {
+    let read =
+        |family| parse_reply(reqwest::StatusCode::OK, fleet_reply(family, 96).as_bytes()).unwrap();
+    let families = Families {
+        collectives: read(Family::CollectiveTime),
+        gemms: read(Family::GemmFlops),
+        memory: read(Family::MemoryBandwidth),
+        calibrated: read(Family::CalibrationLastSuccess),
+        gpus: read(Family::GpuInfo),
+        links: read(Family::GpuLinkInfo),
+        pairs: read(Family::FabricPairBusbw),
+        fabric_runs: read(Family::FabricLastRun),
+    };
+    let (m, snapshot) = to_measurements(
+        &src(Some("pool=\"train-a\""), None),
+        1_764_500_000.0,
+        families,
+    );
+    serde_json::json!({
+        "snapshot": snapshot,
+        "notes": m.notes,
+        "sources": m.sources,
+        "gpu_models": m.gpu_models,
+    })
+}
+
+/// Issue 31, item 3: the reply is read as a stream and keeps only the labels records read.
+/// What a fleet's replies make is what they made when each reply was read whole into a
+/// `serde_json::Value` first (prometheus/fleet.golden.json, written by that reader).
+#[test]
+fn r31_3_a_fleets_replies_make_the_records_the_whole_reply_reader_made() {
+    let golden: serde_json::Value =
+        serde_json::from_str(include_str!("fleet.golden.json")).unwrap();
+    assert_eq!(fleet_measurements(), golden);
+}
