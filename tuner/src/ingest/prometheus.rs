@@ -2,10 +2,14 @@
 //! per series, turned back into measurement records: the agents' calibrations and the last
 //! multi-node fabric run each agent exports (issue 12).
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
+use std::fmt;
+use std::io::{BufRead, BufReader, Read};
 use std::time::Duration;
 
 use record::{Backend, Clock, Dtype, Family, Gemm, Group, Kind, Record, Scope, Timing};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 
 use super::snapshot::{GpuInfo, LinkInfo, Node, Snapshot, TimeRange, FORMAT_VERSION};
@@ -29,27 +33,49 @@ pub struct PromSource {
     pub window: Option<String>,
 }
 
-#[derive(Deserialize)]
+/// One `/api/v1/query` reply, read by [`ReplySeed`].
 struct Response {
     status: String,
-    #[serde(default)]
     data: Option<Data>,
-    #[serde(default)]
     error: Option<String>,
 }
 
-#[derive(Deserialize)]
 struct Data {
-    #[serde(rename = "resultType")]
     result_type: String,
-    result: serde_json::Value,
+    /// Empty where the result is no vector: it is skipped unread.
+    samples: Vec<Sample>,
 }
 
 #[derive(Debug, Deserialize)]
 struct Sample {
-    metric: BTreeMap<String, String>,
-    value: (f64, String),
+    #[serde(deserialize_with = "kept_labels")]
+    metric: BTreeMap<&'static str, String>,
+    #[serde(deserialize_with = "sample_value")]
+    value: String,
 }
+
+/// The labels some record or snapshot entry reads. A series' other labels (`__name__`,
+/// `instance`, `job`, the targets' own) are dropped as the reply is read, so that the samples
+/// kept, not the size of the reply, bound the memory a query takes (issue 31, item 3).
+const KEPT_LABELS: [&str; 17] = [
+    "backend",
+    "collective",
+    "dtype",
+    "gpu",
+    "hostname",
+    "k",
+    "link",
+    "m",
+    "model_name",
+    "n",
+    "path",
+    "peer_gpu",
+    "peer_node",
+    "ranks",
+    "ranks_per_node",
+    "scope",
+    "size_bytes",
+];
 
 /// What each family's query returned.
 #[derive(Default)]
@@ -155,18 +181,18 @@ impl PromSource {
         }
         let resp = req.send().map_err(|e| fail(self.send_error(&e)))?;
         let status = resp.status();
-        let body = read_capped(resp, REPLY_LIMIT).map_err(|e| {
-            fail(if is_timeout(&e) {
-                format!(
+        // Parsed as it is read, under the size cap and the request's deadline.
+        parse_reply(status, Capped::new(resp, REPLY_LIMIT)).map_err(|e| {
+            fail(match e {
+                ReplyError::Read(e) if is_timeout(&e) => format!(
                     "timed out after {} s reading the reply (--timeout bounds the whole \
                      request: connecting, the headers and the body)",
                     self.timeout.as_secs_f64()
-                )
-            } else {
-                format!("HTTP {status}: {e}")
+                ),
+                ReplyError::Read(e) => format!("HTTP {status}: {e}"),
+                ReplyError::Refused(message) => message,
             })
-        })?;
-        parse_reply(status, &body).map_err(fail)
+        })
     }
 
     /// What a failed request means, in words: timed out, refused, or the transport's message.
@@ -224,18 +250,47 @@ fn is_timeout(e: &std::io::Error) -> bool {
             .is_some_and(reqwest::Error::is_timeout)
 }
 
-/// Reads at most `limit` bytes of the reply, and refuses one that goes on past it.
-fn read_capped(resp: impl std::io::Read, limit: u64) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let mut body = Vec::new();
-    resp.take(limit + 1).read_to_end(&mut body)?;
-    if body.len() as u64 > limit {
-        return Err(std::io::Error::other(format!(
-            "the reply is larger than {} MiB: refused",
-            limit >> 20
-        )));
+/// A reply body that refuses to go on past `limit` bytes.
+struct Capped<R> {
+    inner: R,
+    left: u64,
+    limit: u64,
+}
+
+impl<R: Read> Capped<R> {
+    fn new(inner: R, limit: u64) -> Self {
+        Capped {
+            inner,
+            left: limit,
+            limit,
+        }
     }
-    Ok(body)
+}
+
+impl<R: Read> Read for Capped<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        // One byte past what is left is asked for, so that a reply of exactly the limit
+        // passes and a longer one is refused at the byte that crosses it.
+        let asked =
+            usize::try_from(self.left.saturating_add(1)).map_or(buf.len(), |n| n.min(buf.len()));
+        let n = self.inner.read(&mut buf[..asked])?;
+        self.left = self.left.checked_sub(n as u64).ok_or_else(|| {
+            std::io::Error::other(format!(
+                "the reply is larger than {} MiB: refused",
+                self.limit >> 20
+            ))
+        })?;
+        Ok(n)
+    }
+}
+
+/// Why a reply gave no samples.
+#[derive(Debug)]
+enum ReplyError {
+    /// The body could not be read: the deadline, the size cap or the connection.
+    Read(std::io::Error),
+    /// What was read is no instant vector, in words.
+    Refused(String),
 }
 
 /// Reads one `/api/v1/query` reply body, as answered with HTTP 200: the number of samples in
@@ -243,39 +298,242 @@ fn read_capped(resp: impl std::io::Read, limit: u64) -> std::io::Result<Vec<u8>>
 /// runs on every reply, public so that the fuzz target in tuner/fuzz reaches it without a
 /// server.
 pub fn read_reply(body: &[u8]) -> Result<usize, String> {
-    parse_reply(reqwest::StatusCode::OK, body).map(|samples| samples.len())
+    parse_reply(reqwest::StatusCode::OK, body)
+        .map(|samples| samples.len())
+        .map_err(|e| match e {
+            ReplyError::Read(e) => e.to_string(),
+            ReplyError::Refused(message) => message,
+        })
 }
 
-/// The samples of an instant-vector reply, or what the reply is instead.
-fn parse_reply(status: reqwest::StatusCode, body: &[u8]) -> Result<Vec<Sample>, String> {
-    let text = String::from_utf8_lossy(body);
-    let start = text.trim_start();
-    if start.is_empty() {
-        return Err(format!("HTTP {status}: empty reply"));
+/// The samples of an instant-vector reply, or what the reply is instead. The body is parsed
+/// as it is read: no copy of the reply, nor a tree of its JSON, is ever held (issue 31,
+/// item 3).
+fn parse_reply(status: reqwest::StatusCode, body: impl Read) -> Result<Vec<Sample>, ReplyError> {
+    let mut body = BufReader::new(body);
+    match first_byte(&mut body).map_err(ReplyError::Read)? {
+        None => return Err(ReplyError::Refused(format!("HTTP {status}: empty reply"))),
+        Some(b'<') => {
+            return Err(ReplyError::Refused(format!(
+                "HTTP {status}: not JSON but HTML (a login page or a proxy in the way?)"
+            )))
+        }
+        Some(_) => {}
     }
-    if start.starts_with('<') {
-        return Err(format!(
-            "HTTP {status}: not JSON but HTML (a login page or a proxy in the way?)"
-        ));
+    let in_samples = Cell::new(false);
+    let mut de = serde_json::Deserializer::from_reader(body);
+    let reply = ReplySeed {
+        in_samples: &in_samples,
     }
-    let reply: Response = serde_json::from_str(start)
-        .map_err(|e| format!("HTTP {status}: not a Prometheus API reply: {e}"))?;
+    .deserialize(&mut de)
+    .and_then(|reply| de.end().map(|()| reply))
+    .map_err(|e| match e.classify() {
+        serde_json::error::Category::Io => ReplyError::Read(e.into()),
+        serde_json::error::Category::Data if in_samples.get() => ReplyError::Refused(format!(
+            "HTTP {status}: the vector's samples do not parse: {e}"
+        )),
+        _ => ReplyError::Refused(format!("HTTP {status}: not a Prometheus API reply: {e}")),
+    })?;
     if reply.status != "success" {
-        return Err(reply
-            .error
-            .unwrap_or_else(|| format!("HTTP {status}, status {}", reply.status)));
+        return Err(ReplyError::Refused(reply.error.unwrap_or_else(|| {
+            format!("HTTP {status}, status {}", reply.status)
+        })));
     }
     let Some(data) = reply.data else {
         return Ok(Vec::new());
     };
     if data.result_type != "vector" {
-        return Err(format!(
+        return Err(ReplyError::Refused(format!(
             "result type `{}`, expected `vector` (an instant query of a metric family)",
             data.result_type
-        ));
+        )));
     }
-    serde_json::from_value(data.result)
-        .map_err(|e| format!("HTTP {status}: the vector's samples do not parse: {e}"))
+    Ok(data.samples)
+}
+
+/// The first byte past leading whitespace, consumed up to it; `None` for a blank body.
+fn first_byte(body: &mut impl BufRead) -> std::io::Result<Option<u8>> {
+    loop {
+        let buf = body.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(None);
+        }
+        match buf.iter().position(|b| !b.is_ascii_whitespace()) {
+            Some(at) => {
+                let first = buf[at];
+                body.consume(at);
+                return Ok(Some(first));
+            }
+            None => {
+                let all = buf.len();
+                body.consume(all);
+            }
+        }
+    }
+}
+
+/// Reads the reply's top level and notes when the vector's samples are being read, so that a
+/// sample of the wrong shape is told apart from a reply that is no API reply at all.
+struct ReplySeed<'a> {
+    in_samples: &'a Cell<bool>,
+}
+
+impl<'de> DeserializeSeed<'de> for ReplySeed<'_> {
+    type Value = Response;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Response, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ReplySeed<'_> {
+    type Value = Response;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a Prometheus API reply object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Response, A::Error> {
+        let (mut status, mut data, mut error) = (None, None, None);
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "status" => status = Some(map.next_value()?),
+                "data" => {
+                    data = map.next_value_seed(DataSeed {
+                        in_samples: self.in_samples,
+                    })?
+                }
+                "error" => error = map.next_value()?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Response {
+            status: status.ok_or_else(|| de::Error::missing_field("status"))?,
+            data,
+            error,
+        })
+    }
+}
+
+/// Reads `data`, `null` or an object. Prometheus writes `resultType` before `result`, so a
+/// result that is no vector is skipped unread rather than parsed as samples.
+struct DataSeed<'a> {
+    in_samples: &'a Cell<bool>,
+}
+
+impl<'de> DeserializeSeed<'de> for DataSeed<'_> {
+    type Value = Option<Data>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<Data>, D::Error> {
+        d.deserialize_option(self)
+    }
+}
+
+impl<'de> Visitor<'de> for DataSeed<'_> {
+    type Value = Option<Data>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("the reply's data: null or an object")
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Option<Data>, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Option<Data>, E> {
+        Ok(None)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Option<Data>, D::Error> {
+        d.deserialize_map(self)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<Data>, A::Error> {
+        let (mut result_type, mut samples) = (None::<String>, None);
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "resultType" => result_type = Some(map.next_value()?),
+                "result" if samples.is_some() => return Err(de::Error::duplicate_field("result")),
+                "result" if result_type.as_deref().is_some_and(|t| t != "vector") => {
+                    map.next_value::<IgnoredAny>()?;
+                    samples = Some(Vec::new());
+                }
+                "result" => {
+                    self.in_samples.set(true);
+                    samples = Some(map.next_value::<Vec<Sample>>()?);
+                    self.in_samples.set(false);
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Some(Data {
+            result_type: result_type.ok_or_else(|| de::Error::missing_field("resultType"))?,
+            samples: samples.ok_or_else(|| de::Error::missing_field("result"))?,
+        }))
+    }
+}
+
+/// A series' labels that [`KEPT_LABELS`] names; every label is still required to be a string.
+fn kept_labels<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<&'static str, String>, D::Error> {
+    struct Kept;
+    impl<'de> Visitor<'de> for Kept {
+        type Value = BTreeMap<&'static str, String>;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a map of label names to values")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut kept = BTreeMap::new();
+            while let Some(name) = map.next_key_seed(LabelName)? {
+                match name {
+                    Some(name) => {
+                        kept.insert(name, map.next_value()?);
+                    }
+                    None => map.next_value_seed(LabelName).map(drop)?,
+                }
+            }
+            Ok(kept)
+        }
+    }
+    d.deserialize_map(Kept)
+}
+
+/// A label name as one of [`KEPT_LABELS`], or `None` for one that is dropped; also reads a
+/// dropped label's value, which must be a string, without copying it.
+struct LabelName;
+
+impl<'de> DeserializeSeed<'de> for LabelName {
+    type Value = Option<&'static str>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for LabelName {
+    type Value = Option<&'static str>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(KEPT_LABELS.iter().find(|k| **k == v).copied())
+    }
+}
+
+/// A sample's `[timestamp, "value"]`: the value as written, which a record parses; the
+/// timestamp of the query is not kept.
+fn sample_value<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let (_, value): (f64, String) = Deserialize::deserialize(d)?;
+    Ok(value)
 }
 
 fn label<'a>(s: &'a Sample, name: &str) -> Option<&'a str> {
@@ -283,7 +541,7 @@ fn label<'a>(s: &'a Sample, name: &str) -> Option<&'a str> {
 }
 
 fn value(s: &Sample) -> Option<f64> {
-    s.value.1.parse::<f64>().ok().filter(|v| v.is_finite())
+    s.value.parse::<f64>().ok().filter(|v| v.is_finite())
 }
 
 fn node(s: &Sample) -> String {
@@ -540,7 +798,7 @@ fn snapshot_nodes(f: &Families, m: &mut Measurements) -> BTreeMap<String, Node> 
 /// Why a sample of `family` made no record: a value that is no time or rate, or labels that
 /// design.md's series carry and this one lacks.
 fn skip_reason(s: &Sample, family: &str) -> String {
-    let raw = &s.value.1;
+    let raw = &s.value;
     let why = match raw.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => "lacks the labels of shared/design.md".to_string(),
         _ => format!("value `{raw}` is not a positive finite number"),

@@ -12,13 +12,10 @@ fn src(selector: Option<&str>, window: Option<&str>) -> PromSource {
 }
 
 /// A sample with `labels` and value `v`, as a reply's vector holds it.
-fn sample(labels: &[(&str, &str)], v: &str) -> Sample {
+fn sample(labels: &[(&'static str, &str)], v: &str) -> Sample {
     Sample {
-        metric: labels
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        value: (0.0, v.to_string()),
+        metric: labels.iter().map(|(k, v)| (*k, v.to_string())).collect(),
+        value: v.to_string(),
     }
 }
 
@@ -59,7 +56,10 @@ fn urls_are_built_by_a_parser_and_passwords_never_shown() {
 #[test]
 fn replies_that_are_not_an_instant_vector_say_what_they_are() {
     let ok = reqwest::StatusCode::OK;
-    let err = |body: &str| parse_reply(ok, body.as_bytes()).unwrap_err();
+    let err = |body: &str| match parse_reply(ok, body.as_bytes()).unwrap_err() {
+        ReplyError::Refused(message) => message,
+        ReplyError::Read(e) => panic!("a slice is always read: {e}"),
+    };
     assert_eq!(err(""), "HTTP 200 OK: empty reply");
     assert!(err("<html>login</html>").contains("not JSON but HTML"));
     assert!(err("{\"foo\": 1").contains("not a Prometheus API reply"));
@@ -67,13 +67,33 @@ fn replies_that_are_not_an_instant_vector_say_what_they_are() {
         err(r#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#)
             .contains("result type `matrix`, expected `vector`")
     );
+    // Issue 31, item 3: a result that is no vector is skipped, not read as samples.
+    assert!(
+        err(r#"{"status":"success","data":{"resultType":"scalar","result":[1,"2"]}}"#)
+            .contains("result type `scalar`, expected `vector`")
+    );
+    let wrong =
+        err(r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{}}]}}"#);
+    assert!(
+        wrong.starts_with("HTTP 200 OK: the vector's samples do not parse: missing field `value`"),
+        "{wrong}"
+    );
+    let wrong = err(
+        r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"job":1},"value":[1,"2"]}]}}"#,
+    );
+    assert!(
+        wrong.contains(
+            "the vector's samples do not parse: invalid type: integer `1`, expected a string"
+        ),
+        "{wrong}"
+    );
     assert_eq!(
         err(r#"{"status":"error","error":"parse error at char 3"}"#),
         "parse error at char 3"
     );
     let samples = parse_reply(
         ok,
-        br#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"hostname":"n1"},"value":[1,"2"]}]}}"#,
+        &br#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"hostname":"n1"},"value":[1,"2"]}]}}"#[..],
     )
     .unwrap();
     assert_eq!(samples.len(), 1);
@@ -86,9 +106,15 @@ fn replies_that_are_not_an_instant_vector_say_what_they_are() {
 #[test]
 fn a_reply_past_the_limit_is_refused() {
     let endless = std::io::repeat(b' ');
-    let err = read_capped(endless, 1 << 20).unwrap_err().to_string();
+    let err = std::io::copy(&mut Capped::new(endless, 1 << 20), &mut std::io::sink())
+        .unwrap_err()
+        .to_string();
     assert_eq!(err, "the reply is larger than 1 MiB: refused");
-    assert_eq!(read_capped(&b"{}"[..], 1 << 20).unwrap(), b"{}");
+    let mut exact = Vec::new();
+    Capped::new(&[b' '; 1 << 20][..], 1 << 20)
+        .read_to_end(&mut exact)
+        .unwrap();
+    assert_eq!(exact.len(), 1 << 20);
 }
 
 #[test]
@@ -522,4 +548,98 @@ fn r31_3_a_fleets_replies_make_the_records_the_whole_reply_reader_made() {
     let golden: serde_json::Value =
         serde_json::from_str(include_str!("fleet.golden.json")).unwrap();
     assert_eq!(fleet_measurements(), golden);
+}
+
+/// `n` series of `family` as one reply, made as it is read, noting the largest read asked
+/// for and the bytes given.
+struct FleetReader {
+    family: Family,
+    n: usize,
+    next: usize,
+    pending: std::io::Cursor<Vec<u8>>,
+    largest_read: usize,
+    given: u64,
+}
+
+impl FleetReader {
+    fn new(family: Family, n: usize) -> Self {
+        FleetReader {
+            family,
+            n,
+            next: 0,
+            pending: std::io::Cursor::new(Vec::new()),
+            largest_read: 0,
+            given: 0,
+        }
+    }
+}
+
+impl Read for FleetReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.largest_read = self.largest_read.max(buf.len());
+        while self.pending.position() == self.pending.get_ref().len() as u64 {
+            let i = self.next;
+            self.next += 1;
+            let text = match i {
+                0 => VECTOR_HEAD.to_string(),
+                1 => fleet_series(self.family, 0),
+                i if i <= self.n => format!(",{}", fleet_series(self.family, i - 1)),
+                i if i == self.n + 1 => VECTOR_TAIL.to_string(),
+                _ => return Ok(0),
+            };
+            self.pending = std::io::Cursor::new(text.into_bytes());
+        }
+        let n = self.pending.read(buf)?;
+        self.given += n as u64;
+        Ok(n)
+    }
+}
+
+/// Issue 31, item 3: a 50 MB reply took 3.2 GB, as it was read whole, then copied into a
+/// tree of its JSON, then into samples of all their labels. The reply is parsed in the reader's
+/// chunks as it comes, keeps only the labels records read, and stops at the size cap.
+#[test]
+fn r31_3_a_reply_is_parsed_as_it_is_read_and_keeps_only_the_labels_records_read() {
+    let ok = reqwest::StatusCode::OK;
+    let n = 20_000;
+    let mut reply = FleetReader::new(Family::CollectiveTime, n);
+    let samples = parse_reply(ok, &mut reply).unwrap();
+    assert_eq!(samples.len(), n);
+    assert!(
+        reply.largest_read <= 64 << 10,
+        "asked for {} bytes at once",
+        reply.largest_read
+    );
+    assert!(samples
+        .iter()
+        .all(|s| s.metric.keys().all(|k| KEPT_LABELS.contains(k))));
+    let last = &samples[n - 1];
+    assert_eq!(
+        (
+            label(last, "hostname"),
+            label(last, "scope"),
+            label(last, "ranks_per_node"),
+            label(last, "instance"),
+            last.value.clone()
+        ),
+        (
+            Some("gpu-node-02499"),
+            Some("inter_node"),
+            Some("8"),
+            None,
+            format!("{:e}", 2e-5 * 12.0)
+        )
+    );
+    let mut reply = FleetReader::new(Family::CollectiveTime, n);
+    match parse_reply(ok, Capped::new(&mut reply, 1 << 20)) {
+        Err(ReplyError::Read(e)) => {
+            assert_eq!(e.to_string(), "the reply is larger than 1 MiB: refused")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        reply.given <= (1 << 20) + (64 << 10),
+        "read on to {} bytes",
+        reply.given
+    );
 }
