@@ -9,8 +9,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::time::Duration;
 
 use record::{Backend, Clock, Dtype, Family, Gemm, Group, Kind, Record, Scope, Timing};
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
-use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use super::snapshot::{GpuInfo, LinkInfo, Node, Snapshot, TimeRange, FORMAT_VERSION};
 use super::Measurements;
@@ -46,36 +45,36 @@ struct Data {
     samples: Vec<Sample>,
 }
 
-#[derive(Debug, Deserialize)]
+/// One series of a reply: the labels its family's records read, and its value as written.
+#[derive(Debug)]
 struct Sample {
-    #[serde(deserialize_with = "kept_labels")]
-    metric: BTreeMap<&'static str, String>,
-    #[serde(deserialize_with = "sample_value")]
+    metric: Vec<(&'static str, String)>,
     value: String,
 }
 
-/// The labels some record or snapshot entry reads. A series' other labels (`__name__`,
-/// `instance`, `job`, the targets' own) are dropped as the reply is read, so that the samples
-/// kept, not the size of the reply, bound the memory a query takes (issue 31, item 3).
-const KEPT_LABELS: [&str; 17] = [
-    "backend",
-    "collective",
-    "dtype",
-    "gpu",
-    "hostname",
-    "k",
-    "link",
-    "m",
-    "model_name",
-    "n",
-    "path",
-    "peer_gpu",
-    "peer_node",
-    "ranks",
-    "ranks_per_node",
-    "scope",
-    "size_bytes",
-];
+/// The labels the records and the snapshot read of each family's series. The other labels
+/// (`__name__`, `instance`, `job`, the targets' own) are dropped as the reply is read, so
+/// that what is kept, not the size of the reply, bounds the memory a query takes (issue 31,
+/// item 3).
+fn labels_read(family: Family) -> &'static [&'static str] {
+    match family {
+        Family::CollectiveTime => &[
+            "hostname",
+            "backend",
+            "collective",
+            "scope",
+            "ranks",
+            "size_bytes",
+            "ranks_per_node",
+        ],
+        Family::GemmFlops => &["hostname", "backend", "gpu", "m", "n", "k", "dtype"],
+        Family::MemoryBandwidth => &["hostname", "backend", "gpu", "path"],
+        Family::GpuInfo => &["hostname", "gpu", "model_name"],
+        Family::GpuLinkInfo => &["hostname", "gpu", "peer_gpu", "link"],
+        Family::FabricPairBusbw => &["hostname", "backend", "gpu", "peer_node"],
+        Family::CalibrationLastSuccess | Family::FabricLastRun => &["hostname"],
+    }
+}
 
 /// What each family's query returned.
 #[derive(Default)]
@@ -150,9 +149,9 @@ impl PromSource {
     fn query(
         &self,
         client: &reqwest::blocking::Client,
-        family: &str,
+        family: Family,
     ) -> Result<Vec<Sample>, TunerError> {
-        let q = self.query_for(family);
+        let q = self.query_for(family.as_str());
         let fail = |message: String| TunerError::Prometheus {
             url: self.redacted_url(),
             query: q.clone(),
@@ -182,7 +181,7 @@ impl PromSource {
         let resp = req.send().map_err(|e| fail(self.send_error(&e)))?;
         let status = resp.status();
         // Parsed as it is read, under the size cap and the request's deadline.
-        parse_reply(status, Capped::new(resp, REPLY_LIMIT)).map_err(|e| {
+        parse_reply(status, Capped::new(resp, REPLY_LIMIT), labels_read(family)).map_err(|e| {
             fail(match e {
                 ReplyError::Read(e) if is_timeout(&e) => format!(
                     "timed out after {} s reading the reply (--timeout bounds the whole \
@@ -222,7 +221,7 @@ impl PromSource {
                 message: e.to_string(),
             })?;
         // In the order of `Families`' fields.
-        let read = |family: Family| self.query(&client, family.as_str());
+        let read = |family: Family| self.query(&client, family);
         let families = Families {
             collectives: read(Family::CollectiveTime)?,
             gemms: read(Family::GemmFlops)?,
@@ -298,7 +297,8 @@ enum ReplyError {
 /// runs on every reply, public so that the fuzz target in tuner/fuzz reaches it without a
 /// server.
 pub fn read_reply(body: &[u8]) -> Result<usize, String> {
-    parse_reply(reqwest::StatusCode::OK, body)
+    // Counting keeps no labels.
+    parse_reply(reqwest::StatusCode::OK, body, &[])
         .map(|samples| samples.len())
         .map_err(|e| match e {
             ReplyError::Read(e) => e.to_string(),
@@ -306,10 +306,14 @@ pub fn read_reply(body: &[u8]) -> Result<usize, String> {
         })
 }
 
-/// The samples of an instant-vector reply, or what the reply is instead. The body is parsed
-/// as it is read: no copy of the reply, nor a tree of its JSON, is ever held (issue 31,
-/// item 3).
-fn parse_reply(status: reqwest::StatusCode, body: impl Read) -> Result<Vec<Sample>, ReplyError> {
+/// The samples of an instant-vector reply with the labels in `keep`, or what the reply is
+/// instead. The body is parsed as it is read: no copy of the reply, nor a tree of its JSON,
+/// is ever held (issue 31, item 3).
+fn parse_reply(
+    status: reqwest::StatusCode,
+    body: impl Read,
+    keep: &'static [&'static str],
+) -> Result<Vec<Sample>, ReplyError> {
     let mut body = BufReader::new(body);
     match first_byte(&mut body).map_err(ReplyError::Read)? {
         None => return Err(ReplyError::Refused(format!("HTTP {status}: empty reply"))),
@@ -324,6 +328,7 @@ fn parse_reply(status: reqwest::StatusCode, body: impl Read) -> Result<Vec<Sampl
     let mut de = serde_json::Deserializer::from_reader(body);
     let reply = ReplySeed {
         in_samples: &in_samples,
+        keep,
     }
     .deserialize(&mut de)
     .and_then(|reply| de.end().map(|()| reply))
@@ -376,6 +381,7 @@ fn first_byte(body: &mut impl BufRead) -> std::io::Result<Option<u8>> {
 /// sample of the wrong shape is told apart from a reply that is no API reply at all.
 struct ReplySeed<'a> {
     in_samples: &'a Cell<bool>,
+    keep: &'static [&'static str],
 }
 
 impl<'de> DeserializeSeed<'de> for ReplySeed<'_> {
@@ -401,6 +407,7 @@ impl<'de> Visitor<'de> for ReplySeed<'_> {
                 "data" => {
                     data = map.next_value_seed(DataSeed {
                         in_samples: self.in_samples,
+                        keep: self.keep,
                     })?
                 }
                 "error" => error = map.next_value()?,
@@ -421,6 +428,7 @@ impl<'de> Visitor<'de> for ReplySeed<'_> {
 /// result that is no vector is skipped unread rather than parsed as samples.
 struct DataSeed<'a> {
     in_samples: &'a Cell<bool>,
+    keep: &'static [&'static str],
 }
 
 impl<'de> DeserializeSeed<'de> for DataSeed<'_> {
@@ -462,7 +470,7 @@ impl<'de> Visitor<'de> for DataSeed<'_> {
                 }
                 "result" => {
                     self.in_samples.set(true);
-                    samples = Some(map.next_value::<Vec<Sample>>()?);
+                    samples = Some(map.next_value_seed(Samples(self.keep))?);
                     self.in_samples.set(false);
                 }
                 _ => {
@@ -477,37 +485,113 @@ impl<'de> Visitor<'de> for DataSeed<'_> {
     }
 }
 
-/// A series' labels that [`KEPT_LABELS`] names; every label is still required to be a string.
-fn kept_labels<'de, D: Deserializer<'de>>(
-    d: D,
-) -> Result<BTreeMap<&'static str, String>, D::Error> {
-    struct Kept;
-    impl<'de> Visitor<'de> for Kept {
-        type Value = BTreeMap<&'static str, String>;
+/// Reads the vector's samples, each keeping the labels in `.0`.
+struct Samples(&'static [&'static str]);
 
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a map of label names to values")
-        }
+impl<'de> DeserializeSeed<'de> for Samples {
+    type Value = Vec<Sample>;
 
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut kept = BTreeMap::new();
-            while let Some(name) = map.next_key_seed(LabelName)? {
-                match name {
-                    Some(name) => {
-                        kept.insert(name, map.next_value()?);
-                    }
-                    None => map.next_value_seed(LabelName).map(drop)?,
-                }
-            }
-            Ok(kept)
-        }
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<Sample>, D::Error> {
+        d.deserialize_seq(self)
     }
-    d.deserialize_map(Kept)
 }
 
-/// A label name as one of [`KEPT_LABELS`], or `None` for one that is dropped; also reads a
-/// dropped label's value, which must be a string, without copying it.
-struct LabelName;
+impl<'de> Visitor<'de> for Samples {
+    type Value = Vec<Sample>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array of samples")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Sample>, A::Error> {
+        let mut samples = Vec::new();
+        while let Some(sample) = seq.next_element_seed(SampleSeed(self.0))? {
+            samples.push(sample);
+        }
+        Ok(samples)
+    }
+}
+
+/// Reads one sample, `{"metric": {...}, "value": [timestamp, "value"]}`, keeping the labels
+/// in `.0` and the value as written, which a record parses; the query's timestamp is not kept.
+struct SampleSeed(&'static [&'static str]);
+
+impl<'de> DeserializeSeed<'de> for SampleSeed {
+    type Value = Sample;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Sample, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for SampleSeed {
+    type Value = Sample;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a sample object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Sample, A::Error> {
+        let (mut metric, mut value) = (None, None);
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "metric" if metric.is_some() => return Err(de::Error::duplicate_field("metric")),
+                "metric" => metric = Some(map.next_value_seed(Labels(self.0))?),
+                "value" if value.is_some() => return Err(de::Error::duplicate_field("value")),
+                "value" => value = Some(map.next_value::<(f64, String)>()?.1),
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Sample {
+            metric: metric.ok_or_else(|| de::Error::missing_field("metric"))?,
+            value: value.ok_or_else(|| de::Error::missing_field("value"))?,
+        })
+    }
+}
+
+/// Reads a series' labels, keeping those in `.0`; every label's value must still be a string.
+struct Labels(&'static [&'static str]);
+
+impl<'de> DeserializeSeed<'de> for Labels {
+    type Value = Vec<(&'static str, String)>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Labels {
+    type Value = Vec<(&'static str, String)>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a map of label names to values")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut kept: Vec<(&'static str, String)> = Vec::new();
+        while let Some(name) = map.next_key_seed(LabelName(self.0))? {
+            let Some(name) = name else {
+                map.next_value_seed(Dropped)?;
+                continue;
+            };
+            let value = map.next_value()?;
+            // The last of a repeated label wins, as it did in a map.
+            match kept.iter_mut().find(|(k, _)| *k == name) {
+                Some(slot) => slot.1 = value,
+                None => kept.push((name, value)),
+            }
+        }
+        // Held for the whole fetch: no room to spare per series.
+        kept.shrink_to_fit();
+        Ok(kept)
+    }
+}
+
+/// A label name as the one of `.0` it is, or `None` for one that is dropped, read without a
+/// copy.
+struct LabelName(&'static [&'static str]);
 
 impl<'de> DeserializeSeed<'de> for LabelName {
     type Value = Option<&'static str>;
@@ -525,19 +609,39 @@ impl Visitor<'_> for LabelName {
     }
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(KEPT_LABELS.iter().find(|k| **k == v).copied())
+        Ok(self.0.iter().find(|k| **k == v).copied())
     }
 }
 
-/// A sample's `[timestamp, "value"]`: the value as written, which a record parses; the
-/// timestamp of the query is not kept.
-fn sample_value<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    let (_, value): (f64, String) = Deserialize::deserialize(d)?;
-    Ok(value)
+/// A dropped label's value: required to be a string, as every label is, and read without a
+/// copy.
+struct Dropped;
+
+impl<'de> DeserializeSeed<'de> for Dropped {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for Dropped {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
 }
 
 fn label<'a>(s: &'a Sample, name: &str) -> Option<&'a str> {
-    s.metric.get(name).map(String::as_str)
+    s.metric
+        .iter()
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.as_str())
 }
 
 fn value(s: &Sample) -> Option<f64> {

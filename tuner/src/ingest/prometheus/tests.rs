@@ -56,7 +56,7 @@ fn urls_are_built_by_a_parser_and_passwords_never_shown() {
 #[test]
 fn replies_that_are_not_an_instant_vector_say_what_they_are() {
     let ok = reqwest::StatusCode::OK;
-    let err = |body: &str| match parse_reply(ok, body.as_bytes()).unwrap_err() {
+    let err = |body: &str| match parse_reply(ok, body.as_bytes(), &[]).unwrap_err() {
         ReplyError::Refused(message) => message,
         ReplyError::Read(e) => panic!("a slice is always read: {e}"),
     };
@@ -94,6 +94,7 @@ fn replies_that_are_not_an_instant_vector_say_what_they_are() {
     let samples = parse_reply(
         ok,
         &br#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"hostname":"n1"},"value":[1,"2"]}]}}"#[..],
+        &[],
     )
     .unwrap();
     assert_eq!(samples.len(), 1);
@@ -515,8 +516,14 @@ fn fleet_reply(family: Family, n: usize) -> String {
 /// What 12 nodes' replies make, as JSON: the snapshot (records, GPUs, links), notes, sources
 /// and GPU models.
 fn fleet_measurements() -> serde_json::Value {
-    let read =
-        |family| parse_reply(reqwest::StatusCode::OK, fleet_reply(family, 96).as_bytes()).unwrap();
+    let read = |family| {
+        parse_reply(
+            reqwest::StatusCode::OK,
+            fleet_reply(family, 96).as_bytes(),
+            labels_read(family),
+        )
+        .unwrap()
+    };
     let families = Families {
         collectives: read(Family::CollectiveTime),
         gemms: read(Family::GemmFlops),
@@ -603,16 +610,17 @@ fn r31_3_a_reply_is_parsed_as_it_is_read_and_keeps_only_the_labels_records_read(
     let ok = reqwest::StatusCode::OK;
     let n = 20_000;
     let mut reply = FleetReader::new(Family::CollectiveTime, n);
-    let samples = parse_reply(ok, &mut reply).unwrap();
+    let samples = parse_reply(ok, &mut reply, labels_read(Family::CollectiveTime)).unwrap();
     assert_eq!(samples.len(), n);
     assert!(
         reply.largest_read <= 64 << 10,
         "asked for {} bytes at once",
         reply.largest_read
     );
+    let kept = labels_read(Family::CollectiveTime);
     assert!(samples
         .iter()
-        .all(|s| s.metric.keys().all(|k| KEPT_LABELS.contains(k))));
+        .all(|s| s.metric.iter().all(|(k, _)| kept.contains(k))));
     let last = &samples[n - 1];
     assert_eq!(
         (
@@ -631,7 +639,7 @@ fn r31_3_a_reply_is_parsed_as_it_is_read_and_keeps_only_the_labels_records_read(
         )
     );
     let mut reply = FleetReader::new(Family::CollectiveTime, n);
-    match parse_reply(ok, Capped::new(&mut reply, 1 << 20)) {
+    match parse_reply(ok, Capped::new(&mut reply, 1 << 20), &[]) {
         Err(ReplyError::Read(e)) => {
             assert_eq!(e.to_string(), "the reply is larger than 1 MiB: refused")
         }
