@@ -6,17 +6,19 @@
 use meshfit_e2e::workspace_bin;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::LazyLock;
 
-/// Directories that exist on the machines this was built on and nowhere else a user would
-/// look: a path under them in a doc is a broken reference for every reader.
-const MACHINE_ROOTS: &[&str] = &[
-    "/work/",
-    "/home/",
-    "/Users/",
-    "/root/",
-    "/mnt/",
-    "/scratch/",
-];
+/// Home and scratch directories: a path under one in a doc is some machine's, a broken
+/// reference for every other reader.
+const HOME_ROOTS: &[&str] = &["/home/", "/Users/", "/root/", "/mnt/", "/scratch/"];
+
+/// [`HOME_ROOTS`] and this checkout, wherever it is on the machine that runs the test: the
+/// path a doc written here would leak.
+static MACHINE_ROOTS: LazyLock<Vec<String>> = LazyLock::new(|| {
+    let mut roots: Vec<String> = HOME_ROOTS.iter().map(|r| r.to_string()).collect();
+    roots.push(format!("{}/", repo().display()));
+    roots
+});
 
 /// Where "issue N" (also "issues 4 and 12", "Issue #3") starts in `text`, if anywhere.
 fn issue_reference(text: &str) -> Option<usize> {
@@ -40,13 +42,13 @@ fn issue_reference(text: &str) -> Option<usize> {
 }
 
 /// Where a machine-specific absolute path starts in `text`, if anywhere. Only at the start of
-/// a path (after a space, quote, bracket or line start), so `https://host/work/x` is a URL,
+/// a path (after a space, quote, bracket or line start), so `https://host/home/x` is a URL,
 /// not a path of this machine.
 fn machine_path(text: &str) -> Option<usize> {
     MACHINE_ROOTS
         .iter()
         .filter_map(|root| {
-            text.match_indices(root)
+            text.match_indices(root.as_str())
                 .find(|(at, _)| {
                     *at == 0
                         || text[..*at]
@@ -167,16 +169,13 @@ fn the_finders_flag_what_they_should_and_nothing_else() {
     ] {
         assert_eq!(issue_reference(clean), None, "{clean:?} flagged");
     }
-    for flagged in [
-        "see /work/main/docs/design.md",
-        "`/home/ci/meshfit`",
-        "path=/root/x",
-    ] {
+    let here = format!("see {}/docs/design.md", repo().display());
+    for flagged in [here.as_str(), "`/home/ci/meshfit`", "path=/root/x"] {
         assert!(machine_path(flagged).is_some(), "{flagged:?} not flagged");
     }
     for clean in [
         "--state-dir /tmp/agent",
-        "https://example.com/work/x",
+        "https://example.com/home/x",
         "/var/lib/meshfit-agent",
         "docs/design.md",
     ] {
