@@ -44,8 +44,10 @@ pub fn survey() -> Vec<Found> {
     Library::ALL.iter().map(|&l| find(l)).collect()
 }
 
-fn find(library: Library) -> Found {
-    let mut found = Found {
+/// What is known of `library` before anything is opened: the names it is tried under and the
+/// symbols the code calls.
+fn nothing_yet(library: Library) -> Found {
+    Found {
         library,
         tried: library.file_names(),
         name: None,
@@ -55,7 +57,11 @@ fn find(library: Library) -> Found {
         missing_symbols: Vec::new(),
         unique_id_works: None,
         error: None,
-    };
+    }
+}
+
+fn find(library: Library) -> Found {
+    let mut found = nothing_yet(library);
     let file = match open_first(library, library.file_names()) {
         Ok(file) => file,
         Err(why) => {
@@ -126,17 +132,7 @@ mod tests {
     use super::*;
 
     fn found(library: Library) -> Found {
-        Found {
-            library,
-            tried: library.file_names(),
-            name: None,
-            path: None,
-            version: None,
-            symbols: library.symbols(),
-            missing_symbols: Vec::new(),
-            unique_id_works: None,
-            error: None,
-        }
+        nothing_yet(library)
     }
 
     /// A complete library shows its name, path, version and symbol count; a broken one its
