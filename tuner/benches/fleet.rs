@@ -8,7 +8,7 @@ use record::{Backend, Clock, Dtype, Gemm, Group, Kind, Record, Scope, Timing};
 use tuner::catalog::{self, NOMINAL};
 use tuner::cost::Scenario;
 use tuner::fit::{fit_all, FitOptions};
-use tuner::ingest::snapshot::{Node, Snapshot, TimeRange, FORMAT_VERSION};
+use tuner::ingest::snapshot::{Node, Snapshot, TimeRange};
 use tuner::ingest::{files, Measurements};
 use tuner::mesh::Training;
 use tuner::search::{search, Constraints};
@@ -105,16 +105,11 @@ fn node(i: u32) -> Node {
 }
 
 fn snapshot_text() -> String {
-    let snap = Snapshot {
-        format_version: FORMAT_VERSION,
-        created: 0.0,
-        source: "bench".into(),
-        time_range: TimeRange {
-            start: 0.0,
-            end: 0.0,
-        },
-        nodes: (0..NODES).map(node).collect(),
+    let range = TimeRange {
+        start: 0.0,
+        end: 0.0,
     };
+    let snap = Snapshot::per_node("bench".into(), 0.0, range, (0..NODES).map(node).collect());
     serde_json::to_string(&snap).unwrap()
 }
 

@@ -134,6 +134,10 @@ enum Command {
         /// Where to write the snapshot.
         #[arg(short = 'o', long)]
         output: PathBuf,
+        /// Write the fleet reduced in Prometheus (its aggregate per GPU model and its
+        /// stragglers, format version 2) instead of every node's records (version 1).
+        #[arg(long)]
+        compact: bool,
     },
     /// List the catalog models and aliases.
     Models {
@@ -178,7 +182,11 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             plot,
             format,
         } => fit_command(&measure, &cluster, plot.as_deref(), format)?,
-        Command::Snapshot { measure, output } => snapshot_command(&measure, &output)?,
+        Command::Snapshot {
+            measure,
+            output,
+            compact,
+        } => snapshot_command(&measure, &output, compact)?,
         Command::Validate {
             runs,
             summary,

@@ -7,6 +7,7 @@ use anyhow::{bail, Context};
 
 use tuner::catalog::{self, NOMINAL, PRIOR};
 use tuner::cost::{Evaluation, Scenario};
+use tuner::ingest::prometheus::fleet::FleetQuery;
 use tuner::measure::Priced;
 use tuner::mesh::Precision;
 use tuner::mesh_spec::SpecError;
@@ -435,6 +436,7 @@ pub(crate) fn fit_command(
 pub(crate) fn snapshot_command(
     measure_args: &MeasureArgs,
     output: &std::path::Path,
+    compact: bool,
 ) -> anyhow::Result<Output> {
     if measure_args.prometheus.is_none() {
         bail!(bad_flag(
@@ -443,7 +445,13 @@ pub(crate) fn snapshot_command(
             "the URL of the Prometheus that scrapes the agents"
         ));
     }
-    let (m, snapshot) = measure_args.load()?;
+    // Every node's records unless asked otherwise: a snapshot is what support reads.
+    let mode = match (compact, measure_args.fleet_query) {
+        (true, _) => FleetQuery::Reduced,
+        (false, FleetQuery::Auto) => FleetQuery::Raw,
+        (false, mode) => mode,
+    };
+    let (m, snapshot) = measure_args.load_as(mode)?;
     let snapshot = snapshot.context("no snapshot came back from Prometheus")?;
     let json = serde_json::to_string_pretty(&snapshot)?;
     tuner::output::write_atomically(output, (json + "\n").as_bytes())?;

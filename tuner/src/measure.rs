@@ -4,6 +4,7 @@
 use crate::cost::Scenario;
 use crate::fit::{fit_all, FitOptions, Fits};
 use crate::ingest::Measurements;
+use record::Record;
 
 /// The priced scenario and what its measurements were and changed.
 pub struct Priced {
@@ -61,18 +62,38 @@ pub fn price(nominal: Scenario, mut m: Measurements, opts: &FitOptions) -> Price
         attention_peak_flops: Some(nominal.cluster.gpu.bf16_flops),
         ..opts.clone()
     };
-    let fits = fit_all(&m.records, peak, opts);
+    let mut fits = fit_all(&m.records, peak, opts);
     let mut notes = m.notes.clone();
+    let all_records = match &m.fleet {
+        Some(fleet) => {
+            // The fleet's records are one node per GPU model: its stragglers and exclusions
+            // were found where the nodes' series live.
+            fits.stragglers
+                .extend(fleet.section.stragglers.iter().cloned());
+            fits.excluded.extend(fleet.section.excluded.iter().cloned());
+            fleet.all.as_ref().map(|all| with_fleet(&m.records, all))
+        }
+        None => Some(m.records.clone()),
+    };
     notes.extend(fit_notes(&fits, &nominal));
-    let keep_cost = (!fits.excluded.is_empty()).then(|| {
-        let all = FitOptions {
-            exclude: Vec::new(),
-            exclude_degraded: false,
-            ..opts.clone()
-        };
-        let nodes: Vec<String> = fits.excluded.iter().map(|(n, _)| n.clone()).collect();
-        (fit_all(&m.records, peak, &all), nodes)
-    });
+    let keep_cost = (!fits.excluded.is_empty())
+        .then(|| {
+            let Some(records) = &all_records else {
+                notes.push(
+                    "what keeping the excluded nodes would cost is not priced: a compact                      snapshot holds the aggregate of the nodes kept only"
+                        .into(),
+                );
+                return None;
+            };
+            let all = FitOptions {
+                exclude: Vec::new(),
+                exclude_degraded: false,
+                ..opts.clone()
+            };
+            let nodes: Vec<String> = fits.excluded.iter().map(|(n, _)| n.clone()).collect();
+            Some((fit_all(records, peak, &all), nodes))
+        })
+        .flatten();
     notes.extend(gpu_model_notes(&m, &nominal));
     let read = Read {
         sources: m.sources.clone(),
@@ -103,6 +124,23 @@ pub fn price(nominal: Scenario, mut m: Measurements, opts: &FitOptions) -> Price
         keep_cost,
         notes,
     }
+}
+
+/// `records` with the fleet's aggregate over the nodes kept replaced by `all`, its aggregate
+/// over every node.
+fn with_fleet(records: &[Record], all: &[Record]) -> Vec<Record> {
+    let fleet = |r: &Record| {
+        r.group
+            .node
+            .as_deref()
+            .is_some_and(|n| n.starts_with(crate::ingest::prometheus::fleet::FLEET_PREFIX))
+    };
+    records
+        .iter()
+        .filter(|r| !fleet(r))
+        .chain(all)
+        .cloned()
+        .collect()
 }
 
 /// What the fits say about how they price: refusals, a stand-in dtype, unusable curves, the

@@ -11,6 +11,7 @@ use crate::exit::bad_flag;
 use tuner::cost::Scenario;
 use tuner::fit::fleet::Aggregate;
 use tuner::fit::FitOptions;
+use tuner::ingest::prometheus::fleet::{FleetOptions, FleetQuery};
 use tuner::ingest::prometheus::PromSource;
 use tuner::ingest::snapshot::Snapshot;
 use tuner::ingest::{files, Measurements};
@@ -61,6 +62,11 @@ pub struct MeasureArgs {
     /// Leave out every flagged node.
     #[arg(long)]
     pub exclude_degraded: bool,
+    /// How Prometheus is read: every node's series (raw), or reduced in Prometheus to the
+    /// fleet's figures per GPU model and the stragglers by name (reduced); auto reads raw up
+    /// to 128 nodes.
+    #[arg(long, value_enum, default_value_t = FleetQuery::Auto)]
+    pub fleet_query: FleetQuery,
 }
 
 /// Parses 90s, 30m, 24h, 7d, or plain seconds.
@@ -127,25 +133,11 @@ impl MeasureArgs {
     /// Reads every source, screens stale and simulated data, and returns what is left with a
     /// snapshot of the Prometheus part.
     pub fn load(&self) -> anyhow::Result<(Measurements, Option<Snapshot>)> {
-        let mut m = Measurements::default();
-        let mut snapshot = None;
-        if let Some(src) = self.prom()? {
-            let (pm, snap) = src.fetch(now())?;
-            m.records.extend(pm.records);
-            m.notes.extend(pm.notes);
-            m.sources.extend(pm.sources);
-            m.gpu_models.extend(pm.gpu_models);
-            snapshot = Some(snap);
-        }
-        for path in &self.measurements {
-            files::read_path(path, &mut m)?;
-        }
-        let max_age = self
-            .max_age
-            .as_deref()
-            .map(|a| parse_duration("--max-age", a))
-            .transpose()?;
-        m.screen(now(), max_age.map(|d| d.as_secs_f64()));
+        self.load_as(self.fleet_query)
+    }
+
+    /// [`MeasureArgs::load`], reading Prometheus as `mode` says.
+    pub fn load_as(&self, mode: FleetQuery) -> anyhow::Result<(Measurements, Option<Snapshot>)> {
         if !(0.0..1.0).contains(&self.straggler_threshold) {
             bail!(bad_flag(
                 "--straggler-threshold",
@@ -153,6 +145,35 @@ impl MeasureArgs {
                 "a fraction between 0 and 1"
             ));
         }
+        let max_age_s = self
+            .max_age
+            .as_deref()
+            .map(|a| parse_duration("--max-age", a))
+            .transpose()?
+            .map(|d| d.as_secs_f64());
+        let mut m = Measurements::default();
+        let mut snapshot = None;
+        if let Some(src) = self.prom()? {
+            let opts = FleetOptions {
+                mode,
+                aggregate: self.aggregate,
+                threshold: self.straggler_threshold,
+                exclude: self.exclude.clone(),
+                exclude_degraded: self.exclude_degraded,
+                max_age_s,
+            };
+            let (pm, snap) = src.fetch_fleet(now(), &opts)?;
+            m.records.extend(pm.records);
+            m.notes.extend(pm.notes);
+            m.sources.extend(pm.sources);
+            m.gpu_models.extend(pm.gpu_models);
+            m.fleet = pm.fleet;
+            snapshot = Some(snap);
+        }
+        for path in &self.measurements {
+            files::read_path(path, &mut m)?;
+        }
+        m.screen(now(), max_age_s);
         Ok((m, snapshot))
     }
 

@@ -2,10 +2,10 @@
 //! so per-node figures are aggregated (slowest, 10th percentile or median) and nodes that fall
 //! behind the fleet median are named.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// How per-node figures become one fleet figure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Aggregate {
     /// The slowest node: what a synchronous step waits for.
@@ -49,7 +49,7 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
 }
 
 /// A node behind the fleet on some figure.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Straggler {
     /// Node name.
     pub node: String,

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use record::{nccl_tests, read_json_lines, tables, Record};
 
-use super::snapshot::{Snapshot, FORMAT_VERSION};
+use super::snapshot_stream;
 use super::Measurements;
 use crate::error::TunerError;
 
@@ -43,65 +43,13 @@ pub fn kind_of(text: &str) -> FileKind {
     }
 }
 
-/// The `format_version` of a snapshot, read from its opening.
-fn version_of(text: &str) -> Option<u32> {
-    let rest = &text[text.find("\"format_version\"")? + "\"format_version\"".len()..];
-    let digits: String = rest
-        .trim_start()
-        .trim_start_matches(':')
-        .trim_start()
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits.parse().ok()
-}
-
 /// Reads one file's text into `into`, naming it `origin` in notes and errors. A snapshot of an
 /// unknown version is named and skipped, not trusted.
 pub fn read(text: &str, origin: &str, into: &mut Measurements) -> Result<(), TunerError> {
     match kind_of(text) {
         FileKind::Snapshot => {
-            let version =
-                version_of(text).ok_or_else(|| bad(origin, "format_version is not a number"))?;
-            // Versions count from 1: a 0 was never written (issue 31).
-            if version == 0 {
-                return Err(bad(
-                    origin,
-                    format!("format_version 0: expected 1 to {FORMAT_VERSION}"),
-                ));
-            }
-            if version > FORMAT_VERSION {
-                into.notes.push(format!("{origin}: snapshot format version {version} is newer than this tuner reads ({FORMAT_VERSION}); skipped"));
-                return Ok(());
-            }
-            let snap: Snapshot = serde_json::from_str(text).map_err(|e| bad(origin, e))?;
-            // One allocation for every record: a fleet snapshot holds hundreds of thousands.
-            into.records
-                .reserve(snap.nodes.iter().map(|n| n.records.len()).sum());
-            for node in snap.nodes {
-                // As JSON lines: a record no measurement can have (ranks 0, a time of 0 or
-                // less) refuses the file, named by node and record (issue 13).
-                if let Some((i, e)) = node
-                    .records
-                    .iter()
-                    .enumerate()
-                    .find_map(|(i, r)| r.validate().err().map(|e| (i, e)))
-                {
-                    return Err(bad(
-                        origin,
-                        format!("node {} record {}: {e}", node.name, i + 1),
-                    ));
-                }
-                for gpu in &node.gpus {
-                    into.gpu_models.insert(node.name.clone(), gpu.model.clone());
-                }
-                into.records.extend(node.records.into_iter().map(|mut r| {
-                    r.group.node.get_or_insert_with(|| node.name.clone());
-                    r
-                }));
-            }
-            into.sources
-                .push(format!("{origin} (snapshot of {})", snap.source));
+            let mut de = serde_json::Deserializer::from_str(text);
+            snapshot_stream::read(&mut de, origin, into)?;
         }
         FileKind::JsonLines => {
             let recs = read_json_lines(text).map_err(|e| bad(origin, e))?;
@@ -195,11 +143,20 @@ pub fn read_path(path: &Path, into: &mut Measurements) -> Result<(), TunerError>
 }
 
 fn read_one(path: &Path, into: &mut Measurements) -> Result<(), TunerError> {
+    let origin = path.display().to_string();
+    if let Some(reader) = snapshot_stream::open(path)? {
+        // A snapshot is parsed as it is read: what it holds, not the file's size, bounds it.
+        return snapshot_stream::read(
+            &mut serde_json::Deserializer::from_reader(reader),
+            &origin,
+            into,
+        );
+    }
     let text = crate::input::read_text(path, crate::input::MEASUREMENTS)?;
-    read(&text, &path.display().to_string(), into)
+    read(&text, &origin, into)
 }
 
-fn bad(origin: &str, e: impl std::fmt::Display) -> TunerError {
+pub(super) fn bad(origin: &str, e: impl std::fmt::Display) -> TunerError {
     TunerError::BadInput {
         field: origin.to_string(),
         value: "its contents".to_string(),
@@ -255,7 +212,7 @@ mod tests {
         let err = read(snap, "snap.json", &mut Measurements::default())
             .unwrap_err()
             .to_string();
-        assert!(err.contains("format_version 0: expected 1 to 1"), "{err}");
+        assert!(err.contains("format_version 0: expected 1 to 2"), "{err}");
     }
 
     /// Issue 31, item 13: a 234 MB log took 4.1 GB and printed two million notes. A log is

@@ -5,6 +5,7 @@ pub mod files;
 mod points;
 pub mod prometheus;
 pub mod snapshot;
+mod snapshot_stream;
 
 use std::collections::BTreeMap;
 
@@ -21,6 +22,21 @@ pub struct Measurements {
     pub sources: Vec<String>,
     /// GPU model per node, where the source says.
     pub gpu_models: BTreeMap<String, String>,
+    /// Where the records are a fleet's aggregate (`fleet/<model>` nodes) rather than every
+    /// node's: what they stand for.
+    pub fleet: Option<FleetSummary>,
+}
+
+/// A fleet reduced where its measurements live: its stragglers and exclusions, which the
+/// aggregate's records cannot show, and the aggregate over every node where some were left
+/// out (what keeping them would cost).
+#[derive(Debug, Clone)]
+pub struct FleetSummary {
+    /// What the `fleet/<model>` nodes stand for.
+    pub section: snapshot::FleetSection,
+    /// The aggregate over every node, where some were left out; unknown when read back from
+    /// a compact snapshot.
+    pub all: Option<Vec<Record>>,
 }
 
 impl Measurements {

@@ -11,7 +11,7 @@ use std::time::Duration;
 use record::{Backend, Clock, Dtype, Family, Gemm, Group, Kind, Record, Scope, Timing};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::snapshot::{GpuInfo, LinkInfo, Node, Snapshot, TimeRange, FORMAT_VERSION};
+use super::snapshot::{GpuInfo, LinkInfo, Node, Snapshot, TimeRange};
 use super::Measurements;
 use crate::error::TunerError;
 
@@ -92,7 +92,12 @@ struct Families {
 impl PromSource {
     /// The PromQL for one family, scoped by the selector and the window.
     pub fn query_for(&self, family: &str) -> String {
-        let matchers = self
+        self.series(family, "")
+    }
+
+    /// The series of `family` scoped by the selector and `extra` matchers, as of the window.
+    fn series(&self, family: &str, extra: &str) -> String {
+        let selected = self
             .selector
             .as_deref()
             .map(|s| {
@@ -102,6 +107,10 @@ impl PromSource {
                     .trim()
             })
             .unwrap_or("");
+        let matchers = match (selected, extra) {
+            ("", m) | (m, "") => m.to_string(),
+            (a, b) => format!("{a},{b}"),
+        };
         let series = format!("{family}{{{matchers}}}");
         match &self.window {
             Some(w) => format!("last_over_time({series}[{w}])"),
@@ -151,13 +160,26 @@ impl PromSource {
         client: &reqwest::blocking::Client,
         family: Family,
     ) -> Result<Vec<Sample>, TunerError> {
-        let q = self.query_for(family.as_str());
+        self.run(
+            client,
+            &self.query_for(family.as_str()),
+            labels_read(family),
+        )
+    }
+
+    /// Runs the PromQL `q` as an instant query, keeping the labels in `keep` of each sample.
+    fn run(
+        &self,
+        client: &reqwest::blocking::Client,
+        q: &str,
+        keep: &'static [&'static str],
+    ) -> Result<Vec<Sample>, TunerError> {
         let fail = |message: String| TunerError::Prometheus {
             url: self.redacted_url(),
-            query: q.clone(),
+            query: q.to_string(),
             message,
         };
-        let mut url = self.query_url(&q).map_err(fail)?;
+        let mut url = self.query_url(q).map_err(fail)?;
         // Credentials in the URL become basic auth, never part of a message.
         let from_url = (!url.username().is_empty()).then(|| {
             (
@@ -181,7 +203,7 @@ impl PromSource {
         let resp = req.send().map_err(|e| fail(self.send_error(&e)))?;
         let status = resp.status();
         // Parsed as it is read, under the size cap and the request's deadline.
-        parse_reply(status, Capped::new(resp, REPLY_LIMIT), labels_read(family)).map_err(|e| {
+        parse_reply(status, Capped::new(resp, REPLY_LIMIT), keep).map_err(|e| {
             fail(match e {
                 ReplyError::Read(e) if is_timeout(&e) => format!(
                     "timed out after {} s reading the reply (--timeout bounds the whole \
@@ -210,18 +232,29 @@ impl PromSource {
         }
     }
 
-    /// Runs one query per family and returns the records, plus a snapshot of them.
+    /// Runs one query per family and returns every node's records, plus a snapshot of them.
     pub fn fetch(&self, now: f64) -> Result<(Measurements, Snapshot), TunerError> {
-        let client = reqwest::blocking::Client::builder()
+        self.fetch_raw(&self.client()?, now)
+    }
+
+    fn client(&self) -> Result<reqwest::blocking::Client, TunerError> {
+        reqwest::blocking::Client::builder()
             .timeout(self.timeout)
             .build()
             .map_err(|e| TunerError::Prometheus {
                 url: self.redacted_url(),
                 query: String::new(),
                 message: e.to_string(),
-            })?;
+            })
+    }
+
+    fn fetch_raw(
+        &self,
+        client: &reqwest::blocking::Client,
+        now: f64,
+    ) -> Result<(Measurements, Snapshot), TunerError> {
         // In the order of `Families`' fields.
-        let read = |family: Family| self.query(&client, family);
+        let read = |family: Family| self.query(client, family);
         let families = Families {
             collectives: read(Family::CollectiveTime)?,
             gemms: read(Family::GemmFlops)?,
@@ -836,16 +869,11 @@ fn to_measurements(src: &PromSource, now: f64, f: Families) -> (Measurements, Sn
         m.records.len(),
         nodes.len()
     ));
-    let snapshot = Snapshot {
-        format_version: FORMAT_VERSION,
-        created: now,
-        source: what,
-        time_range: TimeRange {
-            start: oldest,
-            end: now,
-        },
-        nodes: nodes.into_values().collect(),
+    let range = TimeRange {
+        start: oldest,
+        end: now,
     };
+    let snapshot = Snapshot::per_node(what, now, range, nodes.into_values().collect());
     (m, snapshot)
 }
 
@@ -918,6 +946,8 @@ fn empty_node(name: String) -> Node {
         records: Vec::new(),
     }
 }
+
+pub mod fleet;
 
 #[cfg(test)]
 mod tests;

@@ -3,8 +3,16 @@
 use record::Record;
 use serde::{Deserialize, Serialize};
 
-/// The format version this build writes. Older versions stay readable.
-pub const FORMAT_VERSION: u32 = 1;
+use std::collections::BTreeMap;
+
+use crate::fit::fleet::{Aggregate, Straggler};
+
+/// The newest format version this build reads and writes. A snapshot of every node's records
+/// is written as version 1, which older tuners read too; a compact one (`fleet`) as 2.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The version of snapshots without a `fleet` section.
+const PER_NODE_VERSION: u32 = 1;
 
 /// One snapshot document.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -17,8 +25,54 @@ pub struct Snapshot {
     pub source: String,
     /// Time range the measurements cover.
     pub time_range: TimeRange,
-    /// Per node.
+    /// Per node; in a compact snapshot, one `fleet/<model>` node per GPU model.
     pub nodes: Vec<Node>,
+    /// In a compact snapshot: what its `fleet/<model>` nodes stand for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetSection>,
+}
+
+impl Snapshot {
+    /// A snapshot of every node's records (format version 1).
+    pub fn per_node(source: String, created: f64, time_range: TimeRange, nodes: Vec<Node>) -> Self {
+        Snapshot {
+            format_version: PER_NODE_VERSION,
+            created,
+            source,
+            time_range,
+            nodes,
+            fleet: None,
+        }
+    }
+
+    /// A compact snapshot: the fleet's aggregate per GPU model and its stragglers, reduced in
+    /// Prometheus (format version 2).
+    pub fn compact(
+        source: String,
+        created: f64,
+        time_range: TimeRange,
+        nodes: Vec<Node>,
+        fleet: FleetSection,
+    ) -> Self {
+        Snapshot {
+            format_version: FORMAT_VERSION,
+            fleet: Some(fleet),
+            ..Snapshot::per_node(source, created, time_range, nodes)
+        }
+    }
+}
+
+/// What a compact snapshot's nodes stand for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FleetSection {
+    /// Nodes per GPU model that the `fleet/<model>` nodes aggregate.
+    pub nodes: BTreeMap<String, usize>,
+    /// How their figures were aggregated per point.
+    pub aggregate: Aggregate,
+    /// The nodes behind their model's median, named.
+    pub stragglers: Vec<Straggler>,
+    /// The nodes left out of the aggregate, with why.
+    pub excluded: Vec<(String, String)>,
 }
 
 /// A time range, seconds since the Unix epoch.

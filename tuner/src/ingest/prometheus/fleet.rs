@@ -1,0 +1,717 @@
+//! The fleet path (issue 28, item 1). Past a few hundred nodes every node's raw series are
+//! more than a tuner should read (about 900 a node: 11M at 12,500 nodes), so Prometheus
+//! reduces them where they live. For each family it is asked for the per-point median and the
+//! fleet aggregate (`--aggregate`) per GPU model, and for the nodes that fall behind their
+//! model's median by more than the straggler threshold; a reply grows with GPU models x points
+//! plus stragglers, not with nodes. The fleet then prices as one node per GPU model,
+//! `fleet/<model>`, whose records are the aggregate, and the stragglers are named as the raw
+//! path names them.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use record::{busbw_factor, Family, Kind, Record};
+
+use super::{
+    collective_record, gemm_record, hbm_record, label, pair_record, value, PromSource, Sample,
+};
+use crate::error::TunerError;
+use crate::fit::fleet::{Aggregate, Straggler};
+use crate::ingest::snapshot::{FleetSection, GpuInfo, Node, Snapshot, TimeRange};
+use crate::ingest::{FleetSummary, Measurements};
+
+/// How the fleet is read from Prometheus.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FleetQuery {
+    /// Every node's series up to [`RAW_NODES`] nodes, reduced in Prometheus past that.
+    Auto,
+    /// Every node's series, whatever the fleet's size.
+    Raw,
+    /// Reduced in Prometheus, whatever the fleet's size.
+    Reduced,
+}
+
+/// The most nodes `auto` reads series by series: 128 nodes are about 115,000 series, a reply
+/// of about 15 MB, which the raw path reads in about a second.
+pub const RAW_NODES: usize = 128;
+
+/// What the fleet path needs of the flags: how to aggregate, what a straggler is, which nodes
+/// to leave out and how old a node's calibration may be.
+#[derive(Debug, Clone)]
+pub struct FleetOptions {
+    /// Raw or reduced.
+    pub mode: FleetQuery,
+    /// How node figures become the fleet's.
+    pub aggregate: Aggregate,
+    /// A node more than this fraction behind its model's median is a straggler.
+    pub threshold: f64,
+    /// Nodes left out by name.
+    pub exclude: Vec<String>,
+    /// Leave out every straggler.
+    pub exclude_degraded: bool,
+    /// Nodes whose last calibration (fabric run, for inter-node figures) is older are left
+    /// out, seconds.
+    pub max_age_s: Option<f64>,
+}
+
+/// The labels of a census sample.
+const CENSUS: &[&str] = &["cluster", "model_name"];
+
+/// One family as the fleet queries read it.
+struct Spec {
+    family: Family,
+    /// Matchers that narrow the family to what this spec reads.
+    only: &'static str,
+    /// The labels of one point, the same on every node.
+    point: &'static [&'static str],
+    /// The labels a straggler is judged per (besides the node and its model).
+    judged_per: &'static [&'static str],
+    /// Matchers for the points a node is judged on.
+    judged_on: &'static str,
+    /// Times (lower is better) rather than rates.
+    cost: bool,
+    /// The labels one node's figure keeps, where a node's series are reduced before the fleet
+    /// is: its best copy rate, its best pair per rail.
+    per_node: Option<&'static [&'static str]>,
+    /// What the raw path stamps the family with.
+    stamp: Family,
+}
+
+/// The families the fleet prices, with the labels the records read.
+const SPECS: [Spec; 5] = [
+    Spec {
+        family: Family::CollectiveTime,
+        only: r#"scope="intra_node""#,
+        point: &[
+            "collective",
+            "scope",
+            "ranks",
+            "size_bytes",
+            "ranks_per_node",
+            "backend",
+        ],
+        judged_per: &["collective", "scope", "ranks", "ranks_per_node"],
+        // Bandwidth-bound sizes, 1 MB and up: labels compare as text, so by digit count.
+        // Below, launch latency and its jitter decide the time, not the links.
+        judged_on: r#"size_bytes=~"[0-9]{7,}""#,
+        cost: true,
+        per_node: None,
+        stamp: Family::CalibrationLastSuccess,
+    },
+    Spec {
+        family: Family::CollectiveTime,
+        only: r#"scope="inter_node""#,
+        point: &[
+            "collective",
+            "scope",
+            "ranks",
+            "size_bytes",
+            "ranks_per_node",
+            "backend",
+        ],
+        judged_per: &["collective", "scope", "ranks", "ranks_per_node"],
+        judged_on: r#"size_bytes=~"[0-9]{7,}""#,
+        cost: true,
+        per_node: None,
+        stamp: Family::FabricLastRun,
+    },
+    Spec {
+        family: Family::GemmFlops,
+        only: "",
+        point: &["m", "n", "k", "dtype", "backend"],
+        // One GEMM figure per node, its worst shape and type, as the raw path names one.
+        judged_per: &[],
+        // The shapes the compute curve is fitted to: 1000 and up in every dimension.
+        judged_on: r#"m=~"[0-9]{4,}",n=~"[0-9]{4,}",k=~"[0-9]{4,}""#,
+        cost: false,
+        per_node: None,
+        stamp: Family::CalibrationLastSuccess,
+    },
+    Spec {
+        family: Family::MemoryBandwidth,
+        only: r#"path=~"hbm_copy|hbm""#,
+        point: &["path", "backend"],
+        judged_per: &["path"],
+        judged_on: "",
+        cost: false,
+        per_node: Some(&["hostname", "model_name", "path", "backend"]),
+        stamp: Family::CalibrationLastSuccess,
+    },
+    Spec {
+        family: Family::FabricPairBusbw,
+        only: "",
+        point: &["backend"],
+        judged_per: &["gpu"],
+        judged_on: "",
+        cost: false,
+        // A healthy NIC reaches full speed with at least one peer: its best pair.
+        per_node: Some(&["hostname", "model_name", "gpu", "backend"]),
+        stamp: Family::FabricLastRun,
+    },
+];
+
+/// Every label a fleet query keeps.
+const KEPT: &[&str] = &[
+    "hostname",
+    "model_name",
+    "collective",
+    "scope",
+    "ranks",
+    "size_bytes",
+    "ranks_per_node",
+    "backend",
+    "m",
+    "n",
+    "k",
+    "dtype",
+    "path",
+    "gpu",
+];
+
+/// How the pseudo-nodes that stand for a GPU model's nodes are named.
+pub const FLEET_PREFIX: &str = "fleet/";
+
+/// The pseudo-node that stands for a GPU model's nodes.
+pub fn fleet_node(model: &str) -> String {
+    format!("{FLEET_PREFIX}{model}")
+}
+
+/// `s` as a PromQL string literal's contents: backslashes and quotes escaped.
+fn quoted(s: &str) -> String {
+    s.replace('\\', r"\\").replace('"', "\\\"")
+}
+
+/// A matcher that leaves out the nodes named, as an RE2 alternation of literal names.
+fn not_these(nodes: &[String]) -> String {
+    let alternatives: Vec<String> = nodes
+        .iter()
+        .map(|n| {
+            n.chars()
+                .flat_map(|c| {
+                    let meta = r"\.+*?()|[]{}^$".contains(c);
+                    meta.then_some('\\').into_iter().chain(std::iter::once(c))
+                })
+                .collect()
+        })
+        .collect();
+    format!(r#"hostname!~"{}""#, quoted(&alternatives.join("|")))
+}
+
+fn joined(matchers: &[&str]) -> String {
+    matchers
+        .iter()
+        .filter(|m| !m.is_empty())
+        .copied()
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The fleet's aggregate of the points in `inner`, per `by`.
+fn aggregate_expr(aggregate: Aggregate, cost: bool, by: &str, inner: &str) -> String {
+    match (aggregate, cost) {
+        (Aggregate::Slowest, true) => format!("max by ({by}) ({inner})"),
+        (Aggregate::Slowest, false) => format!("min by ({by}) ({inner})"),
+        // The worst tenth is left out: the 90th percentile of times, the 10th of rates.
+        (Aggregate::P10, true) => format!("quantile by ({by}) (0.9, {inner})"),
+        (Aggregate::P10, false) => format!("quantile by ({by}) (0.1, {inner})"),
+        (Aggregate::Median, _) => median_expr(by, inner),
+    }
+}
+
+fn median_expr(by: &str, inner: &str) -> String {
+    format!("quantile by ({by}) (0.5, {inner})")
+}
+
+/// The key of a point: its GPU model and point labels, as the reply gave them.
+fn point_key(s: &Sample, point: &[&str]) -> Vec<String> {
+    std::iter::once("model_name")
+        .chain(point.iter().copied())
+        .map(|l| label(s, l).unwrap_or("").to_string())
+        .collect()
+}
+
+/// The fleet queries of one fetch.
+struct Reducer<'a> {
+    src: &'a PromSource,
+    client: &'a reqwest::blocking::Client,
+    opts: &'a FleetOptions,
+    now: f64,
+    /// The GPU model of every node, where the census found one only: the series then need
+    /// no join to their node's `meshfit_gpu_info`, which doubles what Prometheus reads.
+    only_model: Option<String>,
+    /// The queries run and the samples they returned, for the notes.
+    queries: usize,
+    samples: usize,
+}
+
+impl Reducer<'_> {
+    fn run(&mut self, q: &str) -> Result<Vec<Sample>, TunerError> {
+        let samples = self.src.run(self.client, q, KEPT)?;
+        self.queries += 1;
+        self.samples += samples.len();
+        Ok(samples)
+    }
+
+    /// The threshold before which a stamp is stale, when `--max-age` is given.
+    fn fresh_after(&self) -> Option<f64> {
+        self.opts.max_age_s.map(|age| self.now - age)
+    }
+
+    /// The nodes' GPU models, one series per node and model (value 1).
+    fn models(&self) -> String {
+        format!(
+            "group by (hostname, model_name) ({})",
+            self.src.series(Family::GpuInfo.as_str(), "")
+        )
+    }
+
+    /// `spec`'s series joined with their node's GPU model, narrowed by `extra`, from fresh
+    /// nodes not in `without`, reduced per node where the spec says.
+    fn series(&self, spec: &Spec, extra: &str, without: &[String]) -> String {
+        let leave_out = (!without.is_empty()).then(|| not_these(without));
+        let matchers = joined(&[spec.only, extra, leave_out.as_deref().unwrap_or("")]);
+        let mut x = self.with_model(&self.src.series(spec.family.as_str(), &matchers));
+        if let Some(after) = self.fresh_after() {
+            x = format!(
+                "({x} and on (hostname) ({} > {after}))",
+                self.src.series(spec.stamp.as_str(), "")
+            );
+        }
+        match spec.per_node {
+            Some(by) => format!("max by ({}) ({x})", by.join(", ")),
+            None => x,
+        }
+    }
+
+    /// `series` with its node's GPU model as a label, where the fleet has more than one.
+    fn with_model(&self, series: &str) -> String {
+        match self.only_model {
+            Some(_) => series.to_string(),
+            None => format!(
+                "({series} * on (hostname) group_left (model_name) {})",
+                self.models()
+            ),
+        }
+    }
+
+    /// The GPU model a reduced sample stands for.
+    fn model_of(&self, s: &Sample) -> String {
+        match &self.only_model {
+            Some(model) => model.clone(),
+            None => label(s, "model_name").unwrap_or("").to_string(),
+        }
+    }
+
+    fn by(spec: &Spec) -> String {
+        std::iter::once("model_name")
+            .chain(spec.point.iter().copied())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The fleet's aggregate per point, over the nodes not in `without`.
+    fn aggregate(&mut self, spec: &Spec, without: &[String]) -> Result<Vec<Sample>, TunerError> {
+        let inner = self.series(spec, "", without);
+        let q = aggregate_expr(self.opts.aggregate, spec.cost, &Self::by(spec), &inner);
+        self.run(&q)
+    }
+
+    /// The median per point over every node.
+    fn median(&mut self, spec: &Spec) -> Result<Vec<Sample>, TunerError> {
+        let q = median_expr(&Self::by(spec), &self.series(spec, "", &[]));
+        self.run(&q)
+    }
+
+    /// Each node's worst point per judged group, as its ratio to the median there, where that
+    /// ratio passes the threshold.
+    fn stragglers(&mut self, spec: &Spec) -> Result<Vec<Sample>, TunerError> {
+        let x = self.series(spec, spec.judged_on, &[]);
+        let by = Self::by(spec);
+        let ratio = format!("{x} / on ({by}) group_left () {}", median_expr(&by, &x));
+        let per: Vec<&str> = ["hostname", "model_name"]
+            .into_iter()
+            .chain(spec.judged_per.iter().copied())
+            .collect();
+        let t = self.opts.threshold;
+        let q = if spec.cost {
+            format!(
+                "topk by ({}) (1, {ratio} > {})",
+                per.join(", "),
+                1.0 / (1.0 - t)
+            )
+        } else {
+            format!("bottomk by ({}) (1, {ratio} < {})", per.join(", "), 1.0 - t)
+        };
+        self.run(&q)
+    }
+
+    /// The oldest fresh stamp per GPU model, and how many nodes' stamps are stale.
+    fn stamps(&mut self, family: Family) -> Result<(BTreeMap<String, f64>, usize), TunerError> {
+        let stamp = self.with_model(&self.src.series(family.as_str(), ""));
+        let fresh = match self.fresh_after() {
+            Some(after) => format!("({stamp} > {after})"),
+            None => stamp.clone(),
+        };
+        let oldest = self
+            .run(&format!("min by (model_name) ({fresh})"))?
+            .iter()
+            .filter_map(|s| Some((self.model_of(s), value(s)?)))
+            .collect();
+        let stale = match self.fresh_after() {
+            Some(after) => self
+                .run(&format!("count({stamp} <= {after})"))?
+                .iter()
+                .filter_map(value)
+                .sum::<f64>() as usize,
+            None => 0,
+        };
+        Ok((oldest, stale))
+    }
+}
+
+/// GPU models and node counts, per cluster.
+struct Census {
+    /// Nodes per GPU model.
+    models: BTreeMap<String, usize>,
+}
+
+impl Census {
+    fn nodes(&self) -> usize {
+        self.models.values().sum()
+    }
+}
+
+impl PromSource {
+    /// Reads the fleet as `opts.mode` says: raw below [`RAW_NODES`] nodes in `auto`, reduced
+    /// in Prometheus past that. Series from more than one cluster are refused by name.
+    pub fn fetch_fleet(
+        &self,
+        now: f64,
+        opts: &FleetOptions,
+    ) -> Result<(Measurements, Snapshot), TunerError> {
+        let client = self.client()?;
+        let census = self.census(&client)?;
+        let reduce = match opts.mode {
+            FleetQuery::Auto => census.nodes() > RAW_NODES,
+            FleetQuery::Raw => false,
+            FleetQuery::Reduced => true,
+        };
+        if !reduce {
+            return self.fetch_raw(&client, now);
+        }
+        let mut r = Reducer {
+            src: self,
+            client: &client,
+            opts,
+            now,
+            only_model: (census.models.len() == 1)
+                .then(|| census.models.keys().next().cloned())
+                .flatten(),
+            queries: 1,
+            samples: census.models.len(),
+        };
+        reduced(&mut r, &census)
+    }
+
+    /// The GPU models and their node counts; an error naming the clusters where the series
+    /// come from more than one (a `cluster` label, from Prometheus' external labels or the
+    /// targets'), which no fleet figure may mix.
+    fn census(&self, client: &reqwest::blocking::Client) -> Result<Census, TunerError> {
+        let q = format!(
+            "count by (cluster, model_name) (group by (hostname, cluster, model_name) ({}))",
+            self.series(Family::GpuInfo.as_str(), "")
+        );
+        let samples = self.run(client, &q, CENSUS)?;
+        let mut clusters: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut models: BTreeMap<String, usize> = BTreeMap::new();
+        for s in &samples {
+            let n = value(s).unwrap_or(0.0) as usize;
+            *clusters
+                .entry(label(s, "cluster").unwrap_or(""))
+                .or_default() += n;
+            *models
+                .entry(label(s, "model_name").unwrap_or("").to_string())
+                .or_default() += n;
+        }
+        if clusters.len() > 1 {
+            let named: Vec<String> = clusters
+                .iter()
+                .map(|(c, n)| match *c {
+                    "" => format!("{n} nodes with no cluster label"),
+                    c => format!("cluster=\"{c}\" ({n} nodes)"),
+                })
+                .collect();
+            let first = clusters.keys().find(|c| !c.is_empty()).unwrap_or(&"");
+            return Err(TunerError::Prometheus {
+                url: self.redacted_url(),
+                query: q,
+                message: format!(
+                    "the series come from {} clusters, {}: one fleet's figures cannot mix \
+                     them; scope the queries with --selector '{{cluster=\"{first}\"}}'",
+                    clusters.len(),
+                    named.join(", ")
+                ),
+            });
+        }
+        Ok(Census { models })
+    }
+}
+
+/// A record of the pseudo-node `node` from an aggregate sample of `spec`.
+fn fleet_record(spec: &Spec, s: &Sample, node: &str) -> Option<Record> {
+    let mut s = Sample {
+        metric: s.metric.clone(),
+        value: s.value.clone(),
+    };
+    s.metric.retain(|(k, _)| *k != "hostname" && *k != "gpu");
+    s.metric.push(("hostname", node.to_string()));
+    s.metric.push(("gpu", "0".to_string()));
+    match spec.family {
+        Family::CollectiveTime => collective_record(&s),
+        Family::GemmFlops => gemm_record(&s),
+        Family::MemoryBandwidth => hbm_record(&s),
+        Family::FabricPairBusbw => {
+            // One end and the other are the fleet: its figure counts once per end, as a
+            // node's best pair does.
+            s.metric.push(("peer_node", node.to_string()));
+            pair_record(&s)
+        }
+        _ => None,
+    }
+}
+
+/// A straggler from a sample of [`Reducer::stragglers`], against the median per point.
+fn straggler(spec: &Spec, s: &Sample, medians: &BTreeMap<Vec<String>, f64>) -> Option<Straggler> {
+    let ratio = value(s)?;
+    let median = *medians.get(&point_key(s, spec.point))?;
+    let node = label(s, "hostname")?.to_string();
+    let (what, fleet_median, own) = match spec.family {
+        Family::CollectiveTime => {
+            let kind: Kind = label(s, "collective")?.parse().ok()?;
+            let ranks: u32 = label(s, "ranks")?.parse().ok()?;
+            let bytes: f64 = label(s, "size_bytes")?.parse().ok()?;
+            let busbw = bytes * busbw_factor(kind, ranks).unwrap_or(1.0) / median;
+            (
+                format!(
+                    "{} x{ranks} {} busbw at {bytes} bytes",
+                    kind.as_str(),
+                    label(s, "scope")?
+                ),
+                busbw,
+                busbw / ratio,
+            )
+        }
+        Family::GemmFlops => (
+            format!(
+                "GEMM {} rate at {}x{}x{}",
+                label(s, "dtype")?,
+                label(s, "m")?,
+                label(s, "n")?,
+                label(s, "k")?
+            ),
+            median,
+            median * ratio,
+        ),
+        Family::MemoryBandwidth => ("HBM bandwidth".to_string(), median, median * ratio),
+        Family::FabricPairBusbw => (
+            format!(
+                "inter-node send_recv pairs through NIC {} (busbw, best peer)",
+                label(s, "gpu")?
+            ),
+            median,
+            median * ratio,
+        ),
+        _ => return None,
+    };
+    Some(Straggler {
+        node,
+        what,
+        value: own,
+        fleet_median,
+    })
+}
+
+/// One straggler per node, its worst figure, naming how many more fall behind: a slow GPU
+/// shows on every GEMM shape and collective it takes part in, and a fleet's report names
+/// nodes, not each of their figures.
+fn worst_per_node(stragglers: Vec<Straggler>) -> Vec<Straggler> {
+    let mut per_node: BTreeMap<String, (Straggler, usize)> = BTreeMap::new();
+    for s in stragglers {
+        match per_node.get_mut(&s.node) {
+            Some((worst, more)) => {
+                *more += 1;
+                if s.shortfall() > worst.shortfall() {
+                    *worst = s;
+                }
+            }
+            None => {
+                per_node.insert(s.node.clone(), (s, 0));
+            }
+        }
+    }
+    per_node
+        .into_values()
+        .map(|(mut worst, more)| {
+            if more > 0 {
+                worst.what = format!(
+                    "{} (and {more} other figure{} beyond the threshold)",
+                    worst.what,
+                    if more > 1 { "s" } else { "" }
+                );
+            }
+            worst
+        })
+        .collect()
+}
+
+/// The reduced fetch: stragglers first (which `--exclude-degraded` leaves out), then the
+/// aggregate over the nodes kept, and over every node where some are left out (what keeping
+/// them would cost).
+fn reduced(r: &mut Reducer, census: &Census) -> Result<(Measurements, Snapshot), TunerError> {
+    let mut medians: Vec<BTreeMap<Vec<String>, f64>> = Vec::new();
+    let mut stragglers: Vec<Straggler> = Vec::new();
+    for spec in &SPECS {
+        let m: BTreeMap<Vec<String>, f64> = r
+            .median(spec)?
+            .iter()
+            .filter_map(|s| Some((point_key(s, spec.point), value(s)?)))
+            .collect();
+        for s in r.stragglers(spec)? {
+            stragglers.extend(straggler(spec, &s, &m));
+        }
+        medians.push(m);
+    }
+    let stragglers = worst_per_node(stragglers);
+    let mut excluded: Vec<(String, String)> = r
+        .opts
+        .exclude
+        .iter()
+        .map(|n| (n.clone(), "--exclude".to_string()))
+        .collect();
+    if r.opts.exclude_degraded {
+        for s in &stragglers {
+            if !excluded.iter().any(|(n, _)| *n == s.node) {
+                let why = format!(
+                    "{} {:.0}% below the fleet median",
+                    s.what,
+                    s.shortfall() * 100.0
+                );
+                excluded.push((s.node.clone(), why));
+            }
+        }
+    }
+    let without: Vec<String> = excluded.iter().map(|(n, _)| n.clone()).collect();
+    let (calibrated, stale) = r.stamps(Family::CalibrationLastSuccess)?;
+    let (fabric, fabric_stale) = r.stamps(Family::FabricLastRun)?;
+    let records = |r: &mut Reducer, without: &[String]| -> Result<Vec<Record>, TunerError> {
+        let mut records = Vec::new();
+        for spec in &SPECS {
+            let stamps = if spec.stamp == Family::FabricLastRun {
+                &fabric
+            } else {
+                &calibrated
+            };
+            for s in r.aggregate(spec, without)? {
+                let model = r.model_of(&s);
+                let node = fleet_node(&model);
+                if let Some(mut rec) = fleet_record(spec, &s, &node) {
+                    rec.timestamp = stamps.get(&model).copied();
+                    if rec.validate_at(r.now).is_ok() {
+                        records.push(rec);
+                    }
+                }
+            }
+        }
+        Ok(records)
+    };
+    let kept = records(r, &without)?;
+    let all = if without.is_empty() {
+        None
+    } else {
+        Some(records(r, &[])?)
+    };
+    let mut m = Measurements::default();
+    let models: BTreeSet<&String> = census.models.keys().collect();
+    let mut nodes: Vec<Node> = Vec::new();
+    for model in &models {
+        let name = fleet_node(model);
+        m.gpu_models.insert(name.clone(), (*model).clone());
+        nodes.push(Node {
+            name: name.clone(),
+            gpus: vec![GpuInfo {
+                index: 0,
+                model: (*model).clone(),
+            }],
+            links: Vec::new(),
+            records: kept
+                .iter()
+                .filter(|rec| rec.group.node.as_deref() == Some(name.as_str()))
+                .cloned()
+                .collect(),
+        });
+    }
+    let fleet_nodes = census.nodes();
+    let per_model: Vec<String> = census
+        .models
+        .iter()
+        .map(|(model, n)| format!("{n} of {model}"))
+        .collect();
+    m.notes.push(format!(
+        "fleet query: {fleet_nodes} nodes ({}) reduced in Prometheus to their {} per point and \
+         GPU model, {} stragglers named ({} queries, {} series read; --fleet-query raw reads \
+         every node's series)",
+        per_model.join(", "),
+        format!("{:?}", r.opts.aggregate).to_lowercase(),
+        stragglers.len(),
+        r.queries,
+        r.samples
+    ));
+    if stale + fabric_stale > 0 {
+        m.notes.push(format!(
+            "{stale} nodes' calibrations and {fabric_stale} nodes' fabric runs are older than \
+             --max-age: those nodes are left out of the fleet's figures"
+        ));
+    }
+    let what = format!(
+        "prometheus {}{}",
+        r.src.redacted_url(),
+        r.src
+            .selector
+            .as_deref()
+            .map(|s| format!(" {s}"))
+            .unwrap_or_default()
+    );
+    m.sources.push(format!(
+        "{what} (fleet of {fleet_nodes} nodes reduced to {} records)",
+        kept.len()
+    ));
+    let oldest = calibrated
+        .values()
+        .chain(fabric.values())
+        .copied()
+        .fold(r.now, f64::min);
+    let section = FleetSection {
+        nodes: census.models.clone(),
+        aggregate: r.opts.aggregate,
+        stragglers: stragglers.clone(),
+        excluded: excluded.clone(),
+    };
+    m.records = kept;
+    m.fleet = Some(FleetSummary {
+        section: section.clone(),
+        all,
+    });
+    let snapshot = Snapshot::compact(
+        what,
+        r.now,
+        TimeRange {
+            start: oldest,
+            end: r.now,
+        },
+        nodes,
+        section,
+    );
+    Ok((m, snapshot))
+}
+
+#[cfg(test)]
+mod tests;

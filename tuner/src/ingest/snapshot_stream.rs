@@ -1,0 +1,271 @@
+//! Snapshots read as a stream (issue 28, item 2): a node at a time, its records checked and
+//! moved into the measurements as soon as it is read, so that a snapshot takes the memory of
+//! the records it holds and never that of its text too. What bounds it is the records held,
+//! [`MAX_RECORDS`], not the file's size.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+use super::snapshot::{FleetSection, Node, TimeRange, FORMAT_VERSION};
+use super::{FleetSummary, Measurements};
+use crate::error::TunerError;
+
+/// Most records one snapshot may bring: about 9M, some 2.7 GB held (about 300 bytes a
+/// record), the records of 10,000 nodes' raw export. A larger fleet is read reduced: `tuner
+/// snapshot --compact`.
+pub const MAX_RECORDS: usize = 9_000_000;
+
+/// How much of a file's opening tells a snapshot from the other kinds.
+const HEAD: usize = 4096;
+
+/// The file at `path`, ready to be read as a snapshot, or `None` where its opening is none.
+pub fn open(path: &Path) -> Result<Option<impl Read>, TunerError> {
+    let io = |e: std::io::Error| TunerError::Io {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    };
+    let file = File::open(path).map_err(io)?;
+    if !file.metadata().map_err(io)?.is_file() {
+        // A device or a FIFO is read through the bounded reader, which stops at its limit.
+        return Ok(None);
+    }
+    let mut reader = BufReader::with_capacity(1 << 16, file);
+    let head = reader.fill_buf().map_err(io)?;
+    let head = String::from_utf8_lossy(&head[..head.len().min(HEAD)]);
+    Ok((super::files::kind_of(&head) == super::files::FileKind::Snapshot).then_some(reader))
+}
+
+/// Reads one snapshot from `de` into `into`, naming it `origin` in notes and errors. A
+/// snapshot of a newer version than this tuner's is named and skipped, not trusted.
+pub fn read<'de, D>(de: D, origin: &str, into: &mut Measurements) -> Result<(), TunerError>
+where
+    D: Deserializer<'de, Error = serde_json::Error>,
+{
+    let before = into.records.len();
+    let seed = SnapshotSeed { into };
+    let read = seed.deserialize(de).map_err(|e| {
+        // The records of a file refused are not kept.
+        super::files::bad(origin, e)
+    });
+    match read {
+        Ok(Outcome::Skipped(version)) => {
+            into.notes.push(format!(
+                "{origin}: snapshot format version {version} is newer than this tuner reads \
+                 ({FORMAT_VERSION}); skipped"
+            ));
+        }
+        Ok(Outcome::Done { source, fleet }) => {
+            into.sources
+                .push(format!("{origin} (snapshot of {source})"));
+            if let Some(section) = fleet {
+                if into.fleet.is_some() {
+                    into.records.truncate(before);
+                    return Err(super::files::bad(
+                        origin,
+                        "a second compact snapshot: one fleet is priced at a time",
+                    ));
+                }
+                into.fleet = Some(FleetSummary { section, all: None });
+            }
+        }
+        Err(e) => {
+            into.records.truncate(before);
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+enum Outcome {
+    Skipped(u32),
+    Done {
+        source: String,
+        fleet: Option<FleetSection>,
+    },
+}
+
+struct SnapshotSeed<'a> {
+    into: &'a mut Measurements,
+}
+
+impl<'de> DeserializeSeed<'de> for SnapshotSeed<'_> {
+    type Value = Outcome;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Outcome, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for SnapshotSeed<'_> {
+    type Value = Outcome;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a snapshot object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Outcome, A::Error> {
+        let (mut version, mut source, mut fleet) = (None::<u32>, None, None);
+        let mut seen_nodes = false;
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "format_version" => {
+                    let v: u32 = map
+                        .next_value()
+                        .map_err(|_| de::Error::custom("format_version is not a number"))?;
+                    // Versions count from 1: a 0 was never written (issue 31).
+                    if v == 0 {
+                        return Err(de::Error::custom(format!(
+                            "format_version 0: expected 1 to {FORMAT_VERSION}"
+                        )));
+                    }
+                    if v > FORMAT_VERSION {
+                        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                        return Ok(Outcome::Skipped(v));
+                    }
+                    version = Some(v);
+                }
+                "nodes" if version.is_none() => {
+                    return Err(de::Error::custom(
+                        "`nodes` before `format_version`: this tuner writes the version first",
+                    ))
+                }
+                "nodes" => {
+                    map.next_value_seed(NodesSeed {
+                        into: &mut *self.into,
+                    })?;
+                    seen_nodes = true;
+                }
+                "source" => source = Some(map.next_value::<String>()?),
+                "fleet" => fleet = map.next_value::<Option<FleetSection>>()?,
+                "created" => {
+                    map.next_value::<f64>()?;
+                }
+                "time_range" => {
+                    map.next_value::<TimeRange>()?;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        if version.is_none() {
+            return Err(de::Error::missing_field("format_version"));
+        }
+        if !seen_nodes {
+            return Err(de::Error::missing_field("nodes"));
+        }
+        Ok(Outcome::Done {
+            source: source.ok_or_else(|| de::Error::missing_field("source"))?,
+            fleet,
+        })
+    }
+}
+
+struct NodesSeed<'a> {
+    into: &'a mut Measurements,
+}
+
+impl<'de> DeserializeSeed<'de> for NodesSeed<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for NodesSeed<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array of nodes")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(node) = seq.next_element::<Node>()? {
+            // As JSON lines: a record no measurement can have (ranks 0, a time of 0 or less)
+            // refuses the file, named by node and record (issue 13).
+            if let Some((i, e)) = node
+                .records
+                .iter()
+                .enumerate()
+                .find_map(|(i, r)| r.validate().err().map(|e| (i, e)))
+            {
+                return Err(de::Error::custom(format!(
+                    "node {} record {}: {e}",
+                    node.name,
+                    i + 1
+                )));
+            }
+            if self.into.records.len() + node.records.len() > MAX_RECORDS {
+                return Err(de::Error::custom(format!(
+                    "more than {MAX_RECORDS} records (at node {}), the most the tuner holds \
+                     from one snapshot; write a compact one with `tuner snapshot --compact`",
+                    node.name
+                )));
+            }
+            for gpu in &node.gpus {
+                self.into
+                    .gpu_models
+                    .insert(node.name.clone(), gpu.model.clone());
+            }
+            let name = node.name;
+            self.into
+                .records
+                .extend(node.records.into_iter().map(|mut r| {
+                    r.group.node.get_or_insert_with(|| name.clone());
+                    r
+                }));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::files;
+
+    const COMPACT: &str = r#"{"format_version": 2, "created": 0, "source": "prometheus p",
+        "time_range": {"start": 0, "end": 0},
+        "nodes": [{"name": "fleet/H", "gpus": [{"index": 0, "model": "H"}], "records": [
+          {"kind":"all_reduce","backend":"nccl","gpus":[],"scope":"intra_node","ranks":8,
+           "bytes":1048576,"dtype":"bf16","time_s":0.001,"time_min_s":null,"time_max_s":null,
+           "iters":null,"clock":"cuda_event","algbw":null,"busbw":null,"flops":null,
+           "timestamp":null}]}],
+        "fleet": {"nodes": {"H": 1000}, "aggregate": "slowest", "excluded": [],
+          "stragglers": [{"node": "n7", "what": "HBM bandwidth", "value": 2.0,
+                          "fleet_median": 3.0}]}}"#;
+
+    #[test]
+    fn a_compact_snapshot_brings_its_fleet_and_one_fleet_at_a_time() {
+        let mut m = Measurements::default();
+        files::read(COMPACT, "c.json", &mut m).unwrap();
+        assert_eq!(m.records.len(), 1);
+        assert_eq!(m.records[0].group.node.as_deref(), Some("fleet/H"));
+        assert_eq!(m.gpu_models["fleet/H"], "H");
+        let fleet = m.fleet.as_ref().unwrap();
+        assert_eq!(fleet.section.nodes["H"], 1000);
+        assert_eq!(fleet.section.stragglers[0].node, "n7");
+        assert!(fleet.all.is_none());
+        let err = files::read(COMPACT, "again.json", &mut m)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("one fleet is priced at a time"), "{err}");
+        // The refused file's records are not kept.
+        assert_eq!(m.records.len(), 1);
+    }
+
+    #[test]
+    fn the_version_comes_before_the_nodes() {
+        let late = r#"{"nodes": [], "format_version": 1, "source": "s"}"#;
+        let mut de = serde_json::Deserializer::from_str(late);
+        let err = read(&mut de, "late.json", &mut Measurements::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`nodes` before `format_version`"), "{err}");
+    }
+}
