@@ -15,9 +15,11 @@ use std::time::Duration;
 
 /// This process's rank of the job.
 pub struct JobRank {
-    world: Communicators,
-    /// One GPU per node: `None` where this rank is not a node's local rank 0.
+    /// One GPU per node: `None` where this rank is not a node's local rank 0. Declared
+    /// first, so dropped first: every rank closes the split before the world, in the same
+    /// order, as each close waits for the peers' own.
     split: Option<Communicators>,
+    world: Communicators,
 }
 
 impl JobRank {
@@ -46,7 +48,7 @@ impl JobRank {
                 message: "gave no communicator to a rank with a color".into(),
             });
         }
-        Ok(JobRank { world, split })
+        Ok(JobRank { split, world })
     }
 
     /// Runs `steps` as NCCL rank `me` of `layout`, `iters` timed and `warmup` untimed

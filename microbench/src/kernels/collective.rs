@@ -16,7 +16,7 @@
 //! builds new ones. Every NCCL group opened is closed, even when an enqueue fails (issue 10).
 
 use super::loader::dotted;
-use super::nccl::{describe, nccl, version_number, Api};
+use super::nccl::{checked, describe, nccl, version_number, Api};
 use super::nonblocking;
 use super::timer::{cuda, time_loops, Wait, HUNG_AFTER};
 use super::{loop_timing, LOOPS};
@@ -27,23 +27,6 @@ use record::{Clock, Dtype, Kind, Timing};
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Converts NCCL's result of `call` on `gpu` into ours.
-fn nccl_err(api: &'static Api, call: &'static str, gpu: u32) -> impl Fn(ncclResult_t) -> Error {
-    move |result| Error::Cuda {
-        call,
-        gpu,
-        message: describe(api, result),
-    }
-}
-
-/// NCCL's result as ours: success, or the error of `call` on `gpu`.
-fn checked(api: &'static Api, call: &'static str, gpu: u32, result: ncclResult_t) -> Result<()> {
-    match result.result() {
-        Ok(_) => Ok(()),
-        Err(e) => Err(nccl_err(api, call, gpu)(e.0)),
-    }
-}
 
 /// The NCCL call that enqueues `kind` (all-to-all and send/recv are grouped sends and receives).
 fn call_of(kind: Kind) -> &'static str {
@@ -102,7 +85,8 @@ fn check_dtype(dtype: Dtype, version: Option<u64>, gpu: u32) -> Result<()> {
 }
 
 /// This process's ranks of one NCCL communicator, kept across points (creating them takes
-/// about a second) and destroyed when dropped.
+/// about a second); when dropped, finalized and destroyed, or aborted when they do not
+/// finalize in time (see [`nonblocking::close`]).
 pub(crate) struct Communicators {
     api: &'static Api,
     gpus: Vec<u32>,
@@ -112,6 +96,9 @@ pub(crate) struct Communicators {
     ranks: Vec<u32>,
     /// Ranks in the communicator, across every process.
     world: u32,
+    /// How long a call that waits for the other ranks may take before the communicators
+    /// are aborted, their finalize when dropped included.
+    timeout: Duration,
 }
 
 // SAFETY: NCCL communicators may be used from any thread as long as calls on one are not
@@ -120,10 +107,18 @@ unsafe impl Send for Communicators {}
 
 impl Drop for Communicators {
     fn drop(&mut self) {
-        for &c in &self.comms {
-            // SAFETY: each comm came from NCCL's init or split and is destroyed once (an
-            // aborted group has none left). A failure here cannot be acted on.
-            unsafe { (self.api.ncclCommDestroy)(c) };
+        // An aborted group has none left. Each comm came from NCCL's init or split and, taken
+        // out of `comms`, is closed once.
+        let comms: Vec<(ncclComm_t, u32)> = std::mem::take(&mut self.comms)
+            .into_iter()
+            .zip(self.gpus.iter().copied())
+            .collect();
+        if comms.is_empty() {
+            return;
+        }
+        // A failure here cannot be acted on beyond the abort `close` already did.
+        if let Err(e) = nonblocking::close(self.api, &comms, self.timeout) {
+            eprintln!("microbench: closing NCCL communicators: {e}");
         }
     }
 }
@@ -144,6 +139,7 @@ impl Communicators {
             comms,
             ranks: (0..n as u32).collect(),
             world: n as u32,
+            timeout: HUNG_AFTER,
         })
     }
 
@@ -177,6 +173,7 @@ impl Communicators {
             comms: vec![comm],
             ranks: vec![rank],
             world,
+            timeout,
         })
     }
 
@@ -213,6 +210,7 @@ impl Communicators {
             comms: vec![comm],
             ranks: vec![0],
             world: 0,
+            timeout,
         };
         let (mut rank, mut world): (c_int, c_int) = (0, 0);
         // SAFETY: `comm` is the live communicator just made; both out pointers are valid.
@@ -599,6 +597,74 @@ mod tests {
         assert!(check_dtype(Dtype::Fp8E5m2, None, 0).is_err());
         assert!(check_dtype(Dtype::Fp8E5m2, Some(22403), 0).is_ok());
         assert!(check_dtype(Dtype::Bf16, Some(21805), 0).is_ok());
+    }
+
+    /// Two ranks of one process on the fake NCCL, communicators 1 and 2, closed within
+    /// `timeout`.
+    fn fake_group(timeout: Duration) -> Communicators {
+        use super::super::nccl::fake;
+        Communicators {
+            api: &fake::API,
+            gpus: vec![0, 1],
+            contexts: Vec::new(),
+            comms: vec![fake::comm(1), fake::comm(2)],
+            ranks: vec![0, 1],
+            world: 2,
+            timeout,
+        }
+    }
+
+    /// A group that did its work is finalized, every rank before any is waited for, and
+    /// destroyed once finalized (issue 29, item 3): destroying a live communicator skips
+    /// the flush of its peers' pending work.
+    #[test]
+    fn a_dropped_group_is_finalized_then_destroyed() {
+        use super::super::nccl::fake;
+        fake::set_state(ncclResult_t::ncclSuccess);
+        drop(fake_group(Duration::from_secs(5)));
+        assert_eq!(
+            fake::calls(),
+            [
+                ("ncclCommFinalize", 1),
+                ("ncclCommFinalize", 2),
+                ("ncclCommDestroy", 1),
+                ("ncclCommDestroy", 2)
+            ]
+        );
+        // An aborted group has nothing left to close.
+        let mut aborted = fake_group(Duration::from_secs(5));
+        aborted.abort();
+        drop(aborted);
+        assert_eq!(fake::calls(), [("ncclCommAbort", 1), ("ncclCommAbort", 2)]);
+    }
+
+    /// A finalize still pending at the deadline (a peer gone) or failing is not followed by
+    /// a destroy, which would wait on it: the group is aborted.
+    #[test]
+    fn a_group_that_does_not_finalize_in_time_is_aborted() {
+        use super::super::nccl::fake;
+        let aborted = [
+            ("ncclCommFinalize", 1),
+            ("ncclCommFinalize", 2),
+            ("ncclCommAbort", 1),
+            ("ncclCommAbort", 2),
+        ];
+        fake::set_state(ncclResult_t::ncclInProgress);
+        let start = std::time::Instant::now();
+        drop(fake_group(Duration::from_millis(30)));
+        assert!(start.elapsed() >= Duration::from_millis(30));
+        assert_eq!(fake::calls(), aborted);
+        fake::set_state(ncclResult_t::ncclRemoteError);
+        let err = nonblocking::close(
+            &fake::API,
+            &[(fake::comm(1), 0), (fake::comm(2), 1)],
+            Duration::from_secs(60),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("ncclCommFinalize"), "{err}");
+        assert!(err.contains("ncclRemoteError"), "{err}");
+        assert_eq!(fake::calls(), aborted);
     }
 
     fn x(to: u32, from: u32, slot: u32) -> Exchange {

@@ -22,6 +22,7 @@ api! {
         ncclCommUserRank: fn(ncclComm_t, *mut c_int) -> ncclResult_t;
         ncclCommCount: fn(ncclComm_t, *mut c_int) -> ncclResult_t;
         ncclCommGetAsyncError: fn(ncclComm_t, *mut ncclResult_t) -> ncclResult_t;
+        ncclCommFinalize: fn(ncclComm_t) -> ncclResult_t;
         ncclCommAbort: fn(ncclComm_t) -> ncclResult_t;
         ncclCommDestroy: fn(ncclComm_t) -> ncclResult_t;
         ncclGroupStart: fn() -> ncclResult_t;
@@ -78,4 +79,167 @@ pub(crate) fn describe(api: &Api, result: ncclResult_t) -> String {
     // every result code.
     let text = unsafe { std::ffi::CStr::from_ptr((api.ncclGetErrorString)(result)) };
     format!("{result:?}: {}", text.to_string_lossy())
+}
+
+/// NCCL's result of `call` on `gpu` as ours: success, or the error naming both.
+pub(crate) fn checked(api: &Api, call: &'static str, gpu: u32, status: ncclResult_t) -> Result<()> {
+    match status {
+        ncclResult_t::ncclSuccess => Ok(()),
+        failed => Err(Error::Cuda {
+            call,
+            gpu,
+            message: describe(api, failed),
+        }),
+    }
+}
+
+/// An NCCL of test functions at the table's boundary, for what the code does with
+/// communicators without a GPU: the communicator calls made, in order, and the state
+/// `ncclCommGetAsyncError` reports, both per thread (tests run in parallel). A communicator
+/// is a number ([`fake::comm`]); calls the tests do not drive fail.
+#[cfg(test)]
+pub(crate) mod fake {
+    use super::*;
+    use std::cell::{Cell, RefCell};
+
+    thread_local! {
+        static CALLS: RefCell<Vec<(&'static str, usize)>> = const { RefCell::new(Vec::new()) };
+        static STATE: Cell<ncclResult_t> = const { Cell::new(ncclResult_t::ncclSuccess) };
+    }
+
+    /// Communicator `n`.
+    pub(crate) fn comm(n: usize) -> ncclComm_t {
+        std::ptr::without_provenance_mut(n)
+    }
+
+    /// What `ncclCommGetAsyncError` reports from now on, on this thread.
+    pub(crate) fn set_state(state: ncclResult_t) {
+        STATE.set(state);
+    }
+
+    /// The communicator calls made on this thread since the last look, with their
+    /// communicator's number.
+    pub(crate) fn calls() -> Vec<(&'static str, usize)> {
+        CALLS.with_borrow_mut(std::mem::take)
+    }
+
+    fn log(call: &'static str, comm: ncclComm_t) -> ncclResult_t {
+        CALLS.with_borrow_mut(|c| c.push((call, comm.addr())));
+        ncclResult_t::ncclSuccess
+    }
+
+    /// Finalizing is non-blocking: done when the state says so.
+    unsafe extern "C" fn finalize(comm: ncclComm_t) -> ncclResult_t {
+        log("ncclCommFinalize", comm);
+        ncclResult_t::ncclInProgress
+    }
+    unsafe extern "C" fn destroy(comm: ncclComm_t) -> ncclResult_t {
+        log("ncclCommDestroy", comm)
+    }
+    unsafe extern "C" fn abort(comm: ncclComm_t) -> ncclResult_t {
+        log("ncclCommAbort", comm)
+    }
+    unsafe extern "C" fn async_error(_: ncclComm_t, state: *mut ncclResult_t) -> ncclResult_t {
+        // SAFETY: the caller passes a valid place for the state, as NCCL's callers must.
+        unsafe { *state = STATE.get() };
+        ncclResult_t::ncclSuccess
+    }
+    unsafe extern "C" fn error_string(_: ncclResult_t) -> *const c_char {
+        c"fake NCCL error".as_ptr()
+    }
+
+    const NO: ncclResult_t = ncclResult_t::ncclInternalError;
+    unsafe extern "C" fn none() -> ncclResult_t {
+        NO
+    }
+    unsafe extern "C" fn int_out(_: *mut c_int) -> ncclResult_t {
+        NO
+    }
+    unsafe extern "C" fn unique(_: *mut ncclUniqueId) -> ncclResult_t {
+        NO
+    }
+    unsafe extern "C" fn init(
+        _: *mut ncclComm_t,
+        _: c_int,
+        _: ncclUniqueId,
+        _: c_int,
+        _: *mut c_void,
+    ) -> ncclResult_t {
+        NO
+    }
+    unsafe extern "C" fn split(
+        _: ncclComm_t,
+        _: c_int,
+        _: c_int,
+        _: *mut ncclComm_t,
+        _: *mut c_void,
+    ) -> ncclResult_t {
+        NO
+    }
+    unsafe extern "C" fn comm_int(_: ncclComm_t, _: *mut c_int) -> ncclResult_t {
+        NO
+    }
+    unsafe extern "C" fn reduce(
+        _: *const c_void,
+        _: *mut c_void,
+        _: usize,
+        _: ncclDataType_t,
+        _: ncclRedOp_t,
+        _: ncclComm_t,
+        _: cudaStream_t,
+    ) -> ncclResult_t {
+        NO
+    }
+    unsafe extern "C" fn gather(
+        _: *const c_void,
+        _: *mut c_void,
+        _: usize,
+        _: ncclDataType_t,
+        _: ncclComm_t,
+        _: cudaStream_t,
+    ) -> ncclResult_t {
+        NO
+    }
+    unsafe extern "C" fn send(
+        _: *const c_void,
+        _: usize,
+        _: ncclDataType_t,
+        _: c_int,
+        _: ncclComm_t,
+        _: cudaStream_t,
+    ) -> ncclResult_t {
+        NO
+    }
+    unsafe extern "C" fn recv(
+        _: *mut c_void,
+        _: usize,
+        _: ncclDataType_t,
+        _: c_int,
+        _: ncclComm_t,
+        _: cudaStream_t,
+    ) -> ncclResult_t {
+        NO
+    }
+
+    /// The fake's table.
+    pub(crate) static API: Api = Api {
+        ncclGetVersion: int_out,
+        ncclGetUniqueId: unique,
+        ncclGetErrorString: error_string,
+        ncclCommInitRankConfig: init,
+        ncclCommSplit: split,
+        ncclCommUserRank: comm_int,
+        ncclCommCount: comm_int,
+        ncclCommGetAsyncError: async_error,
+        ncclCommFinalize: finalize,
+        ncclCommAbort: abort,
+        ncclCommDestroy: destroy,
+        ncclGroupStart: none,
+        ncclGroupEnd: none,
+        ncclAllReduce: reduce,
+        ncclAllGather: gather,
+        ncclReduceScatter: reduce,
+        ncclSend: send,
+        ncclRecv: recv,
+    };
 }

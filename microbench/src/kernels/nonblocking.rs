@@ -3,9 +3,10 @@
 //! that died before its call would hold the others there. Each is made with
 //! `ncclCommInitRankConfig` (blocking = 0); every call may then return `ncclInProgress`, and
 //! `ncclCommGetAsyncError` is polled until it says done, an error, or the deadline passes, when
-//! the communicator is aborted (`ncclCommAbort`), which ends its pending work.
+//! the communicator is aborted (`ncclCommAbort`), which ends its pending work. One that
+//! finished its work is closed as NCCL asks ([`close`]): finalized, then destroyed.
 
-use super::nccl::{describe, Api};
+use super::nccl::{checked, describe, Api};
 use super::timer::cuda;
 use crate::error::{Error, Result};
 use cudarc::driver::CudaContext;
@@ -247,6 +248,50 @@ pub(super) fn split(
         ready(api, comm, (call, gpu), timeout, true)?;
     }
     Ok(comm)
+}
+
+/// Closes `comms` (each with its GPU), communicators that finished their work, as NCCL's
+/// guide asks: `ncclCommFinalize` on every one first (a thread driving several ranks asks
+/// them all before waiting, as each rank's finalize waits for its peers'), each polled until
+/// done, all under one deadline `timeout` away, then `ncclCommDestroy`, which then frees
+/// only this process's resources. When a finalize fails or is not done in time, every one
+/// is aborted instead (`ncclCommAbort` ends what is pending, where a destroy would wait for
+/// it) and the error is the finalize's. Every communicator is gone on return.
+pub(super) fn close(
+    api: &'static Api,
+    comms: &[(ncclComm_t, u32)],
+    timeout: Duration,
+) -> Result<()> {
+    let call = "ncclCommFinalize";
+    let deadline = Instant::now() + timeout;
+    let finalized = comms
+        .iter()
+        .try_for_each(|&(comm, gpu)| {
+            // SAFETY: `comm` is a live communicator, finalized once.
+            taken(api, unsafe { (api.ncclCommFinalize)(comm) }, call, gpu)
+        })
+        .and_then(|()| {
+            comms.iter().try_for_each(|&(comm, gpu)| {
+                let left = deadline.saturating_duration_since(Instant::now());
+                ready(api, comm, (call, gpu), left, false)
+            })
+        });
+    if let Err(e) = finalized {
+        for &(comm, _) in comms {
+            // SAFETY: each is a live communicator of the group, never used again; abort
+            // frees one whose finalize did not finish as well as one it never reached.
+            unsafe { (api.ncclCommAbort)(comm) };
+        }
+        return Err(e);
+    }
+    // Every one is destroyed; the first failure is the one reported.
+    let mut destroyed = Ok(());
+    for &(comm, gpu) in comms {
+        // SAFETY: `comm` is finalized and destroyed once, never used again.
+        let status = unsafe { (api.ncclCommDestroy)(comm) };
+        destroyed = destroyed.and(checked(api, "ncclCommDestroy", gpu, status));
+    }
+    destroyed
 }
 
 #[cfg(test)]
