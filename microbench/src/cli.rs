@@ -38,7 +38,12 @@ pub struct Cli {
     /// Where numbers come from.
     #[command(flatten)]
     pub source: Source,
-    /// Print JSON (measurement records as JSON lines, topology as one document) instead of tables.
+    /// Output of every subcommand: text (nccl-tests tables, the link matrix, one line per
+    /// library) or json (measurement records as JSON lines; topology and libraries as one
+    /// document each), as the other meshfit binaries' --format.
+    #[arg(long, global = true, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// The same as --format json.
     #[arg(long, global = true)]
     pub json: bool,
     /// How this process joins a multi-node job.
@@ -121,7 +126,7 @@ pub enum Command {
     /// versions, and every symbol microbench calls that one lacks; needs no GPU. Exits 0 only
     /// when every library the GPU paths need is usable, 1 otherwise. NVIDIA's pip wheels
     /// are found through LD_LIBRARY_PATH (e.g. site-packages/nvidia/nccl/lib).
-    Libs(LibsArgs),
+    Libs,
     /// NCCL all-reduce sweep (nccl-tests all_reduce_perf).
     #[command(alias = "all_reduce")]
     AllReduce(CollectiveArgs),
@@ -169,22 +174,20 @@ pub enum Command {
     },
 }
 
-/// `libs` flags.
-#[derive(Debug, Clone, Args)]
-pub struct LibsArgs {
-    /// Output: text (one line per library) or json (one document, for scripts); --json is
-    /// the same as --format json.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
-}
-
-/// How `libs` prints.
+/// How a subcommand prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     /// For people.
     Text,
     /// For scripts.
     Json,
+}
+
+impl Cli {
+    /// True when the output is JSON: `--format json`, or its alias `--json`.
+    pub fn json(&self) -> bool {
+        self.json || self.format == Format::Json
+    }
 }
 
 /// A collective named by a flag. The subcommand's spelling (`all-reduce`) is canonical and

@@ -42,14 +42,16 @@ use std::process::ExitCode;
 /// Runs `cli`.
 pub fn run(cli: Cli) -> Result<ExitCode> {
     match &cli.command {
-        Command::Import(args) => import(args, cli.json),
+        Command::Import(args) => import(args, cli.json()),
         Command::Topo => topo(&cli),
-        Command::Libs(args) => libs::libs(args, cli.json),
+        Command::Libs => libs::libs(cli.json()),
         Command::Completions { shell } => {
+            text_only(&cli, "completions", "a shell script")?;
             emit(&manual::completions(Cli::command(), *shell))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Man { dir } => {
+            text_only(&cli, "man", "roff")?;
             emit(&manual::man_pages(Cli::command(), dir.as_deref())?)?;
             Ok(ExitCode::SUCCESS)
         }
@@ -63,6 +65,18 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             None => measure(&cli),
         },
     }
+}
+
+/// Refuses JSON for `command`, whose output (`prints`) has no JSON form, rather than
+/// printing text to a reader that asked for JSON.
+fn text_only(cli: &Cli, command: &str, prints: &str) -> Result<()> {
+    if cli.json() {
+        return Err(usage(format!(
+            "--format json: `{command}` prints {prints}, which has no JSON form; run it \
+             without --format json (or --json)"
+        )));
+    }
+    Ok(())
 }
 
 /// This process's place in a multi-node job, if any.
@@ -131,7 +145,7 @@ fn topo(cli: &Cli) -> Result<ExitCode> {
     for note in &topology.notes {
         eprintln!("microbench: topo: {note}");
     }
-    if cli.json {
+    if cli.json() {
         /// The topology document, led by its schema version (raised when a field is removed,
         /// renamed or changes meaning; issue 11).
         #[derive(serde::Serialize)]
@@ -155,7 +169,7 @@ fn measure(cli: &Cli) -> Result<ExitCode> {
     let node = backend(&cli.source)?;
     let topology = node.topology()?;
     let plan = plan(&cli.command, &topology)?;
-    let bar = (!cli.json && std::io::stderr().is_terminal()).then(|| {
+    let bar = (!cli.json() && std::io::stderr().is_terminal()).then(|| {
         let bar = ProgressBar::new(plan.points.len() as u64);
         if let Ok(style) = ProgressStyle::with_template("{bar:40} {pos}/{len} points {elapsed}") {
             bar.set_style(style);
@@ -169,7 +183,7 @@ fn measure(cli: &Cli) -> Result<ExitCode> {
         if let Some(bar) = &bar {
             bar.set_position(p.done as u64);
         }
-        if cli.json && streamed.is_ok() {
+        if cli.json() && streamed.is_ok() {
             let named = with_gpu_models(p.records, &topology);
             streamed = json_lines(&named).and_then(|text| emit(&text));
         }
@@ -181,7 +195,7 @@ fn measure(cli: &Cli) -> Result<ExitCode> {
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    if !cli.json {
+    if !cli.json() {
         print_records(&outcome.records, false)?;
     }
     Ok(partial(!outcome.failures.is_empty()))

@@ -566,3 +566,88 @@ fn r31_iteration_counts_out_of_range_are_usage_errors() {
         assert!(stderr(&a).contains(says), "{args:?}: {}", stderr(&a));
     }
 }
+
+/// One output flag across the binaries (issue 30): every subcommand that prints data takes
+/// `--format json` (before or after its name, as the other global flags) and gives what
+/// `--json` gives; `--format text` gives the tables; completions and man, which have no JSON
+/// form, refuse it as a usage error. `fabric` is run with `--format json` in tests/fabric.rs.
+#[test]
+fn every_subcommand_takes_format_json_and_json_stays_its_alias() {
+    let import = log("nccl-tests-214_");
+    let import = import.to_str().unwrap();
+    let commands: [&[&str]; 10] = [
+        &["topo"],
+        &["all-reduce", "-b", "1M", "-e", "1M"],
+        &["all-gather", "-b", "1M", "-e", "1M"],
+        &["reduce-scatter", "-b", "1M", "-e", "1M"],
+        &["all-to-all", "-b", "1M", "-e", "1M"],
+        &["send-recv", "-b", "1M", "-e", "1M"],
+        &["gemm", "--shape", "1024x1024x1024", "--dtype", "bf16"],
+        &[
+            "copy", "--path", "hbm", "--gpu", "0", "-b", "1G", "-e", "1G",
+        ],
+        &[
+            "calibrate",
+            "--minbytes",
+            "1M",
+            "--maxbytes",
+            "1M",
+            "--gemm-dtype",
+            "bf16",
+        ],
+        &["import", import],
+    ];
+    /// stdout as JSON: one document, or one per line.
+    fn json(text: &str) -> Vec<serde_json::Value> {
+        serde_json::from_str(text).map_or_else(
+            |_| {
+                text.lines()
+                    .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+                    .collect()
+            },
+            |doc| vec![doc],
+        )
+    }
+    for command in commands {
+        let before =
+            stdout(&sim("dgx-h100", &[&["--format", "json"][..], command].concat()).success());
+        let after = stdout(&sim("dgx-h100", &[command, &["--format", "json"]].concat()).success());
+        let alias = stdout(&sim("dgx-h100", &[command, &["--json"]].concat()).success());
+        let text = stdout(&sim("dgx-h100", &[command, &["--format", "text"]].concat()).success());
+        let (b, a, j) = (json(&before), json(&after), json(&alias));
+        assert!(!b.is_empty(), "{command:?}");
+        assert_eq!(b.len(), j.len(), "{command:?}");
+        assert_eq!(a.len(), j.len(), "{command:?}");
+        assert!(
+            serde_json::from_str::<serde_json::Value>(&text).is_err(),
+            "{command:?}"
+        );
+        assert!(
+            text.lines()
+                .all(|l| serde_json::from_str::<serde_json::Value>(l).is_err()),
+            "{command:?}: {text}"
+        );
+    }
+    let libs = microbench(&["libs", "--format", "json"])
+        .get_output()
+        .stdout
+        .clone();
+    let doc: serde_json::Value = serde_json::from_slice(&libs).unwrap();
+    assert_eq!(doc["schema_version"], 1);
+    for command in [&["completions", "bash"][..], &["man"]] {
+        let a = microbench(&[command, &["--format", "json"]].concat())
+            .failure()
+            .code(2);
+        assert!(
+            stderr(&a).contains(&format!("`{}` prints", command[0])),
+            "{command:?}: {}",
+            stderr(&a)
+        );
+    }
+    let a = microbench(&["topo", "--format", "yaml"]).failure().code(2);
+    assert!(
+        stderr(&a).contains("[possible values: text, json]"),
+        "{}",
+        stderr(&a)
+    );
+}

@@ -205,7 +205,7 @@ fn fabric_names_the_node_and_nic_that_is_down() {
         };
         let mut args = sim(&fault);
         args.extend(strings(&[
-            "--json", "fabric", "-b", "16M", "-e", "64M", "-n", "5",
+            "--format", "json", "fabric", "-b", "16M", "-e", "64M", "-n", "5",
         ]));
         args.extend(strings(&["--out", out.to_str().unwrap()]));
         args.push("--state-dir".into());

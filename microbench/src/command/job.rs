@@ -125,7 +125,7 @@ pub(super) fn lead(
                 .iter()
                 .map(|f| format!("{f}\n"))
                 .collect();
-            if cli.json {
+            if cli.json() {
                 emit(&json_lines(&outcome.records)?)?;
                 eprint!("{report}");
             } else {
@@ -135,7 +135,7 @@ pub(super) fn lead(
                 emit(&(pair_table(&pairs) + &report))?;
             }
         }
-        Work::Sweep(..) => print_records(&outcome.records, cli.json)?,
+        Work::Sweep(..) => print_records(&outcome.records, cli.json())?,
     }
     Ok(partial(!outcome.failures.is_empty()))
 }

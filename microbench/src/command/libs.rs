@@ -1,15 +1,14 @@
 //! `microbench libs`: the GPU libraries this machine has, as the GPU paths would load them.
 
 use super::output::emit;
-use crate::cli::{Format, LibsArgs};
 use anyhow::Result;
 use microbench::kernels::survey::{render, survey};
 use std::process::ExitCode;
 
 /// Prints the survey; exits 0 only when every library is usable.
-pub(super) fn libs(args: &LibsArgs, json: bool) -> Result<ExitCode> {
+pub(super) fn libs(json: bool) -> Result<ExitCode> {
     let found = survey();
-    if json || args.format == Format::Json {
+    if json {
         /// The document, led by its schema version (raised when a field is removed, renamed
         /// or changes meaning), as `topo --json`'s.
         #[derive(serde::Serialize)]
