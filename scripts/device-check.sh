@@ -102,7 +102,7 @@ job_step() {
         dest="$out/$name.rank$r.out"
         [ "$r" -eq 0 ] && dest="$out/$file"
         RANK=$r WORLD_SIZE=$ranks LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-            timeout "$step_timeout" "$bin" "$@" > "$dest" 2> "$out/$name.rank$r.err" &
+            TORCHELASTIC_RUN_ID="device-check-$name-$port" timeout "$step_timeout" "$bin" "$@" > "$dest" 2> "$out/$name.rank$r.err" &
         pids+=($!)
     done
     for pid in "${pids[@]}"; do

@@ -24,7 +24,7 @@ job() { # job NAME [FAULT]: six ranks, three nodes; FAULT goes to n2's ranks onl
     if [ -n "$fault" ] && [ "$node" = n2 ]; then extra=(--fault "$fault"); fi
     mkdir -p "$out/$name/state/$node"
     RANK=$r WORLD_SIZE=6 LOCAL_RANK=$((r % 2)) MASTER_ADDR=127.0.0.1 MASTER_PORT=$p \
-      MESHFIT_NODE_NAME=$node \
+      TORCHELASTIC_RUN_ID="demo-$name-$p" MESHFIT_NODE_NAME=$node \
       "$bin/microbench" --backend sim --profile dgx-h100 "${extra[@]}" \
       fabric -b 1M -e 64M --out "$out/$name/all.jsonl" --state-dir "$out/$name/state/$node" \
       >"$out/$name/rank$r.log" 2>&1 &

@@ -4,10 +4,11 @@
 //! address written out (`0.0.0.0:9420`, `[::1]:9420`) is bound as given, an error if it
 //! cannot be.
 
+use microbench::net;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 use std::io;
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{Ipv6Addr, SocketAddr};
 use std::str::FromStr;
 use tokio::net::TcpListener;
 
@@ -64,53 +65,26 @@ impl<'de> Deserialize<'de> for Listen {
 
 /// Binds `listen`; on failure, the address that failed and why.
 pub fn bind(listen: Listen) -> Result<TcpListener, (SocketAddr, io::Error)> {
-    match listen {
-        Listen::Addr(addr) => tcp(addr, false).map_err(|e| (addr, e)),
+    let (std, at) = match listen {
+        Listen::Addr(addr) => (
+            net::listen(addr, false, BACKLOG).map_err(|e| (addr, e))?,
+            addr,
+        ),
         Listen::AnyHost(port) => {
-            let v6 = SocketAddr::from((Ipv6Addr::UNSPECIFIED, port));
-            match tcp(v6, true) {
-                Err(e) if ipv6_unavailable(&e) => {
-                    let v4 = SocketAddr::from((Ipv4Addr::UNSPECIFIED, port));
-                    tracing::warn!(
-                        "IPv6 is not available on this host ({e}): listening on IPv4 only"
-                    );
-                    tcp(v4, false).map_err(|e| (v4, e))
-                }
-                bound => bound.map_err(|e| (v6, e)),
+            let (listener, ipv4_only) = net::listen_any(port, BACKLOG)?;
+            if let Some(e) = ipv4_only {
+                tracing::warn!("IPv6 is not available on this host ({e}): listening on IPv4 only");
             }
+            (listener, SocketAddr::from((Ipv6Addr::UNSPECIFIED, port)))
         }
-    }
-}
-
-/// The errors of a host without IPv6: no AF_INET6 sockets (`ipv6.disable=1`), or no `::`
-/// to bind (`net.ipv6.conf.all.disable_ipv6=1`).
-fn ipv6_unavailable(e: &io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(libc::EAFNOSUPPORT | libc::EADDRNOTAVAIL | libc::EPROTONOSUPPORT)
-    )
-}
-
-/// A listening TCP socket on `addr`, accepting IPv4 too when `dual_stack` (whatever the
-/// host's `net.ipv6.bindv6only`).
-fn tcp(addr: SocketAddr, dual_stack: bool) -> io::Result<TcpListener> {
-    use socket2::{Domain, Protocol, Socket, Type};
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    if dual_stack {
-        socket.set_only_v6(false)?;
-    }
-    // As tokio's bind: a restarted agent rebinds while old connections sit in TIME_WAIT.
-    socket.set_reuse_address(true)?;
-    socket.set_nonblocking(true)?;
-    socket.bind(&addr.into())?;
-    socket.listen(BACKLOG)?;
-    TcpListener::from_std(socket.into())
+    };
+    TcpListener::from_std(std).map_err(|e| (at, e))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::TcpStream;
+    use std::net::{Ipv4Addr, TcpStream};
 
     #[test]
     fn listen_reads_a_port_alone_or_an_address() {

@@ -13,7 +13,7 @@ Usage:
 
 The stand-in launchers set what the real ones set for each rank (Slurm: SLURM_PROCID,
 SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID, SLURMD_NODENAME; Open MPI: OMPI_COMM_WORLD_RANK,
-_SIZE, _LOCAL_RANK, _LOCAL_SIZE, PMIX_RANK, and only the variables passed with -x; the Job
+_SIZE, _LOCAL_RANK, _LOCAL_SIZE, PMIX_RANK, PMIX_NAMESPACE, and only the variables passed with -x; the Job
 controller: JOB_COMPLETION_INDEX, the pod's env with $(VAR) expanded, the downward API). Each
 "node" is named by MESHFIT_NODE_NAME, as issue 12 lets several sim nodes share one machine.
 They accept only the option spellings the recipes use; a recipe that changes them fails here.
@@ -115,6 +115,8 @@ def check_wiring(docs: list[dict], values: dict, origin: str) -> None:
     need(len(host) <= 63, f"the last pod's host name {host} is over 63 characters")
     need(env["JOB_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.labels['job-name']",
          "JOB_NAME does not come from the pod's job-name label")
+    need(env.get("MESHFIT_JOB_ID", {}).get("value") == "$(JOB_NAME)",
+         "MESHFIT_JOB_ID is not the Job's name: the ranks present no job id at the rendezvous")
     need(env["MASTER_ADDR"]["value"] == f"$(JOB_NAME)-0.{svc['metadata']['name']}",
          f"MASTER_ADDR {env['MASTER_ADDR']['value']} is not pod 0 under the headless Service")
     port = int(env["MASTER_PORT"]["value"])
@@ -259,7 +261,7 @@ for ((i = 0; i < np; i++)); do
   env -i HOME="$HOME" RECIPE_ARGV_LOG="${RECIPE_ARGV_LOG:-}" MICROBENCH_BACKEND="${MICROBENCH_BACKEND:-}" \\
     "${forward[@]}" OMPI_COMM_WORLD_RANK=$i OMPI_COMM_WORLD_SIZE=$np \\
     OMPI_COMM_WORLD_LOCAL_RANK=$((i % per)) OMPI_COMM_WORLD_LOCAL_SIZE=$per PMIX_RANK=$i \\
-    MESHFIT_NODE_NAME=sim$node "$@" &
+    PMIX_NAMESPACE="prterun-standin-$$@1" MESHFIT_NODE_NAME=sim$node "$@" &
   pids+=($!)
 done
 rc=0

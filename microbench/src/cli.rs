@@ -25,7 +25,11 @@ MASTER_ADDR:MASTER_PORT, default port 29500):
              MESHFIT_WORLD_SIZE=<pods x GPUs> MESHFIT_RANKS_PER_POD=<GPUs>
              MESHFIT_LOCAL_RANK=<0..GPUs-1> MASTER_ADDR=<job>-0.<headless service> MASTER_PORT=29500
              MESHFIT_NODE_NAME=<spec.nodeName> MESHFIT_STATE_DIR=/var/lib/meshfit-agent
-torchrun-style RANK, WORLD_SIZE, LOCAL_RANK work as they are; --launcher none runs alone.";
+             MESHFIT_JOB_ID=<job>
+torchrun-style RANK, WORLD_SIZE, LOCAL_RANK work as they are; --launcher none runs alone.
+Rank 0 listens on IPv6 and IPv4 (MASTER_ADDR may be either; a loopback address listens there
+alone) and refuses a rank that does not present the job's id: --job-id, else MESHFIT_JOB_ID,
+else the launcher's own (TORCHELASTIC_RUN_ID, SLURM_JOB_ID, PMIX_NAMESPACE).";
 
 /// Node discovery and kernel timing: NVML topology, GEMM, NCCL collectives and copies, with
 /// nccl-tests compatible text in and out.
@@ -63,6 +67,12 @@ pub struct JobArgs {
     /// node name, or several sim nodes on one machine.
     #[arg(long, global = true)]
     pub node_name: Option<String>,
+    /// The job's id, which every rank presents at the rendezvous and rank 0 checks, refusing
+    /// a rank of another job (also MESHFIT_JOB_ID). Default: the launcher's own,
+    /// TORCHELASTIC_RUN_ID (torchrun's --rdzv-id), SLURM_JOB_ID, PMIX_NAMESPACE (Open MPI);
+    /// a Kubernetes Indexed Job has none, and the chart sets MESHFIT_JOB_ID to the Job's name.
+    #[arg(long, global = true)]
+    pub job_id: Option<String>,
     /// Seconds to wait for every rank at the rendezvous; the job ends naming the ranks that
     /// did not arrive.
     #[arg(long, global = true, value_parser = parse_seconds, default_value = "120")]

@@ -86,7 +86,7 @@ fn placement(cli: &Cli) -> Result<Option<Placement>> {
     Ok(launcher::detect(
         cli.job.launcher,
         &env,
-        cli.job.node_name.as_deref(),
+        (cli.job.node_name.as_deref(), cli.job.job_id.as_deref()),
         &host,
     )?)
 }

@@ -9,6 +9,13 @@
 //! | Open MPI / PMIx | `OMPI_COMM_WORLD_RANK` or `PMIX_RANK` | `OMPI_COMM_WORLD_SIZE`, else `MESHFIT_WORLD_SIZE` | `OMPI_COMM_WORLD_LOCAL_RANK`, else 0 | host name |
 //! | Kubernetes Indexed Job / JobSet | `JOB_COMPLETION_INDEX` x `MESHFIT_RANKS_PER_POD` + `MESHFIT_LOCAL_RANK` | `MESHFIT_WORLD_SIZE` (pods x ranks per pod) | `MESHFIT_LOCAL_RANK`, else 0 | `HOSTNAME` (the pod) |
 //!
+//! Every rank presents the job's id at the rendezvous, and rank 0 refuses a peer whose id is
+//! not its own (a rank of another job sharing the port, a stray client): `--job-id` (or
+//! `MESHFIT_JOB_ID`), else the launcher's own, the same on every rank of one job and new for
+//! each: torchrun's `TORCHELASTIC_RUN_ID` (its `--rdzv-id`), Slurm's `SLURM_JOB_ID`, PMIx's
+//! `PMIX_NAMESPACE` (Open MPI 4 and 5). A Kubernetes Indexed Job has none of its own: the
+//! chart sets `MESHFIT_JOB_ID` to the Job's name.
+//!
 //! `MESHFIT_NODE_NAME` (or `--node-name`) overrides the node: the agent's Kubernetes node
 //! name from the downward API, or several sim "nodes" on one machine in tests. The rendezvous
 //! is at `MASTER_ADDR:MASTER_PORT` (port 29500 when unset, torchrun's default); Slurm and
@@ -102,15 +109,17 @@ pub struct Placement {
     pub master_addr: String,
     /// Rank 0's rendezvous port.
     pub master_port: u16,
+    /// The job's id, which every rank presents at the rendezvous.
+    pub job_id: String,
 }
 
 /// Reads the placement from `env` (a variable lookup, so tests pass a map). `node_name` is
-/// `--node-name`, `host` this machine's host name. `None` when no launcher variables are
+/// `--node-name`, `job_id` `--job-id`, `host` this machine's host name. `None` when no launcher variables are
 /// set, or they describe a job of one rank: the process then runs alone, as before.
 pub fn detect(
     choice: Choice,
     env: &dyn Fn(&str) -> Option<String>,
-    node_name: Option<&str>,
+    (node_name, job_id): (Option<&str>, Option<&str>),
     host: &str,
 ) -> Result<Option<Placement>> {
     let Some(launcher) = chosen(choice, env)? else {
@@ -128,6 +137,7 @@ pub fn detect(
     }
     let master_addr = master_addr(launcher, env)?;
     let master_port = master_port(env)?;
+    let job_id = self::job_id(launcher, env, job_id)?;
     let node = node_name
         .map(str::to_string)
         .or_else(|| env("MESHFIT_NODE_NAME"))
@@ -142,7 +152,46 @@ pub fn detect(
         node,
         master_addr,
         master_port,
+        job_id,
     }))
+}
+
+/// The variables that carry `launcher`'s job id, first set wins.
+fn job_id_vars(launcher: Launcher) -> &'static [&'static str] {
+    match launcher {
+        Launcher::Torchrun => &["TORCHELASTIC_RUN_ID"],
+        Launcher::Slurm => &["SLURM_JOB_ID"],
+        Launcher::Mpi => &["PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"],
+        Launcher::K8s => &[],
+    }
+}
+
+/// The job's id: `flag` (`--job-id`), else `MESHFIT_JOB_ID`, else the launcher's.
+fn job_id(
+    launcher: Launcher,
+    env: &dyn Fn(&str) -> Option<String>,
+    flag: Option<&str>,
+) -> Result<String> {
+    let vars = job_id_vars(launcher);
+    flag.map(str::to_string)
+        .or_else(|| env("MESHFIT_JOB_ID"))
+        .or_else(|| vars.iter().find_map(|v| env(v)))
+        .filter(|id| !id.is_empty())
+        .ok_or_else(|| {
+            let own = if vars.is_empty() {
+                format!("{launcher} sets none of its own")
+            } else {
+                format!("else {}, which {launcher} sets", vars.join(" or "))
+            };
+            bad(
+                "job id",
+                "",
+                format!(
+                    "the job's id, the same on every rank, so that rank 0 refuses ranks of \
+                     another job: --job-id or MESHFIT_JOB_ID ({own})"
+                ),
+            )
+        })
 }
 
 /// The launcher `choice` names, or under `auto` the first whose variables are set; `None`
@@ -398,7 +447,7 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        detect(choice, &|k| map.get(k).cloned(), None, "host-a")
+        detect(choice, &|k| map.get(k).cloned(), (None, None), "host-a")
     }
 
     fn placed(vars: &[(&str, &str)]) -> Placement {
@@ -414,6 +463,7 @@ mod tests {
             ("WORLD_SIZE", "16"),
             ("LOCAL_RANK", "5"),
             ("GROUP_RANK", "0"),
+            ("TORCHELASTIC_RUN_ID", "llama-42"),
             MASTER[0],
             MASTER[1],
         ]);
@@ -427,6 +477,7 @@ mod tests {
                 node: "host-a".into(),
                 master_addr: "10.0.0.1".into(),
                 master_port: 1234,
+                job_id: "llama-42".into(),
             }
         );
     }
@@ -439,6 +490,7 @@ mod tests {
             ("SLURM_LOCALID", "1"),
             ("SLURM_NODEID", "1"),
             ("SLURMD_NODENAME", "gpu-017"),
+            ("SLURM_JOB_ID", "81234"),
             MASTER[0],
         ]);
         assert_eq!(
@@ -446,6 +498,7 @@ mod tests {
             (Launcher::Slurm, 9, 16, 1, "gpu-017")
         );
         assert_eq!(p.master_port, DEFAULT_MASTER_PORT);
+        assert_eq!(p.job_id, "81234");
     }
 
     #[test]
@@ -454,14 +507,21 @@ mod tests {
             ("OMPI_COMM_WORLD_RANK", "3"),
             ("OMPI_COMM_WORLD_SIZE", "4"),
             ("OMPI_COMM_WORLD_LOCAL_RANK", "1"),
+            ("OMPI_MCA_ess_base_jobid", "2384461825"),
             MASTER[0],
         ]);
         assert_eq!(
-            (p.launcher, p.rank, p.world, p.local_rank),
-            (Launcher::Mpi, 3, 4, 1)
+            (p.launcher, p.rank, p.world, p.local_rank, p.job_id.as_str()),
+            (Launcher::Mpi, 3, 4, 1, "2384461825")
         );
-        let p = placed(&[("PMIX_RANK", "2"), ("MESHFIT_WORLD_SIZE", "4"), MASTER[0]]);
+        let p = placed(&[
+            ("PMIX_RANK", "2"),
+            ("MESHFIT_WORLD_SIZE", "4"),
+            ("PMIX_NAMESPACE", "prterun-gpu-a-81234@1"),
+            MASTER[0],
+        ]);
         assert_eq!((p.rank, p.world, p.local_rank), (2, 4, 0));
+        assert_eq!(p.job_id, "prterun-gpu-a-81234@1");
     }
 
     #[test]
@@ -473,12 +533,14 @@ mod tests {
             ("MESHFIT_LOCAL_RANK", "1"),
             ("HOSTNAME", "fabric-3-abcde"),
             ("MESHFIT_NODE_NAME", "gpu-node-7"),
+            ("MESHFIT_JOB_ID", "meshfit-fabric-29123456"),
             MASTER[0],
         ]);
         assert_eq!(
             (p.launcher, p.rank, p.world, p.local_rank, p.node.as_str()),
             (Launcher::K8s, 7, 8, 1, "gpu-node-7")
         );
+        assert_eq!(p.job_id, "meshfit-fabric-29123456");
         let err = detect_in(
             Choice::Auto,
             &[
@@ -492,6 +554,60 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "MESHFIT_LOCAL_RANK `2`: below MESHFIT_RANKS_PER_POD (2)"
+        );
+    }
+
+    /// `--job-id` wins over MESHFIT_JOB_ID, which wins over the launcher's; a job with
+    /// none is refused, naming where an id comes from.
+    #[test]
+    fn the_job_id_comes_from_the_flag_then_meshfit_job_id_then_the_launcher() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                vars.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let slurm: &[(&str, &str)] = &[
+            ("SLURM_PROCID", "1"),
+            ("SLURM_NTASKS", "4"),
+            MASTER[0],
+            ("SLURM_JOB_ID", "81234"),
+            ("MESHFIT_JOB_ID", "mine"),
+        ];
+        let id = |flag, vars| {
+            detect(Choice::Auto, &env(vars), (None, flag), "h")
+                .unwrap()
+                .unwrap()
+                .job_id
+        };
+        assert_eq!(id(Some("flag"), slurm), "flag");
+        assert_eq!(id(None, slurm), "mine");
+        assert_eq!(id(None, &slurm[..4]), "81234");
+        let err = detect_in(
+            Choice::Auto,
+            &[
+                ("JOB_COMPLETION_INDEX", "1"),
+                ("MESHFIT_WORLD_SIZE", "2"),
+                MASTER[0],
+            ],
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            err,
+            "job id ``: the job's id, the same on every rank, so that rank 0 refuses ranks of \
+             another job: --job-id or MESHFIT_JOB_ID (k8s sets none of its own)"
+        );
+        let err = detect_in(
+            Choice::Auto,
+            &[("RANK", "1"), ("WORLD_SIZE", "2"), MASTER[0]],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.ends_with("(else TORCHELASTIC_RUN_ID, which torchrun sets)"),
+            "{err}"
         );
     }
 

@@ -14,7 +14,7 @@
 //! - [`report`]: tables and summaries of [`record::Record`]s for people.
 //! - Multi-node jobs (issue 12): [`launcher`] reads rank, world and node from srun, mpirun,
 //!   torchrun or a Kubernetes Indexed Job; [`rendezvous`] gathers the ranks at
-//!   `MASTER_ADDR:MASTER_PORT`; [`fabric`] turns the roster into a [`fabric::Job`], runs the
+//!   `MASTER_ADDR:MASTER_PORT` ([`net`]: on both IP families); [`fabric`] turns the roster into a [`fabric::Job`], runs the
 //!   job-wide sweeps and the rail-by-rail pairwise pass, and names slow nodes, NICs and pairs.
 //!
 //! ```
@@ -35,6 +35,7 @@ mod error;
 pub mod fabric;
 pub mod kernels;
 pub mod launcher;
+pub mod net;
 pub mod plan;
 pub mod rendezvous;
 pub mod report;

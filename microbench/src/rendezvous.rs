@@ -1,7 +1,9 @@
 //! A small TCP rendezvous at `MASTER_ADDR:MASTER_PORT` (issue 12), what NCCL's bootstrap and
 //! torch's TCPStore do, so that no MPI library is needed: rank 0 listens, every other rank
-//! connects (retrying until the deadline) and says [`Hello`]; rank 0 answers each with the
-//! whole [`Roster`] (and, for NCCL, the unique id). Under NCCL every rank then measures and
+//! connects (retrying until the deadline) and says [`Hello`], with the job's id; rank 0
+//! refuses a hello of another job and answers each of its own with the whole [`Roster`]
+//! (and, for NCCL, the unique id). Rank 0 listens on both IP families ([`crate::net`]), or
+//! on the loopback alone where `MASTER_ADDR` is a loopback address. Under NCCL every rank then measures and
 //! sends rank 0 its timings ([`Rendezvous::gather`]), or why it failed. At the end rank 0 sends
 //! every rank still in the job one final message (the records, for each node's state file).
 //!
@@ -9,10 +11,11 @@
 //! [`MAX_MESSAGE_BYTES`], so a stray client cannot make a rank allocate without bound.
 
 use crate::error::{Error, Result};
+use crate::net;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::io::{ErrorKind, Read, Write};
-use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 /// The largest message a rank accepts: a fabric run's records for thousands of pairs fit.
@@ -24,9 +27,17 @@ const HELLO_WAIT: Duration = Duration::from_secs(5);
 /// Pause between connection attempts while rank 0 is not yet listening.
 const RETRY: Duration = Duration::from_millis(100);
 
+/// Connections rank 0's kernel queues: every rank of a large job connects at once (the
+/// kernel caps it at `net.core.somaxconn`).
+const BACKLOG: i32 = 4096;
+
 /// What a rank tells rank 0 about itself.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Hello {
+    /// The job's id ([`crate::launcher::Placement::job_id`]); rank 0 refuses another.
+    /// Empty from a microbench that sent none.
+    #[serde(default)]
+    pub job: String,
     /// Global rank.
     pub rank: u32,
     /// The world size this rank was started with; every rank must agree.
@@ -66,6 +77,8 @@ pub struct Roster {
 enum Reply {
     Roster(Roster),
     Abort(String),
+    /// This rank is not of rank 0's job: why.
+    Refused(String),
 }
 
 /// What a rank sends rank 0 after its measurements: its result, or why it failed.
@@ -96,8 +109,20 @@ pub struct Meeting {
 }
 
 impl Meeting {
+    /// `MASTER_ADDR` without the brackets an IPv6 address may be written with.
+    fn host(&self) -> &str {
+        let a = self.addr.as_str();
+        a.strip_prefix('[')
+            .and_then(|a| a.strip_suffix(']'))
+            .unwrap_or(a)
+    }
+
+    /// `host:port`, an IPv6 address in brackets.
     fn place(&self) -> String {
-        format!("{}:{}", self.addr, self.port)
+        match self.host().parse::<IpAddr>() {
+            Ok(IpAddr::V6(ip)) => format!("[{ip}]:{}", self.port),
+            _ => format!("{}:{}", self.host(), self.port),
+        }
     }
 
     fn error(&self, message: String) -> Error {
@@ -120,20 +145,14 @@ pub fn join(meeting: &Meeting, hello: Hello, nccl_id: Option<Vec<u8>>) -> Result
 
 fn serve(meeting: &Meeting, hello: Hello, nccl_id: Option<Vec<u8>>) -> Result<Rendezvous> {
     let deadline = Instant::now() + meeting.timeout;
-    // Rank 0 listens on every interface at the port: MASTER_ADDR is how the others reach
-    // it, which may be a name or address this host does not own (a Service, a NAT).
-    let listener = TcpListener::bind(("0.0.0.0", meeting.port)).map_err(|e| {
-        meeting.error(format!(
-            "rank 0 cannot listen on port {}: {e}",
-            meeting.port
-        ))
-    })?;
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| meeting.error(e.to_string()))?;
+    let listener = listener(meeting)?;
     let world = hello.world;
+    let job = hello.job.clone();
     let mut members: Vec<Option<Hello>> = vec![None; world as usize];
     let mut streams: Vec<(u32, TcpStream)> = Vec::new();
+    // Why each refused peer was refused, for the error when the job's own never come.
+    let mut refused: Vec<String> = Vec::new();
+    let host = hello.host.clone();
     members[0] = Some(hello);
     let result = (|| {
         while members.iter().any(Option::is_none) {
@@ -154,6 +173,15 @@ fn serve(meeting: &Meeting, hello: Hello, nccl_id: Option<Vec<u8>>) -> Result<Re
                     let Ok(h) = receive::<Hello>(&mut stream) else {
                         continue;
                     };
+                    // A rank of another job (two jobs on one port) is refused and this job
+                    // goes on waiting for its own.
+                    if h.job != job {
+                        let why = other_job(&h, &job, &host);
+                        eprintln!("microbench: rendezvous: {why}");
+                        let _ = send(&mut stream, &Reply::Refused(why.clone()));
+                        refused.push(why);
+                        continue;
+                    }
                     check_hello(&h, &members, world).map_err(|m| meeting.error(m))?;
                     let rank = h.rank;
                     members[rank as usize] = Some(h);
@@ -161,7 +189,11 @@ fn serve(meeting: &Meeting, hello: Hello, nccl_id: Option<Vec<u8>>) -> Result<Re
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
                     if Instant::now() >= deadline {
-                        return Err(meeting.error(missing(&members, meeting.timeout)));
+                        let mut why = missing(&members, meeting.timeout);
+                        if !refused.is_empty() {
+                            why += &format!("; refused: {}", refused.join("; "));
+                        }
+                        return Err(meeting.error(why));
                     }
                     std::thread::sleep(Duration::from_millis(10));
                 }
@@ -188,6 +220,49 @@ fn serve(meeting: &Meeting, hello: Hello, nccl_id: Option<Vec<u8>>) -> Result<Re
     }
     streams.sort_by_key(|(rank, _)| *rank);
     Ok(Rendezvous { roster, streams })
+}
+
+/// Rank 0's listening socket at `MASTER_PORT`. `MASTER_ADDR` is how the others reach rank
+/// 0: often a name or address this host does not own (a Service, a NAT), or a host name it
+/// resolves to itself differently (127.0.1.1 in /etc/hosts), and of either IP family. So
+/// rank 0 listens on every address of both families (dual-stack `[::]`), IPv4 alone only
+/// where the host has no IPv6 and `MASTER_ADDR` is not an IPv6 address, and on the loopback
+/// alone where `MASTER_ADDR` is a loopback address: a job on one machine stays on it.
+fn listener(meeting: &Meeting) -> Result<TcpListener> {
+    let cannot = |at: SocketAddr, e: std::io::Error| {
+        meeting.error(format!("rank 0 cannot listen on {at}: {e}"))
+    };
+    let ip = meeting.host().parse::<IpAddr>().ok();
+    if let Some(ip) = ip.filter(IpAddr::is_loopback) {
+        let at = SocketAddr::from((ip, meeting.port));
+        return net::listen(at, false, BACKLOG).map_err(|e| cannot(at, e));
+    }
+    let (listener, ipv4_only) =
+        net::listen_any(meeting.port, BACKLOG).map_err(|(at, e)| cannot(at, e))?;
+    if let Some(e) = ipv4_only {
+        if ip.is_some_and(|ip| ip.is_ipv6()) {
+            return Err(meeting.error(format!(
+                "MASTER_ADDR is an IPv6 address and this host has no IPv6 ({e})"
+            )));
+        }
+        eprintln!("microbench: rendezvous: IPv6 is not available on this host ({e}); rank 0 listens on IPv4 only");
+    }
+    Ok(listener)
+}
+
+/// Why rank 0 of job `job` on `host` refuses `h`: both ids, and where they come from.
+fn other_job(h: &Hello, job: &str, host: &str) -> String {
+    let theirs = if h.job.is_empty() {
+        "no job id".to_string()
+    } else {
+        format!("job id `{}`", h.job)
+    };
+    format!(
+        "rank {} on {} presented {theirs}, and this rendezvous (rank 0 on {host}) is job \
+         `{job}`: a rank of another job on the same MASTER_ADDR:MASTER_PORT, or one started \
+         with another --job-id or MESHFIT_JOB_ID",
+        h.rank, h.host
+    )
 }
 
 /// Why a hello cannot join: a rank outside the world, a duplicate, another world size.
@@ -262,18 +337,9 @@ fn connect(meeting: &Meeting, hello: Hello) -> Result<Rendezvous> {
     let deadline = Instant::now() + meeting.timeout;
     let rank = hello.rank;
     let mut stream = loop {
-        let attempt = meeting
-            .place()
+        let attempt = (meeting.host(), meeting.port)
             .to_socket_addrs()
-            .and_then(|mut addrs| {
-                addrs
-                    .next()
-                    .ok_or_else(|| std::io::Error::new(ErrorKind::NotFound, "no address"))
-            })
-            .and_then(|addr| {
-                let left = deadline.saturating_duration_since(Instant::now());
-                TcpStream::connect_timeout(&addr, left.max(Duration::from_millis(1)))
-            });
+            .and_then(|addrs| connect_any(addrs, deadline));
         match attempt {
             Ok(stream) => break stream,
             // Rank 0 may start later than this rank; keep trying until the deadline.
@@ -299,8 +365,26 @@ fn connect(meeting: &Meeting, hello: Hello) -> Result<Rendezvous> {
             streams: vec![(0, stream)],
         }),
         Ok(Reply::Abort(why)) => Err(meeting.error(format!("rank 0 ended the job: {why}"))),
+        Ok(Reply::Refused(why)) => Err(meeting.error(format!("rank 0 refused rank {rank}: {why}"))),
         Err(e) => Err(meeting.error(format!("rank {rank} waiting for the roster: {e}"))),
     }
+}
+
+/// The first of `addrs` (each address `MASTER_ADDR` resolves to: IPv6 and IPv4) that
+/// takes a connection before `deadline`; the last one's error when none does.
+fn connect_any(
+    addrs: impl Iterator<Item = SocketAddr>,
+    deadline: Instant,
+) -> std::io::Result<TcpStream> {
+    let mut last = std::io::Error::new(ErrorKind::NotFound, "no address");
+    for addr in addrs {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match TcpStream::connect_timeout(&addr, left.max(Duration::from_millis(1))) {
+            Ok(stream) => return Ok(stream),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
 }
 
 impl Rendezvous {
@@ -431,6 +515,7 @@ pub(crate) mod tests {
     /// Rank `rank` of `world`, `per_node` ranks on each sim node `n<i>`.
     pub(crate) fn hello_on(rank: u32, world: u32, per_node: u32) -> Hello {
         Hello {
+            job: "job-1".into(),
             rank,
             world,
             local_rank: rank % per_node,
@@ -486,6 +571,133 @@ pub(crate) mod tests {
             assert_eq!(theirs, roster);
             assert_eq!(last.as_deref(), Some("done"));
         }
+    }
+
+    /// Whether this machine has an IPv6 loopback to bind; says why not when it has none.
+    fn ipv6_loopback() -> bool {
+        match TcpListener::bind("[::1]:0") {
+            Ok(_) => true,
+            Err(e) => {
+                println!("skipped: no IPv6 loopback here ([::1]: {e})");
+                false
+            }
+        }
+    }
+
+    /// A job whose MASTER_ADDR is IPv6 (`::1`, also written `[::1]`) meets there (issue 30:
+    /// rank 0 bound IPv4 only, so no rank could reach it).
+    #[test]
+    fn ranks_meet_at_an_ipv6_master_addr() {
+        if !ipv6_loopback() {
+            return;
+        }
+        let port = TcpListener::bind("[::1]:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let at = |addr: &str| Meeting {
+            addr: addr.into(),
+            port,
+            timeout: Duration::from_secs(10),
+        };
+        assert_eq!(at("::1").place(), format!("[::1]:{port}"));
+        let others: Vec<_> = [(1, "[::1]"), (2, "::1")]
+            .into_iter()
+            .map(|(r, addr)| {
+                let m = at(addr);
+                std::thread::spawn(move || join(&m, hello(r, 3), None).unwrap().roster)
+            })
+            .collect();
+        let root = join(&at("::1"), hello(0, 3), None).unwrap();
+        for t in others {
+            assert_eq!(t.join().unwrap(), root.roster);
+        }
+    }
+
+    /// Where MASTER_ADDR is a name, rank 0 listens on both families: ranks that reach it
+    /// over IPv4 and over IPv6 meet in one job.
+    #[test]
+    fn rank_0_takes_ipv4_and_ipv6_ranks_where_master_addr_is_a_name() {
+        let m = meeting(10_000);
+        let v6 = ipv6_loopback();
+        let peers: Vec<(u32, &str)> = if v6 {
+            vec![(1, "127.0.0.1"), (2, "::1")]
+        } else {
+            vec![(1, "127.0.0.1"), (2, "127.0.0.1")]
+        };
+        let others: Vec<_> = peers
+            .into_iter()
+            .map(|(r, addr)| {
+                let m = Meeting {
+                    addr: addr.into(),
+                    ..m.clone()
+                };
+                std::thread::spawn(move || join(&m, hello(r, 3), None).unwrap().roster)
+            })
+            .collect();
+        let name = Meeting {
+            addr: "localhost".into(),
+            ..m.clone()
+        };
+        let root = join(&name, hello(0, 3), None).unwrap();
+        for t in others {
+            assert_eq!(t.join().unwrap(), root.roster);
+        }
+    }
+
+    /// A rank presenting another job's id is refused with both ids named, and the job goes
+    /// on to meet its own ranks (issue 30: rank 0 took any client).
+    #[test]
+    fn a_rank_of_another_job_is_refused_naming_both_ids() {
+        let m = meeting(10_000);
+        let stray = {
+            let m = m.clone();
+            std::thread::spawn(move || {
+                let h = Hello {
+                    job: "job-2".into(),
+                    ..hello(1, 2)
+                };
+                join(&m, h, None).unwrap_err().to_string()
+            })
+        };
+        let root = {
+            let m = m.clone();
+            std::thread::spawn(move || join(&m, hello(0, 2), None).map(|r| r.roster))
+        };
+        let err = stray.join().unwrap();
+        assert!(
+            err.contains(
+                "rank 0 refused rank 1: rank 1 on localhost presented job id `job-2`, and this \
+                 rendezvous (rank 0 on localhost) is job `job-1`"
+            ),
+            "{err}"
+        );
+        let own = join(&m, hello(1, 2), None).unwrap();
+        assert_eq!(root.join().unwrap().unwrap(), own.roster);
+    }
+
+    /// The refused are named when the job's own ranks never come.
+    #[test]
+    fn a_job_that_only_saw_strangers_names_them_at_its_deadline() {
+        let m = meeting(500);
+        let stray = {
+            let m = m.clone();
+            std::thread::spawn(move || {
+                let h = Hello {
+                    job: String::new(),
+                    ..hello(1, 2)
+                };
+                join(&m, h, None).unwrap_err().to_string()
+            })
+        };
+        let err = join(&m, hello(0, 2), None).unwrap_err().to_string();
+        assert!(
+            err.contains("rank 1 never arrived")
+                && err.contains("refused: rank 1 on localhost presented no job id"),
+            "{err}"
+        );
+        assert!(stray.join().unwrap().contains("presented no job id"));
     }
 
     #[test]

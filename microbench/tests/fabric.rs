@@ -17,7 +17,8 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// What a launcher sets for `rank` of `world`, two ranks per node, rank 0 at `port`.
+/// What a launcher sets for `rank` of `world`, two ranks per node, rank 0 at `port`; the
+/// job's id (the launcher's own, or what the chart sets on Kubernetes) follows the port.
 fn launcher_env(launcher: &str, rank: u32, world: u32, port: u16) -> Vec<(String, String)> {
     let (r, w, l) = (rank.to_string(), world.to_string(), (rank % 2).to_string());
     let vars: Vec<(&str, String)> = match launcher {
@@ -26,23 +27,27 @@ fn launcher_env(launcher: &str, rank: u32, world: u32, port: u16) -> Vec<(String
             ("WORLD_SIZE", w),
             ("LOCAL_RANK", l),
             ("GROUP_RANK", (rank / 2).to_string()),
+            ("TORCHELASTIC_RUN_ID", format!("run-{port}")),
         ],
         "slurm" => vec![
             ("SLURM_PROCID", r),
             ("SLURM_NTASKS", w),
             ("SLURM_LOCALID", l),
             ("SLURM_NODEID", (rank / 2).to_string()),
+            ("SLURM_JOB_ID", port.to_string()),
         ],
         "mpi" => vec![
             ("OMPI_COMM_WORLD_RANK", r),
             ("OMPI_COMM_WORLD_SIZE", w),
             ("OMPI_COMM_WORLD_LOCAL_RANK", l),
+            ("PMIX_NAMESPACE", format!("prterun-host-{port}@1")),
         ],
         "k8s" => vec![
             ("JOB_COMPLETION_INDEX", (rank / 2).to_string()),
             ("MESHFIT_WORLD_SIZE", w),
             ("MESHFIT_RANKS_PER_POD", "2".into()),
             ("MESHFIT_LOCAL_RANK", l),
+            ("MESHFIT_JOB_ID", format!("fabric-{port}")),
         ],
         other => panic!("no launcher {other}"),
     };
@@ -76,6 +81,11 @@ const CLEARED: &[&str] = &[
     "MESHFIT_RANKS_PER_POD",
     "MESHFIT_LOCAL_RANK",
     "MESHFIT_NODE_NAME",
+    "MESHFIT_JOB_ID",
+    "TORCHELASTIC_RUN_ID",
+    "SLURM_JOB_ID",
+    "PMIX_NAMESPACE",
+    "OMPI_MCA_ess_base_jobid",
     "MESHFIT_STATE_DIR",
     "MASTER_ADDR",
     "MASTER_PORT",
@@ -299,6 +309,58 @@ fn a_rank_that_never_arrives_ends_the_job_naming_it() {
         assert!(d.stderr.contains("rank 0 ended the job: "), "{}", d.stderr);
         assert!(d.stderr.contains("rank 3 never arrived"), "{}", d.stderr);
     }
+}
+
+/// A rank started with another job's id (`--job-id`, over the launcher's) is refused by
+/// rank 0 with both ids named, exit 1, and rank 0's job, short of that rank, ends at its
+/// deadline naming the refusal (issue 30: rank 0 took any client).
+#[test]
+fn a_rank_of_another_job_is_refused_with_both_ids() {
+    let port = free_port();
+    let args = |r: u32| {
+        let other: &[&str] = if r == 1 {
+            &["--job-id", "someone-else"]
+        } else {
+            &[]
+        };
+        sim(&[
+            other,
+            &["--rendezvous-timeout", "1.5", "all-reduce", "-e", "1M"],
+        ]
+        .concat())
+    };
+    let children = (0..2)
+        .map(|r| spawn(&launcher_env("torchrun", r, 2, port), &args(r)))
+        .collect();
+    let done = wait_all(children, Duration::from_secs(15));
+    let refusal = format!(
+        "rank 1 on {host} presented job id `someone-else`, and this rendezvous (rank 0 on \
+         {host}) is job `run-{port}`",
+        host = hostname()
+    );
+    assert_eq!(done[1].code, Some(1));
+    assert!(
+        done[1]
+            .stderr
+            .contains(&format!("rank 0 refused rank 1: {refusal}")),
+        "{}",
+        done[1].stderr
+    );
+    assert_eq!(done[0].code, Some(1));
+    assert!(
+        done[0].stderr.contains("rank 1 never arrived within 1.5 s")
+            && done[0].stderr.contains(&format!("refused: {refusal}")),
+        "{}",
+        done[0].stderr
+    );
+}
+
+/// This machine's host name, as a rank reports it.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_string()
 }
 
 #[test]

@@ -53,7 +53,7 @@ fn fabric_job(dir: &Path, fault: Option<&str>) -> PathBuf {
         // Only the torchrun-style variables: a CI runner's own launcher variables would
         // describe another job.
         for (k, _) in std::env::vars().filter(|(k, _)| {
-            ["SLURM_", "OMPI_", "PMIX_", "MESHFIT_"]
+            ["SLURM_", "OMPI_", "PMIX_", "MESHFIT_", "TORCHELASTIC_"]
                 .iter()
                 .any(|p| k.starts_with(p))
                 || ["JOB_COMPLETION_INDEX", "GROUP_RANK", "NODE_RANK"].contains(&k.as_str())
@@ -65,6 +65,7 @@ fn fabric_job(dir: &Path, fault: Option<&str>) -> PathBuf {
             .env("LOCAL_RANK", (rank % RANKS_PER_NODE).to_string())
             .env("MASTER_ADDR", "127.0.0.1")
             .env("MASTER_PORT", &port)
+            .env("TORCHELASTIC_RUN_ID", format!("e2e-{port}"))
             .env("MESHFIT_NODE_NAME", &node)
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(dir.join(format!("rank{rank}.out"))).unwrap())

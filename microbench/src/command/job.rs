@@ -50,6 +50,7 @@ pub(super) fn min_nodes(work: Work) -> usize {
 /// What every rank says of itself at the rendezvous.
 pub(super) fn hello(cli: &Cli, placement: &Placement, backend: &str) -> Result<Hello> {
     Ok(Hello {
+        job: placement.job_id.clone(),
         rank: placement.rank,
         world: placement.world,
         local_rank: placement.local_rank,

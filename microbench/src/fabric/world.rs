@@ -360,6 +360,7 @@ mod tests {
     fn job(nodes: u32, per_node: u32, busy: &[u32]) -> (Job, Roster) {
         let members = (0..nodes * per_node)
             .map(|rank| Hello {
+                job: "job-1".into(),
                 rank,
                 world: nodes * per_node,
                 local_rank: rank % per_node,
