@@ -40,6 +40,10 @@ const STOP_WAIT: Duration = Duration::from_millis(500);
 /// stderr lines of the child kept for the run's reason when it fails.
 const TAIL_LINES: usize = 5;
 
+/// Longest the child's latest line waits to be logged while the child runs on: a child that
+/// fails exits within milliseconds of its last words.
+const HOLD: Duration = Duration::from_secs(1);
+
 /// microbench's exit codes that mean the plan ran: 0 every point measured, 3 some failed
 /// (2 is a usage error; issue 11).
 const RAN: [i32; 2] = [0, 3];
@@ -115,6 +119,11 @@ struct Collected {
     failures: Vec<String>,
     points_done: usize,
     tail: VecDeque<String>,
+    /// The child's latest line, not logged yet, and when it came: when the child then fails,
+    /// it is the reason the run's own line gives, and is logged there alone (one line for a
+    /// driver without a GPU, not the same words twice); otherwise it is logged with the next
+    /// line, at the first idle check [`HOLD`] after it came, or at the end.
+    held: Option<(String, Instant)>,
 }
 
 /// What a run needs from the agent.
@@ -192,6 +201,7 @@ impl Calibrator<'_> {
                     stopped = Some((RunResult::AbortedShutdown, "the agent is stopping".into()));
                 }
                 _ = check.tick(), if stopped.is_none() => {
+                    collected.log_held(HOLD);
                     stopped = self.watch(&identity, topology, begun, last_point, planned, collected.points_done).await;
                 }
                 _ = tokio::time::sleep_until(give_up.unwrap_or_else(tokio::time::Instant::now)), if give_up.is_some() => {
@@ -268,7 +278,12 @@ impl Calibrator<'_> {
         collected: Collected,
         points_total: usize,
     ) -> RunResult {
+        let quoted = matches!(ending, Ending::Exited(_));
         let (result, reason) = judge(ending, &collected);
+        let mut collected = collected;
+        if !(quoted && result == RunResult::Failed) {
+            collected.log_held(Duration::ZERO);
+        }
         let Collected {
             records,
             failures,
@@ -326,6 +341,13 @@ impl Calibrator<'_> {
 }
 
 impl Collected {
+    /// Logs the held line, if it was held at least `after`.
+    fn log_held(&mut self, after: Duration) {
+        if let Some((line, _)) = self.held.take_if(|(_, at)| at.elapsed() >= after) {
+            tracing::warn!("calibration child: {line}");
+        }
+    }
+
     /// Takes one event of the child; true when it finished a point.
     fn take(
         &mut self,
@@ -353,11 +375,12 @@ impl Collected {
                 false
             }
             Event::Line(line) => {
-                tracing::warn!("calibration child: {line}");
+                self.log_held(Duration::ZERO);
                 if self.tail.len() == TAIL_LINES {
                     self.tail.pop_front();
                 }
-                self.tail.push_back(line);
+                self.tail.push_back(line.clone());
+                self.held = Some((line, Instant::now()));
                 false
             }
             Event::Exited(_) => false,
@@ -527,6 +550,74 @@ mod tests {
         let (result, run, _) = s.run(&missing).await;
         assert_eq!(result, RunResult::Failed);
         assert!(run.reason.unwrap().contains("no-such-microbench"));
+    }
+
+    /// What the agent logs on this thread while `run` runs.
+    async fn logged<F: std::future::Future>(run: F) -> (F::Output, String) {
+        #[derive(Clone, Default)]
+        struct Buffer(Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Buffer {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buffer = Buffer::default();
+        let writer = buffer.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let out = {
+            let _guard = tracing::subscriber::set_default(subscriber);
+            run.await
+        };
+        let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+        (out, text)
+    }
+
+    /// The child's lines are logged once each: the last words of a child that fails on the
+    /// run's own line with its reason (issue 29: a driver without a GPU said it twice),
+    /// every line of a run that ends otherwise as a line of its own.
+    #[tokio::test]
+    async fn each_line_of_the_child_is_logged_once() {
+        let s = setup();
+        let dies = script(
+            &s.dir,
+            "dies",
+            "echo 'microbench: note: first' >&2\necho 'microbench: fatal: no GPU' >&2\nexit 1",
+        );
+        let (_, log) = logged(s.run(&dies)).await;
+        assert_eq!(log.matches("microbench: note: first").count(), 1, "{log}");
+        assert_eq!(log.matches("microbench: fatal: no GPU").count(), 1, "{log}");
+        assert!(
+            log.contains("calibration child: microbench: note: first"),
+            "{log}"
+        );
+        assert!(
+            log.lines().any(|l| l.contains("calibration failed: ")
+                && l.ends_with(
+                    "(microbench ended with exit status: 1: microbench: fatal: no GPU)"
+                )),
+            "{log}"
+        );
+        let works = script(
+            &s.dir,
+            "works",
+            &format!(
+                "echo 'microbench: note: a' >&2\necho '{RECORD}'\necho 'microbench: note: b' >&2"
+            ),
+        );
+        let (_, log) = logged(s.run(&works)).await;
+        for line in [
+            "calibration child: microbench: note: a",
+            "calibration child: microbench: note: b",
+        ] {
+            assert_eq!(log.matches(line).count(), 1, "{log}");
+        }
     }
 
     #[test]

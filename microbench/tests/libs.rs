@@ -8,6 +8,10 @@ use assert_cmd::Command;
 use serde_json::Value;
 use std::path::Path;
 
+#[path = "../../tests/src/stub.rs"]
+#[allow(dead_code)] // the NVML stub is for the end-to-end tests
+mod stub;
+
 /// `microbench libs --json` with `LD_LIBRARY_PATH` set to `dir`: its document and exit code.
 fn libs(dir: &Path) -> (Value, Option<i32>) {
     let out = Command::cargo_bin("microbench")
@@ -60,22 +64,6 @@ fn without_the_libraries_libs_names_what_it_tried_and_exits_1() {
         .contains(&Value::from("cublasLtMatmul")));
 }
 
-/// A `libcuda.so.1` exporting every driver symbol microbench calls (as `libs` lists them),
-/// each returning CUDA_ERROR_NO_DEVICE (100), built with the C compiler into `dir`.
-fn stub_driver(dir: &Path, symbols: &[Value]) -> bool {
-    let source: String = symbols
-        .iter()
-        .map(|s| format!("int {}(void) {{ return 100; }}\n", s.as_str().unwrap()))
-        .collect();
-    std::fs::write(dir.join("stub.c"), source).unwrap();
-    let built = std::process::Command::new("cc")
-        .args(["-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o"])
-        .arg(dir.join("libcuda.so.1"))
-        .arg(dir.join("stub.c"))
-        .status();
-    matches!(built, Ok(s) if s.success())
-}
-
 #[test]
 fn a_driver_without_a_gpu_stops_every_gpu_command_at_cuinit_in_one_line() {
     if has_nvidia_libraries() {
@@ -83,9 +71,14 @@ fn a_driver_without_a_gpu_stops_every_gpu_command_at_cuinit_in_one_line() {
     }
     let dir = tempfile::tempdir().unwrap();
     let (doc, _) = libs(dir.path());
-    let symbols = library(&doc, "cuda")["symbols"].as_array().unwrap().clone();
+    let symbols: Vec<&str> = library(&doc, "cuda")["symbols"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
     assert!(
-        stub_driver(dir.path(), &symbols),
+        stub::driver(dir.path(), &symbols),
         "a C compiler (cc) is needed to build the stub driver"
     );
     let (doc, _) = libs(dir.path());

@@ -6,6 +6,8 @@
 //! bodies) rather than reqwest with rustls: the tests only GET and POST on loopback, and the
 //! TLS stack would add minutes to a two-core build for nothing it tests.
 
+pub mod stub;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
