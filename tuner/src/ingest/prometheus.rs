@@ -160,11 +160,24 @@ impl PromSource {
         client: &reqwest::blocking::Client,
         family: Family,
     ) -> Result<Vec<Sample>, TunerError> {
-        self.run(
-            client,
-            &self.query_for(family.as_str()),
-            labels_read(family),
-        )
+        let q = self.query_for(family.as_str());
+        self.run(client, &q, labels_read(family))
+            .map_err(|e| match e {
+                // Every node's series of a large fleet: the reduced path reads a fraction.
+                TunerError::Prometheus {
+                    url,
+                    query,
+                    message,
+                } if message.contains("the reply is larger than") => TunerError::Prometheus {
+                    url,
+                    query,
+                    message: format!(
+                        "{message}; --fleet-query reduced reads the fleet reduced in Prometheus \
+                     instead of every node's series"
+                    ),
+                },
+                e => e,
+            })
     }
 
     /// Runs the PromQL `q` as an instant query, keeping the labels in `keep` of each sample.

@@ -53,6 +53,10 @@ pub struct FleetOptions {
     pub max_age_s: Option<f64>,
 }
 
+/// Fleet queries sent at once: Prometheus runs up to 20 at a time by default
+/// (`--query.max-concurrency`), and others share it.
+const PARALLEL: usize = 8;
+
 /// The labels of a census sample.
 const CENSUS: &[&str] = &["cluster", "model_name"];
 
@@ -244,11 +248,34 @@ struct Reducer<'a> {
 }
 
 impl Reducer<'_> {
-    fn run(&mut self, q: &str) -> Result<Vec<Sample>, TunerError> {
-        let samples = self.src.run(self.client, q, KEPT)?;
-        self.queries += 1;
-        self.samples += samples.len();
-        Ok(samples)
+    /// Runs `queries` at once, [`PARALLEL`] at a time: Prometheus evaluates each on its own
+    /// core, so the fetch takes about its slowest query, not their sum. The replies come in
+    /// the queries' order; the first query that fails fails them all.
+    fn run_all(&mut self, queries: &[String]) -> Result<Vec<Vec<Sample>>, TunerError> {
+        let mut replies = Vec::with_capacity(queries.len());
+        for batch in queries.chunks(PARALLEL) {
+            let (src, client) = (self.src, self.client);
+            let batch: Vec<Result<Vec<Sample>, TunerError>> = std::thread::scope(|scope| {
+                let running: Vec<_> = batch
+                    .iter()
+                    .map(|q| scope.spawn(move || src.run(client, q, KEPT)))
+                    .collect();
+                running
+                    .into_iter()
+                    .map(|t| {
+                        t.join()
+                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                    })
+                    .collect()
+            });
+            for reply in batch {
+                let samples = reply?;
+                self.queries += 1;
+                self.samples += samples.len();
+                replies.push(samples);
+            }
+        }
+        Ok(replies)
     }
 
     /// The threshold before which a stamp is stale, when `--max-age` is given.
@@ -309,21 +336,19 @@ impl Reducer<'_> {
     }
 
     /// The fleet's aggregate per point, over the nodes not in `without`.
-    fn aggregate(&mut self, spec: &Spec, without: &[String]) -> Result<Vec<Sample>, TunerError> {
+    fn aggregate(&self, spec: &Spec, without: &[String]) -> String {
         let inner = self.series(spec, "", without);
-        let q = aggregate_expr(self.opts.aggregate, spec.cost, &Self::by(spec), &inner);
-        self.run(&q)
+        aggregate_expr(self.opts.aggregate, spec.cost, &Self::by(spec), &inner)
     }
 
     /// The median per point over every node.
-    fn median(&mut self, spec: &Spec) -> Result<Vec<Sample>, TunerError> {
-        let q = median_expr(&Self::by(spec), &self.series(spec, "", &[]));
-        self.run(&q)
+    fn median(&self, spec: &Spec) -> String {
+        median_expr(&Self::by(spec), &self.series(spec, "", &[]))
     }
 
     /// Each node's worst point per judged group, as its ratio to the median there, where that
     /// ratio passes the threshold.
-    fn stragglers(&mut self, spec: &Spec) -> Result<Vec<Sample>, TunerError> {
+    fn stragglers(&self, spec: &Spec) -> String {
         let x = self.series(spec, spec.judged_on, &[]);
         let by = Self::by(spec);
         let ratio = format!("{x} / on ({by}) group_left () {}", median_expr(&by, &x));
@@ -332,7 +357,7 @@ impl Reducer<'_> {
             .chain(spec.judged_per.iter().copied())
             .collect();
         let t = self.opts.threshold;
-        let q = if spec.cost {
+        if spec.cost {
             format!(
                 "topk by ({}) (1, {ratio} > {})",
                 per.join(", "),
@@ -340,31 +365,32 @@ impl Reducer<'_> {
             )
         } else {
             format!("bottomk by ({}) (1, {ratio} < {})", per.join(", "), 1.0 - t)
-        };
-        self.run(&q)
+        }
     }
 
-    /// The oldest fresh stamp per GPU model, and how many nodes' stamps are stale.
-    fn stamps(&mut self, family: Family) -> Result<(BTreeMap<String, f64>, usize), TunerError> {
+    /// The oldest fresh stamp per GPU model of `family`, and, under `--max-age`, the count of
+    /// nodes whose stamp is stale.
+    fn stamps(&self, family: Family) -> [String; 2] {
         let stamp = self.with_model(&self.src.series(family.as_str(), ""));
-        let fresh = match self.fresh_after() {
-            Some(after) => format!("({stamp} > {after})"),
-            None => stamp.clone(),
-        };
-        let oldest = self
-            .run(&format!("min by (model_name) ({fresh})"))?
+        match self.fresh_after() {
+            Some(after) => [
+                format!("min by (model_name) ({stamp} > {after})"),
+                format!("count({stamp} <= {after})"),
+            ],
+            // A query that returns nothing, for the count of stale nodes.
+            None => [
+                format!("min by (model_name) ({stamp})"),
+                "vector(0) > 1".into(),
+            ],
+        }
+    }
+
+    /// The oldest stamp per GPU model from a [`Reducer::stamps`] reply.
+    fn oldest(&self, samples: &[Sample]) -> BTreeMap<String, f64> {
+        samples
             .iter()
             .filter_map(|s| Some((self.model_of(s), value(s)?)))
-            .collect();
-        let stale = match self.fresh_after() {
-            Some(after) => self
-                .run(&format!("count({stamp} <= {after})"))?
-                .iter()
-                .filter_map(value)
-                .sum::<f64>() as usize,
-            None => 0,
-        };
-        Ok((oldest, stale))
+            .collect()
     }
 }
 
@@ -567,19 +593,25 @@ fn worst_per_node(stragglers: Vec<Straggler>) -> Vec<Straggler> {
 /// aggregate over the nodes kept, and over every node where some are left out (what keeping
 /// them would cost).
 fn reduced(r: &mut Reducer, census: &Census) -> Result<(Measurements, Snapshot), TunerError> {
-    let mut medians: Vec<BTreeMap<Vec<String>, f64>> = Vec::new();
+    // One round for what every node is judged by, one for the aggregate of those kept.
+    let mut queries: Vec<String> = SPECS.iter().map(|spec| r.median(spec)).collect();
+    queries.extend(SPECS.iter().map(|spec| r.stragglers(spec)));
+    queries.extend(r.stamps(Family::CalibrationLastSuccess));
+    queries.extend(r.stamps(Family::FabricLastRun));
+    let replies = r.run_all(&queries)?;
+    let (medians, rest) = replies.split_at(SPECS.len());
+    let (behind, stamps) = rest.split_at(SPECS.len());
     let mut stragglers: Vec<Straggler> = Vec::new();
-    for spec in &SPECS {
-        let m: BTreeMap<Vec<String>, f64> = r
-            .median(spec)?
+    for ((spec, median), behind) in SPECS.iter().zip(medians).zip(behind) {
+        let m: BTreeMap<Vec<String>, f64> = median
             .iter()
             .filter_map(|s| Some((point_key(s, spec.point), value(s)?)))
             .collect();
-        for s in r.stragglers(spec)? {
-            stragglers.extend(straggler(spec, &s, &m));
-        }
-        medians.push(m);
+        stragglers.extend(behind.iter().filter_map(|s| straggler(spec, s, &m)));
     }
+    let count = |samples: &[Sample]| samples.iter().filter_map(value).sum::<f64>() as usize;
+    let (calibrated, stale) = (r.oldest(&stamps[0]), count(&stamps[1]));
+    let (fabric, fabric_stale) = (r.oldest(&stamps[2]), count(&stamps[3]));
     let stragglers = worst_per_node(stragglers);
     let mut excluded: Vec<(String, String)> = r
         .opts
@@ -600,20 +632,23 @@ fn reduced(r: &mut Reducer, census: &Census) -> Result<(Measurements, Snapshot),
         }
     }
     let without: Vec<String> = excluded.iter().map(|(n, _)| n.clone()).collect();
-    let (calibrated, stale) = r.stamps(Family::CalibrationLastSuccess)?;
-    let (fabric, fabric_stale) = r.stamps(Family::FabricLastRun)?;
-    let records = |r: &mut Reducer, without: &[String]| -> Result<Vec<Record>, TunerError> {
+    let mut queries: Vec<String> = SPECS.iter().map(|s| r.aggregate(s, &without)).collect();
+    if !without.is_empty() {
+        queries.extend(SPECS.iter().map(|s| r.aggregate(s, &[])));
+    }
+    let replies = r.run_all(&queries)?;
+    let records = |replies: &[Vec<Sample>]| -> Vec<Record> {
         let mut records = Vec::new();
-        for spec in &SPECS {
+        for (spec, samples) in SPECS.iter().zip(replies) {
             let stamps = if spec.stamp == Family::FabricLastRun {
                 &fabric
             } else {
                 &calibrated
             };
-            for s in r.aggregate(spec, without)? {
-                let model = r.model_of(&s);
+            for s in samples {
+                let model = r.model_of(s);
                 let node = fleet_node(&model);
-                if let Some(mut rec) = fleet_record(spec, &s, &node) {
+                if let Some(mut rec) = fleet_record(spec, s, &node) {
                     rec.timestamp = stamps.get(&model).copied();
                     if rec.validate_at(r.now).is_ok() {
                         records.push(rec);
@@ -621,14 +656,10 @@ fn reduced(r: &mut Reducer, census: &Census) -> Result<(Measurements, Snapshot),
                 }
             }
         }
-        Ok(records)
+        records
     };
-    let kept = records(r, &without)?;
-    let all = if without.is_empty() {
-        None
-    } else {
-        Some(records(r, &[])?)
-    };
+    let (kept, all) = replies.split_at(SPECS.len());
+    let (kept, all) = (records(kept), (!all.is_empty()).then(|| records(all)));
     let mut m = Measurements::default();
     let models: BTreeSet<&String> = census.models.keys().collect();
     let mut nodes: Vec<Node> = Vec::new();
