@@ -4,6 +4,8 @@
 //! this is where the text comes from.
 
 use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// Largest nccl-tests log or CSV table that `microbench import` and the tuner take: a full
@@ -80,11 +82,40 @@ pub fn read_bounded(path: &Path, limit: u64) -> Result<String, InputError> {
 
 /// Reads `path` as bytes, at most `limit` of them, as [`read_bounded`] does.
 pub fn read_bounded_bytes(path: &Path, limit: u64) -> Result<Vec<u8>, InputError> {
-    let file = std::fs::File::open(path).map_err(|source| InputError::Io {
+    let io = |source| InputError::Io {
         path: path.to_path_buf(),
         source,
-    })?;
-    read_bounded_from(&file, path, limit)
+    };
+    let file = open_for_reading(path).map_err(io)?;
+    let bytes = read_bounded_from(&file, path, limit)?;
+    if bytes.is_empty() && file.metadata().map_err(io)?.file_type().is_fifo() {
+        return Err(io(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "a FIFO that no process writes to: nothing to read",
+        )));
+    }
+    Ok(bytes)
+}
+
+/// Opens `path` for reading without waiting for a writer: `open()` of a FIFO blocks until one
+/// comes, so one given as a file held a reader forever, deaf to signals (issue 31, item 7).
+/// It is opened non-blocking, then read blocking again: a pipe with its writer there (`<(cmd)`,
+/// `/dev/stdin`) is read to its end, and one with none reads as empty at once.
+pub fn open_for_reading(path: &Path) -> std::io::Result<std::fs::File> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    // SAFETY: fcntl on a descriptor this function owns, with integer flags only.
+    let cleared = unsafe {
+        let fd = file.as_raw_fd();
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        flags >= 0 && libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) == 0
+    };
+    if !cleared {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(file)
 }
 
 /// Reads at most `limit` bytes from `file`, opened from `path` (which errors name), for a
@@ -184,6 +215,38 @@ mod tests {
                 path.display()
             )
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Issue 31, item 7: a FIFO given as a file blocked `open()` until a writer came. One with
+    /// no writer is refused at once; one with its writer there is read.
+    #[test]
+    fn a_fifo_without_a_writer_is_refused_at_once_and_one_with_a_writer_is_read() {
+        let dir = std::env::temp_dir().join(format!("record-input-fifo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+        let err = read_bounded(&fifo, 1 << 20).unwrap_err().to_string();
+        assert!(err.contains("a FIFO that no process writes to"), "{err}");
+        let mut writer = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("printf 'from a pipe' > '{}'", fifo.display()))
+            .spawn()
+            .unwrap();
+        // Until the writer has reached its open, the FIFO reads as empty; once it waits there
+        // it counts as a writer (Linux's fifo_open), and the read takes what it writes.
+        let text = (0..500)
+            .find_map(|_| {
+                let read = read_bounded(&fifo, 1 << 20).ok();
+                if read.is_none() {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                read
+            })
+            .expect("the writer came within 10 s");
+        writer.wait().unwrap();
+        assert_eq!(text, "from a pipe");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

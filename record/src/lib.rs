@@ -44,7 +44,7 @@ pub use busbw::busbw_factor;
 pub use dtype::Dtype;
 pub use families::Family;
 pub use input::{
-    into_text, read_bounded, read_bounded_bytes, read_bounded_from, InputError,
+    into_text, open_for_reading, read_bounded, read_bounded_bytes, read_bounded_from, InputError,
     MAX_JSON_LINES_BYTES, MAX_LOG_BYTES,
 };
 pub use kind::{AttentionPass, Backend, Clock, GemmLayout, Kind, Scope};

@@ -4,7 +4,6 @@
 //! [`MAX_RECORDS`], not the file's size.
 
 use std::fmt;
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
@@ -28,7 +27,7 @@ pub fn open(path: &Path) -> Result<Option<impl Read>, TunerError> {
         path: path.display().to_string(),
         message: e.to_string(),
     };
-    let file = File::open(path).map_err(io)?;
+    let file = record::open_for_reading(path).map_err(io)?;
     if !file.metadata().map_err(io)?.is_file() {
         // A device or a FIFO is read through the bounded reader, which stops at its limit.
         return Ok(None);
