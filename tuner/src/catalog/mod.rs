@@ -111,8 +111,9 @@ pub use record::datasheet::gpu_for_model_name;
 /// The catalog GPU a name denotes: a catalog id (`a100-sxm-80gb`) or an NVML model name
 /// (`NVIDIA A100-SXM4-80GB`).
 pub fn gpu_named(name: &str) -> Option<&'static str> {
-    gpu(name)
-        .ok()
+    // Not through `gpu`, whose error ranks every id by edit distance: this runs per record.
+    GPUS.iter()
+        .find(|g| g.id == name)
         .or_else(|| gpu_for_model_name(name))
         .map(|g| g.id)
 }
