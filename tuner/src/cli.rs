@@ -50,8 +50,9 @@ enum Command {
         /// Rank with catalog figures too and show what the measurements changed.
         #[arg(long)]
         compare_nominal: bool,
-        /// How many layouts to print.
-        #[arg(long, default_value_t = 10)]
+        /// How many distinct layouts to print: layouts whose step time and memory per GPU
+        /// agree within 0.5% count once, as one row with its equivalents listed below.
+        #[arg(long, default_value_t = 5)]
         top: usize,
         /// Print the launch configuration of the best layout instead of the ranking.
         #[arg(long, value_enum)]
@@ -225,13 +226,17 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         eprintln!("tuner: note: {note}");
     }
     let mut stdout = std::io::stdout().lock();
-    match stdout
+    let written = match stdout
         .write_all(out.data.as_bytes())
         .and_then(|()| stdout.flush())
     {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => other.context("writing to stdout"),
+    };
+    for warning in &out.warnings {
+        eprintln!("tuner: warning: {warning}");
     }
+    written
 }
 
 #[cfg(test)]

@@ -74,7 +74,11 @@ pub(crate) fn validate_command(
     let mut notes: Vec<String> = profiled.into_iter().collect();
     notes.extend(v.measured.iter().flat_map(|m| m.notes.iter().cloned()));
     let data = render(format, &v, || table::validation(&v, summary_only))?;
-    Ok(Output { data, notes })
+    Ok(Output {
+        data,
+        notes,
+        ..Output::default()
+    })
 }
 
 /// The launch config of `e`, or a runtime failure where the framework cannot run it.
@@ -149,7 +153,8 @@ pub(crate) fn recommend(
 ) -> anyhow::Result<Output> {
     let (mut priced, mut notes) = priced(job, measure_args, emit_as)?;
     let c = &runnable(&priced, c, &mut notes)?;
-    let result = search::search(&priced.scenario, c, top.max(1));
+    let search::Distinct { result, groups } =
+        search::search_distinct(&priced.scenario, c, top.max(1));
     if result.ranked.is_empty() {
         bail!(no_mesh(&mut priced.scenario, result.leanest.as_ref(), c));
     }
@@ -157,24 +162,26 @@ pub(crate) fn recommend(
         return Ok(Output {
             data: emit(kind, &priced.scenario, &result.ranked[0])?,
             notes,
+            ..Output::default()
         });
     }
     let scenario = &priced.scenario;
+    let against = ranked_against(&groups);
     let mut meshes: Vec<MeshDoc> = result
         .ranked
         .iter()
+        .zip(&against)
         .enumerate()
-        .map(|(i, e)| {
-            MeshDoc::new(
-                i + 1,
-                e,
-                scenario,
-                (i > 0).then(|| explain::why_below(&result.ranked[i - 1], e)),
-            )
+        .map(|(i, (e, above))| {
+            let why = above.map(|(a, _)| explain::why_below(&result.ranked[a], e));
+            MeshDoc::new(i + 1, e, scenario, why)
         })
         .collect();
-    for i in 1..meshes.len() {
-        meshes[i].tie_with_above = meshes[i].step_time_low_s <= meshes[i - 1].step_time_high_s;
+    for (i, above) in against.iter().enumerate() {
+        if let Some((a, alike)) = *above {
+            meshes[i].tie_with_above = meshes[i].step_time_low_s <= meshes[a].step_time_high_s;
+            meshes[i].equivalent_to = alike.then_some(a + 1);
+        }
     }
     let top_pick_changed = if compare_nominal {
         against_nominal(scenario, c, &result.ranked, &mut meshes)
@@ -183,7 +190,35 @@ pub(crate) fn recommend(
     };
     let mut doc = document(&priced, notes, result.evaluated, result.fitting, meshes);
     doc.top_pick_changed = top_pick_changed;
-    with_notes(render(job.format, &doc, || table::recommend(&doc))?, &doc)
+    let data = render(job.format, &doc, || table::recommend(&doc))?;
+    let warnings = doc.distinct_warnings().into_iter();
+    let warnings = match job.format {
+        // The table's rows name each warning by its marker.
+        Format::Table => warnings
+            .enumerate()
+            .map(|(i, w)| format!("{}: {w}", table::warning_marker(i)))
+            .collect(),
+        Format::Json | Format::Yaml => warnings.map(str::to_string).collect(),
+    };
+    Ok(Output {
+        warnings,
+        ..with_notes(data, &doc)?
+    })
+}
+
+/// What each layout of a grouped ranking is ranked against, by index, and whether it prices
+/// alike that layout: the first of a group against the first of the group before, any other
+/// against its own group's first; `None` for the first layout.
+fn ranked_against(groups: &[usize]) -> Vec<Option<(usize, bool)>> {
+    let first = |g: usize| groups.iter().position(|x| *x == g);
+    groups
+        .iter()
+        .enumerate()
+        .map(|(i, &g)| match first(g) {
+            Some(f) if f < i => Some((f, true)),
+            _ => g.checked_sub(1).and_then(first).map(|f| (f, false)),
+        })
+        .collect()
 }
 
 /// The rendered document, with its notes for stderr.
@@ -191,6 +226,7 @@ pub(crate) fn with_notes(data: String, doc: &Document) -> anyhow::Result<Output>
     Ok(Output {
         data,
         notes: doc.notes.clone(),
+        ..Output::default()
     })
 }
 
@@ -340,6 +376,7 @@ pub(crate) fn explain_one(
         return Ok(Output {
             data: emit(kind, &priced.scenario, &e)?,
             notes,
+            ..Output::default()
         });
     }
     let meshes = vec![MeshDoc::new(1, &e, &priced.scenario, None)];
@@ -430,6 +467,7 @@ pub(crate) fn fit_command(
     Ok(Output {
         data: render(format, &report, || tuner::report::fit::table(&report))?,
         notes: report.notes.clone(),
+        ..Output::default()
     })
 }
 
@@ -463,6 +501,7 @@ pub(crate) fn snapshot_command(
             m.records.len()
         ),
         notes: m.notes,
+        ..Output::default()
     })
 }
 

@@ -80,7 +80,11 @@ impl JobsFromLogsArgs {
             }
             None => yaml,
         };
-        Ok(Output { data, notes })
+        Ok(Output {
+            data,
+            notes,
+            ..Output::default()
+        })
     }
 }
 
@@ -144,6 +148,10 @@ impl CalibrateArgs {
             c.jobs.len()
         ));
         let data = render(self.format, &profile, || table::calibration(&profile))?;
-        Ok(Output { data, notes })
+        Ok(Output {
+            data,
+            notes,
+            ..Output::default()
+        })
     }
 }

@@ -13,17 +13,22 @@ pub(crate) enum Format {
 }
 
 /// What a command prints: its data on stdout, and notes (defaults taken, aliases resolved,
-/// fallbacks, odd measurements) on stderr, so the data can be piped whatever the notes say.
+/// fallbacks, odd measurements) and warnings (pitfalls of the layouts printed) on stderr, so
+/// the data can be piped whatever the notes say.
+#[derive(Default)]
 pub(crate) struct Output {
     pub(crate) data: String,
     pub(crate) notes: Vec<String>,
+    /// Said after the data, each once, so that in a terminal they sit below the table whose
+    /// rows refer to them.
+    pub(crate) warnings: Vec<String>,
 }
 
 impl From<String> for Output {
     fn from(data: String) -> Output {
         Output {
             data,
-            notes: Vec::new(),
+            ..Output::default()
         }
     }
 }

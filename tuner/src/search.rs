@@ -8,7 +8,9 @@ use crate::cost::{Evaluation, Scenario};
 use crate::mesh::{Mesh, Recompute, Schedule};
 use crate::model::ModelShape;
 
+mod alike;
 mod constraints;
+pub use alike::{groups, prices_alike, search_distinct, Distinct, ALIKE_WITHIN};
 pub use constraints::Constraints;
 pub(crate) use constraints::COUNTS;
 

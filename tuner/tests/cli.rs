@@ -54,7 +54,23 @@ fn recommend_json_document_has_every_field() {
         .iter()
         .any(|n| n.as_str().unwrap().contains("resolves to llama3-70b")));
     let meshes = doc["meshes"].as_array().unwrap();
-    assert_eq!(meshes.len(), 10);
+    // Five distinct layouts by default, each followed in rank order by those that price like it.
+    let firsts = meshes
+        .iter()
+        .filter(|m| m["equivalent_to"].is_null())
+        .count();
+    assert_eq!(firsts, 5, "{doc}");
+    for (i, m) in meshes.iter().enumerate() {
+        assert_eq!(m["rank"].as_u64(), Some(i as u64 + 1));
+        if let Some(first) = m["equivalent_to"].as_u64() {
+            let f = &meshes[first as usize - 1];
+            assert!(f["equivalent_to"].is_null(), "{m}");
+            let step = |m: &Value| m["step_time_s"].as_f64().unwrap();
+            let total = |m: &Value| m["memory_per_gpu_bytes"]["total"].as_f64().unwrap();
+            assert!((step(m) - step(f)).abs() <= 0.005 * step(f), "{m}");
+            assert!((total(m) - total(f)).abs() <= 0.005 * total(f), "{m}");
+        }
+    }
     let tokens = doc["training"]["global_batch_tokens"].as_f64().unwrap();
     let mut last = 0.0;
     for m in meshes {
@@ -130,7 +146,9 @@ fn recommend_yaml_is_the_same_document() {
         "3",
     ]);
     let doc: Value = serde_saphyr::from_str(&yaml).unwrap();
-    assert_eq!(doc["meshes"].as_array().unwrap().len(), 3);
+    let meshes = doc["meshes"].as_array().unwrap();
+    let firsts = meshes.iter().filter(|m| m["equivalent_to"].is_null());
+    assert_eq!(firsts.count(), 3);
     assert_eq!(doc["model"]["name"], "llama3-8b");
 }
 
@@ -147,6 +165,72 @@ fn recommend_table_prints_defaults_and_reasons() {
     assert!(!out.contains("note:"), "{out}");
     assert!(out.contains("configurations evaluated"), "{out}");
     assert!(out.contains("#2 below #1:"), "{out}");
+}
+
+/// Issue 30: ten near-identical rows, a CP rank priced like a DP rank, each repeating its
+/// warnings on stdout. Llama 3 8B on 64 A100 opens with four layouts at one step time.
+#[test]
+fn r30_recommend_groups_layouts_that_price_alike_and_says_each_warning_once_on_stderr() {
+    let args = [
+        "recommend",
+        "--model",
+        "8b",
+        "--gpus",
+        "64",
+        "--cluster",
+        "dgx-a100",
+    ];
+    let (out, err) = outputs_of(&args);
+    let rows: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with('│') && !l.contains("layout"))
+        .collect();
+    assert_eq!(rows.len(), 5, "{out}");
+    // The first row stands for the three CP variants that price like it, named below the table
+    // by the knobs they change.
+    assert!(
+        rows[0].contains("TP1 PP1 DP64") && rows[0].contains("+3"),
+        "{out}"
+    );
+    assert!(out.contains("#1 alike: #2 DP32 CP2 mb2 [W"), "{out}");
+    assert!(out.contains("#5 below #1:"), "{out}");
+    // No warning reaches stdout; stderr says each one once, by the marker the rows carry.
+    assert!(
+        !out.contains("warning:") && !out.contains("memory left") && !out.contains("CP=2 is"),
+        "{out}"
+    );
+    let warnings: Vec<&str> = err
+        .lines()
+        .filter_map(|l| l.strip_prefix("tuner: warning: "))
+        .collect();
+    assert!(warnings.len() >= 2, "{err}");
+    for (i, w) in warnings.iter().enumerate() {
+        let (marker, text) = w.split_once(": ").unwrap();
+        assert_eq!(marker, format!("W{}", i + 1));
+        assert!(out.contains(marker), "{marker} is on no row:\n{out}");
+        let again = warnings.iter().filter(|o| o.ends_with(text)).count();
+        assert_eq!(again, 1, "said twice: {text}");
+    }
+    // --top counts distinct layouts; JSON keeps every layout and each one's own warnings,
+    // and says the warnings on stderr without the table's markers.
+    let out = tuner()
+        .args([&args[..], &["--top", "2", "--format", "json"]].concat())
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let meshes = doc["meshes"].as_array().unwrap();
+    assert_eq!(meshes.len(), 7, "{doc}");
+    let alike: Vec<u64> = meshes
+        .iter()
+        .filter_map(|m| m["equivalent_to"].as_u64())
+        .collect();
+    assert_eq!(alike, [1, 1, 1, 5, 5]);
+    assert!(meshes[1]["warnings"][0].as_str().is_some(), "{doc}");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("tuner: warning: only 4.7% of GPU memory left"),
+        "{err}"
+    );
 }
 
 #[test]

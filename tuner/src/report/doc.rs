@@ -183,7 +183,9 @@ pub struct MeshDoc {
     pub time_s: BTreeMap<TermKind, Term>,
     /// Pitfalls.
     pub warnings: Vec<String>,
-    /// Why it stands below the mesh above it; `None` for the first.
+    /// Why it stands below the layout it is ranked against: the first layout of the
+    /// distinct group above for the first of a group, its group's first layout for one that
+    /// prices alike; `None` for the first.
     pub why_below: Option<String>,
     /// Where each term's figures come from.
     pub sources: BTreeMap<TermKind, Source>,
@@ -191,8 +193,13 @@ pub struct MeshDoc {
     pub step_time_low_s: f64,
     /// Step time high end.
     pub step_time_high_s: f64,
-    /// Its band overlaps the band of the mesh above: a tie, not a ranking.
+    /// Its band overlaps the band of the layout `why_below` ranks it against: a tie, not a
+    /// ranking.
     pub tie_with_above: bool,
+    /// The rank of the first layout of its group when it prices alike (step time and memory
+    /// per GPU within 0.5%, `search::ALIKE_WITHIN`); `None` for a group's first layout, which
+    /// the table prints as the group's row.
+    pub equivalent_to: Option<usize>,
     /// Its rank under catalog figures (`--compare-nominal`).
     pub nominal_rank: Option<usize>,
     /// The term that moved it against the catalog ranking.
@@ -230,6 +237,7 @@ impl MeshDoc {
             step_time_low_s: low,
             step_time_high_s: high,
             tie_with_above: false,
+            equivalent_to: None,
             nominal_rank: None,
             shift_cause: None,
         }
@@ -237,6 +245,21 @@ impl MeshDoc {
 }
 
 impl Document {
+    /// Every distinct warning of its meshes, once each, in the order they first appear in
+    /// the groups' first layouts and then in the layouts that price like them (the order a
+    /// table prints them in).
+    pub fn distinct_warnings(&self) -> Vec<&str> {
+        let mut seen: Vec<&str> = Vec::new();
+        let (firsts, alike): (Vec<&MeshDoc>, Vec<&MeshDoc>) =
+            self.meshes.iter().partition(|m| m.equivalent_to.is_none());
+        for w in firsts.into_iter().chain(alike).flat_map(|m| &m.warnings) {
+            if !seen.contains(&w.as_str()) {
+                seen.push(w);
+            }
+        }
+        seen
+    }
+
     /// The document head for a scenario; meshes are added by the caller.
     pub fn new(
         scenario: &Scenario,

@@ -6,6 +6,7 @@ use super::doc::{Document, MeshDoc};
 use super::explain::seconds;
 use super::listing::{ClusterList, ModelList};
 use crate::cost::collective::Source;
+use crate::search::ALIKE_WITHIN;
 use crate::validate::fitting::HeldOut;
 use crate::validate::{Bucket, Choice, Validation};
 
@@ -69,7 +70,9 @@ fn layout(m: &MeshDoc) -> String {
     s
 }
 
-/// The ranked table of `recommend`.
+/// The ranked table of `recommend`: one row per group of layouts that price alike, the
+/// group's other layouts listed below it, and each row's warnings by marker (the warnings
+/// themselves go to stderr, once each).
 pub fn recommend(doc: &Document) -> String {
     let mut s = String::new();
     if let Some(line) = &doc.top_pick_changed {
@@ -77,9 +80,13 @@ pub fn recommend(doc: &Document) -> String {
     }
     s.push_str(&head(doc));
     s.push_str(&measurements(doc));
+    let rows = doc.meshes.iter().filter(|m| m.equivalent_to.is_none());
     s.push_str(&format!(
-        "{} configurations evaluated, {} fit in memory\n",
-        doc.evaluated, doc.fitting
+        "{} configurations evaluated, {} fit in memory; the {} fastest distinct layouts (step time and memory per GPU within {:.1}% count as one)\n",
+        doc.evaluated,
+        doc.fitting,
+        rows.count(),
+        ALIKE_WITHIN * 100.0
     ));
     s.push_str(&ranked(doc).to_string());
     s.push('\n');
@@ -87,7 +94,25 @@ pub fn recommend(doc: &Document) -> String {
     s
 }
 
-/// One row per ranked mesh, with its nominal rank where measurements moved it.
+/// How a table row names the `i`-th distinct warning (from 0), and stderr says it.
+pub fn warning_marker(i: usize) -> String {
+    format!("W{}", i + 1)
+}
+
+/// The markers of a mesh's warnings, e.g. `W1 W3`.
+fn markers(doc: &Document, m: &MeshDoc) -> String {
+    let all = doc.distinct_warnings();
+    let marks: Vec<String> = m
+        .warnings
+        .iter()
+        .filter_map(|w| all.iter().position(|a| a == w))
+        .map(warning_marker)
+        .collect();
+    marks.join(" ")
+}
+
+/// One row per group of layouts that price alike, with its nominal rank where measurements
+/// moved it.
 fn ranked(doc: &Document) -> Table {
     let compared = doc
         .meshes
@@ -106,18 +131,25 @@ fn ranked(doc: &Document) -> Table {
         "tokens/s",
         "MFU",
         "bubble",
+        "alike",
+        "warnings",
     ];
     if compared {
         header.push("nominal #");
     }
     let mut t = table(&header);
-    for m in &doc.meshes {
+    for m in doc.meshes.iter().filter(|m| m.equivalent_to.is_none()) {
         let spread = (m.step_time_high_s - m.step_time_s).max(0.0);
         let step = if spread > 0.0 {
             format!("{:.3} ±{:.3}", m.step_time_s, spread)
         } else {
             format!("{:.3}", m.step_time_s)
         };
+        let alike = doc
+            .meshes
+            .iter()
+            .filter(|o| o.equivalent_to == Some(m.rank))
+            .count();
         let mut row = vec![
             Cell::new(if m.tie_with_above {
                 format!("{} (tie)", m.rank)
@@ -139,6 +171,12 @@ fn ranked(doc: &Document) -> Table {
             Cell::new(format!("{:.0}", m.tokens_per_s)),
             Cell::new(format!("{:.1}%", m.mfu * 100.0)),
             Cell::new(format!("{:.1}%", m.bubble_fraction * 100.0)),
+            Cell::new(if alike > 0 {
+                format!("+{alike}")
+            } else {
+                String::new()
+            }),
+            Cell::new(markers(doc, m)),
         ];
         if compared {
             row.push(Cell::new(
@@ -148,21 +186,43 @@ fn ranked(doc: &Document) -> Table {
         t.add_row(row);
     }
     right(&mut t, 7);
+    if let Some(c) = t.column_mut(13) {
+        c.set_cell_alignment(CellAlignment::Left);
+    }
     t
 }
 
-/// Why each mesh ranks below the one above, how measurements moved it, its warnings, and
-/// which of the first mesh's terms the measurements priced.
+/// Why each row ranks below the row above, the layouts that price like each row, how
+/// measurements moved each row, and which of the first mesh's terms the measurements priced.
 fn mesh_lines(doc: &Document) -> String {
     let mut s = String::new();
-    for m in &doc.meshes {
-        if let Some(why) = &m.why_below {
+    let mut above: Option<usize> = None;
+    for m in doc.meshes.iter().filter(|m| m.equivalent_to.is_none()) {
+        if let (Some(why), Some(a)) = (&m.why_below, above) {
             let tie = if m.tie_with_above {
                 " (within the uncertainty: a tie)"
             } else {
                 ""
             };
-            s.push_str(&format!("#{} below #{}: {why}{tie}\n", m.rank, m.rank - 1));
+            s.push_str(&format!("#{} below #{a}: {why}{tie}\n", m.rank));
+        }
+        above = Some(m.rank);
+        let alike: Vec<String> = doc
+            .meshes
+            .iter()
+            .filter(|o| o.equivalent_to == Some(m.rank))
+            .map(|o| {
+                let marks = markers(doc, o);
+                let marks = if marks.is_empty() {
+                    marks
+                } else {
+                    format!(" [{marks}]")
+                };
+                format!("#{} {}{marks}", o.rank, knobs_apart(m, o))
+            })
+            .collect();
+        if !alike.is_empty() {
+            s.push_str(&format!("#{} alike: {}\n", m.rank, alike.join("; ")));
         }
         if let Some(cause) = &m.shift_cause {
             let moved = match m.nominal_rank {
@@ -171,9 +231,6 @@ fn mesh_lines(doc: &Document) -> String {
                 None => "does not fit under catalog figures".to_string(),
             };
             s.push_str(&format!("#{} {moved}: {cause}\n", m.rank));
-        }
-        for w in &m.warnings {
-            s.push_str(&format!("#{} warning: {w}\n", m.rank));
         }
     }
     if let Some(first) = doc.meshes.first() {
@@ -197,6 +254,39 @@ fn mesh_lines(doc: &Document) -> String {
         }
     }
     s
+}
+
+/// The knobs of `other` that differ from `first`'s, e.g. `DP16 CP4 mb4`.
+fn knobs_apart(first: &MeshDoc, other: &MeshDoc) -> String {
+    let (a, b) = (&first.mesh, &other.mesh);
+    let mut knobs = Vec::new();
+    for (name, x, y) in [
+        ("TP", a.tp, b.tp),
+        ("PP", a.pp, b.pp),
+        ("DP", a.dp, b.dp),
+        ("CP", a.cp, b.cp),
+        ("EP", a.ep, b.ep),
+        ("v", a.virtual_stages, b.virtual_stages),
+        ("mb", a.microbatch_size, b.microbatch_size),
+        ("ZeRO-", a.zero_stage.into(), b.zero_stage.into()),
+    ] {
+        if x != y {
+            knobs.push(format!("{name}{y}"));
+        }
+    }
+    if a.recompute != b.recompute {
+        knobs.push(format!("recompute {}", b.recompute));
+    }
+    if a.sequence_parallel != b.sequence_parallel {
+        knobs.push(format!(
+            "SP {}",
+            if b.sequence_parallel { "yes" } else { "no" }
+        ));
+    }
+    if a.schedule != b.schedule || a.edge_stages != b.edge_stages {
+        knobs.push(format!("as {b}"));
+    }
+    knobs.join(" ")
 }
 
 /// The measurements section: sources, stale or simulated data, stragglers, exclusions.
