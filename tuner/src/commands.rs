@@ -221,12 +221,16 @@ fn ranked_against(groups: &[usize]) -> Vec<Option<(usize, bool)>> {
         .collect()
 }
 
-/// The rendered document, with its notes for stderr.
+/// The rendered document, with its notes and its distinct warnings for stderr.
 pub(crate) fn with_notes(data: String, doc: &Document) -> anyhow::Result<Output> {
     Ok(Output {
         data,
         notes: doc.notes.clone(),
-        ..Output::default()
+        warnings: doc
+            .distinct_warnings()
+            .into_iter()
+            .map(str::to_string)
+            .collect(),
     })
 }
 
@@ -426,7 +430,24 @@ pub(crate) fn compare(
         picked.iter().filter(|e| e.fits()).count(),
         meshes,
     );
-    with_notes(render(job.format, &doc, || table::compare(&doc))?, &doc)
+    let data = render(job.format, &doc, || table::compare(&doc))?;
+    // Each warning once, said of the layouts it is about.
+    let (a, b) = (&doc.meshes[0].warnings, &doc.meshes[1].warnings);
+    let warnings = doc
+        .distinct_warnings()
+        .into_iter()
+        .map(
+            |w| match (a.iter().any(|x| x == w), b.iter().any(|x| x == w)) {
+                (true, true) => format!("A and B: {w}"),
+                (true, false) => format!("A: {w}"),
+                _ => format!("B: {w}"),
+            },
+        )
+        .collect();
+    Ok(Output {
+        warnings,
+        ..with_notes(data, &doc)?
+    })
 }
 
 pub(crate) fn fit_command(

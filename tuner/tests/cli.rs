@@ -293,7 +293,7 @@ fn explain_breaks_a_fixed_mesh_into_terms() {
 
 #[test]
 fn tp_beyond_nvlink_is_warned() {
-    let out = stdout_of(&[
+    let (_, err) = outputs_of(&[
         "explain",
         "--model",
         "gpt3-175b",
@@ -307,8 +307,8 @@ fn tp_beyond_nvlink_is_warned() {
         "4",
     ]);
     assert!(
-        out.contains("TP=16 is wider than the 8-GPU NVLink domain"),
-        "{out}"
+        err.contains("tuner: warning: TP=16 is wider than the 8-GPU NVLink domain"),
+        "{err}"
     );
 }
 
@@ -1251,4 +1251,36 @@ fn r31_pins_that_cannot_hold_together_are_usage_errors_naming_both_flags() {
         assert_eq!(code, 2, "{pins:?}: {err}");
         assert!(err.contains(says), "{pins:?}: {err}");
     }
+}
+
+/// Issue 30: stdout holds the data only; `explain` and `compare` printed their layouts'
+/// warnings there.
+#[test]
+fn r30_explain_and_compare_say_their_warnings_on_stderr() {
+    let job = ["--model", "70b", "--gpus", "64"];
+    let (out, err) = outputs_of(
+        &[
+            &["explain"][..],
+            &job,
+            &["--tp", "2", "--pp", "4", "--cp", "2"],
+        ]
+        .concat(),
+    );
+    assert!(!out.contains("CP=2 is priced"), "{out}");
+    assert!(err.contains("tuner: warning: CP=2 is priced"), "{err}");
+    let (out, err) = outputs_of(
+        &[
+            &["compare"][..],
+            &job,
+            &["--a", "tp=8,pp=1,dp=8", "--b", "tp=2,pp=4,dp=4,cp=2"],
+        ]
+        .concat(),
+    );
+    assert!(!out.contains("warning"), "{out}");
+    let warned: Vec<&str> = err.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warned.len(), 1, "{err}");
+    assert!(
+        warned[0].starts_with("tuner: warning: B: CP=2 is priced"),
+        "{err}"
+    );
 }

@@ -372,9 +372,6 @@ pub fn explain(doc: &Document) -> String {
             m.mfu * 100.0,
             m.bubble_fraction * 100.0
         ));
-        for w in &m.warnings {
-            s.push_str(&format!("warning: {w}\n"));
-        }
     }
     s
 }
@@ -444,11 +441,6 @@ pub fn compare(doc: &Document) -> String {
     ));
     s.push_str(&t.to_string());
     s.push('\n');
-    for (tag, m) in [("A", a), ("B", b)] {
-        for w in &m.warnings {
-            s.push_str(&format!("{tag} warning: {w}\n"));
-        }
-    }
     s
 }
 
