@@ -69,24 +69,32 @@ pub struct MeasureArgs {
     pub fleet_query: FleetQuery,
 }
 
-/// Parses 90s, 30m, 24h, 7d, or plain seconds.
+/// Parses a positive duration: humantime's syntax (90s, 30m, 24h, 7d, 1h30m, 250ms) or plain
+/// seconds (90, 0.5).
 pub fn parse_duration(flag: &str, s: &str) -> anyhow::Result<Duration> {
     let t = s.trim();
-    let (num, unit) = match t.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
-        Some((i, _)) => t.split_at(i),
-        None => (t, "s"),
+    let d = match t.parse::<f64>() {
+        Ok(secs) if secs > 0.0 => Duration::try_from_secs_f64(secs).ok(),
+        Ok(_) => None,
+        Err(_) => humantime::parse_duration(t).ok(),
     };
-    let mult = match unit {
-        "ms" => 1e-3,
-        "s" => 1.0,
-        "m" => 60.0,
-        "h" => 3600.0,
-        "d" => 86400.0,
-        _ => bail!(bad_flag(flag, s, "a duration such as 90s, 30m, 24h or 7d")),
-    };
-    match num.parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() => Ok(Duration::from_secs_f64(v * mult)),
-        _ => bail!(bad_flag(flag, s, "a duration such as 90s, 30m, 24h or 7d")),
+    match d {
+        Some(d) if !d.is_zero() => Ok(d),
+        _ => bail!(bad_flag(
+            flag,
+            s,
+            "a positive duration such as 90s, 30m, 24h, 7d or 1h30m, or plain seconds"
+        )),
+    }
+}
+
+/// A duration as PromQL writes one: whole seconds, else milliseconds (humantime reads `1h 30m`
+/// and `2days`, which a PromQL range does not).
+fn promql_duration(d: Duration) -> String {
+    if d.subsec_nanos() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis().max(1))
     }
 }
 
@@ -108,9 +116,11 @@ impl MeasureArgs {
         let Some(url) = &self.prometheus else {
             return Ok(None);
         };
-        if let Some(w) = &self.window {
-            parse_duration("--window", w)?;
-        }
+        let window = self
+            .window
+            .as_deref()
+            .map(|w| parse_duration("--window", w).map(promql_duration))
+            .transpose()?;
         let basic = match (&self.prometheus_user, &self.prometheus_password) {
             (Some(u), Some(p)) => Some((u.clone(), p.clone())),
             (None, None) => None,
@@ -126,7 +136,7 @@ impl MeasureArgs {
             basic,
             timeout: parse_duration("--timeout", &self.timeout)?,
             selector: self.selector.clone(),
-            window: self.window.clone(),
+            window,
         }))
     }
 
@@ -218,4 +228,43 @@ pub fn price(nominal: Scenario, args: &MeasureArgs) -> anyhow::Result<Priced> {
     let (m, _) = args.load()?;
     let opts = args.fit_options(nominal.training.precision);
     Ok(measure::price(nominal, m, &opts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_units_compounds_and_plain_seconds() {
+        let d = |s| parse_duration("--max-age", s).unwrap();
+        assert_eq!(d("90s"), Duration::from_secs(90));
+        assert_eq!(d("30m"), Duration::from_secs(1800));
+        assert_eq!(d("24h"), Duration::from_secs(86_400));
+        assert_eq!(d("7d"), Duration::from_secs(7 * 86_400));
+        assert_eq!(d("1h30m"), Duration::from_secs(5400));
+        assert_eq!(d("250ms"), Duration::from_millis(250));
+        assert_eq!(d(" 90 "), Duration::from_secs(90));
+        assert_eq!(d("0.5"), Duration::from_millis(500));
+        assert_eq!(d("1.5h"), Duration::from_secs(5400));
+    }
+
+    #[test]
+    fn a_bad_duration_names_the_flag_the_value_and_the_syntax() {
+        for bad in ["", "0", "0s", "-5", "5x", "inf", "NaN", "h"] {
+            let err = parse_duration("--window", bad).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("--window = {bad}"))
+                    && err.contains("90s, 30m, 24h, 7d or 1h30m"),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_window_reaches_promql_in_its_own_units() {
+        let window = |s| promql_duration(parse_duration("--window", s).unwrap());
+        assert_eq!(window("1h 30m"), "5400s");
+        assert_eq!(window("2days"), "172800s");
+        assert_eq!(window("1500ms"), "1500ms");
+    }
 }

@@ -13,11 +13,17 @@ fn spans_parse_and_print() {
     assert_eq!("250ms".parse::<Span>().unwrap().to_string(), "250ms");
     assert_eq!(Span::from_secs(21600).to_string(), "6h");
     assert_eq!(Span::from_secs(0).to_string(), "0ms");
-    assert!("6 hours"
-        .parse::<Span>()
-        .unwrap_err()
-        .contains("expected a number and a unit"));
-    assert!("h".parse::<Span>().is_err());
+    // humantime's syntax: spaced compounds and unit names too; a bare number has no unit.
+    assert_eq!("1h 30m".parse::<Span>().unwrap(), Span::from_secs(5400));
+    assert_eq!("6 hours".parse::<Span>().unwrap(), Span::from_secs(21600));
+    let err = "6 parsecs".parse::<Span>().unwrap_err();
+    assert!(
+        err.starts_with("duration `6 parsecs`: expected a number and a unit"),
+        "{err}"
+    );
+    for bad in ["h", "90", "", "-5s"] {
+        assert!(bad.parse::<Span>().is_err(), "{bad}");
+    }
 }
 
 #[test]

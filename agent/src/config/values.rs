@@ -6,7 +6,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-/// A duration written like `6h`, `30m`, `5s`, `250ms` or `1h30m`.
+/// A duration written like `6h`, `30m`, `5s`, `250ms` or `1h30m` (humantime's syntax).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Span(pub Duration);
 
@@ -20,40 +20,15 @@ impl Span {
 impl FromStr for Span {
     type Err = String;
 
+    /// humantime's syntax: a number and a unit, or several (`1h30m`, `1h 30m`).
     fn from_str(text: &str) -> std::result::Result<Span, String> {
-        let bad = || {
-            format!(
-                "duration `{text}`: expected a number and a unit, like 6h, 30m, 5s, 250ms or 1h30m"
-            )
-        };
-        let mut rest = text.trim();
-        if rest.is_empty() {
-            return Err(bad());
-        }
-        let mut total = Duration::ZERO;
-        while !rest.is_empty() {
-            let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
-            let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
-            rest = &rest[digits..];
-            let unit = rest
-                .find(|c: char| c.is_ascii_digit())
-                .unwrap_or(rest.len());
-            let one = match &rest[..unit] {
-                "ms" => Duration::from_millis(1),
-                "s" => Duration::from_secs(1),
-                "m" => Duration::from_secs(60),
-                "h" => Duration::from_secs(3600),
-                "d" => Duration::from_secs(86400),
-                _ => return Err(bad()),
-            };
-            let n = u32::try_from(n).map_err(|_| bad())?;
-            total = one
-                .checked_mul(n)
-                .and_then(|d| total.checked_add(d))
-                .ok_or_else(bad)?;
-            rest = &rest[unit..];
-        }
-        Ok(Span(total))
+        humantime::parse_duration(text.trim())
+            .map(Span)
+            .map_err(|_| {
+                format!(
+                    "duration `{text}`: expected a number and a unit, like 6h, 30m, 5s, 250ms or 1h30m"
+                )
+            })
     }
 }
 
