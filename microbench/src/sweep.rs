@@ -69,21 +69,14 @@ impl Sweep {
     }
 }
 
-/// Reads an nccl-tests size: a number with an optional K, M or G (powers of 1024).
+/// Reads an nccl-tests size: a number with an optional K, M or G, powers of 1024 as
+/// nccl-tests reads them (parse-size's binary system, so `KiB`, `MB` and `1.5G` read too).
 pub fn parse_size(text: &str) -> std::result::Result<u64, String> {
-    let t = text.trim();
-    let (digits, shift) = match t.chars().last() {
-        Some('K' | 'k') => (&t[..t.len() - 1], 10),
-        Some('M' | 'm') => (&t[..t.len() - 1], 20),
-        Some('G' | 'g') => (&t[..t.len() - 1], 30),
-        _ => (t, 0),
-    };
-    digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(1 << shift))
-        .ok_or_else(|| {
-            format!("size `{text}`: expected bytes with an optional K, M or G, like 8, 256K or 8G")
+    parse_size::Config::new()
+        .with_binary()
+        .parse_size(text.trim())
+        .map_err(|_| {
+            format!("size `{text}`: expected bytes with an optional K, M or G (powers of 1024), like 8, 256K or 8G")
         })
 }
 
@@ -509,7 +502,16 @@ mod tests {
         assert_eq!(parse_size("8"), Ok(8));
         assert_eq!(parse_size("256K"), Ok(256 << 10));
         assert_eq!(parse_size("8G"), Ok(8 << 30));
-        assert!(parse_size("8T").unwrap_err().contains("expected bytes"));
+        assert_eq!(parse_size("8g"), Ok(8 << 30));
+        assert_eq!(parse_size("1.5K"), Ok(1536));
+        assert_eq!(parse_size("64MiB"), Ok(64 << 20));
+        for bad in ["8X", "", "-8", "K"] {
+            let err = parse_size(bad).unwrap_err();
+            assert!(
+                err.starts_with(&format!("size `{bad}`: expected bytes")),
+                "{err}"
+            );
+        }
     }
 
     #[test]

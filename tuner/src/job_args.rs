@@ -114,29 +114,16 @@ pub(crate) const MAX_GPUS: u32 = 1 << 20;
 pub(crate) const MAX_GLOBAL_BATCH: u32 = 1 << 24;
 pub(crate) const MAX_BATCH_TOKENS: f64 = (1u64 << 40) as f64;
 
-/// Parses 4194304, 4M, 4.5M, 16Mi, 512K.
+/// Parses 4194304, 4M, 4.5M, 16Mi, 512K: K, M, G, T are powers of 1000, Ki, Mi, Gi, Ti of
+/// 1024 (parse-size's decimal system).
 pub(crate) fn parse_tokens(s: &str) -> anyhow::Result<u64> {
-    let t = s.trim();
-    let (num, mult) = [
-        ("Ki", 1u64 << 10),
-        ("Mi", 1 << 20),
-        ("Gi", 1 << 30),
-        ("K", 1_000),
-        ("M", 1_000_000),
-        ("G", 1_000_000_000),
-    ]
-    .iter()
-    .find_map(|(suffix, m)| t.strip_suffix(suffix).map(|n| (n, *m)))
-    .unwrap_or((t, 1));
-    match num.parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() && v * mult as f64 <= MAX_BATCH_TOKENS => {
-            Ok((v * mult as f64).round() as u64)
-        }
+    match parse_size::parse_size(s.trim()) {
+        Ok(n) if n > 0 && n as f64 <= MAX_BATCH_TOKENS => Ok(n),
         _ => Err(bad_flag(
             "--global-batch-tokens",
             s,
-            "a positive token count up to 1024Gi (2^40; suffixes K, M, G, Ki, Mi, Gi), such as \
-             4194304, 4M or 4Mi",
+            "a positive token count up to 1Ti (2^40; suffixes K, M, G, T, Ki, Mi, Gi, Ti), such \
+             as 4194304, 4M or 4Mi",
         )
         .into()),
     }
@@ -311,8 +298,13 @@ mod tests {
     fn token_counts() {
         assert_eq!(parse_tokens("4194304").unwrap(), 4194304);
         assert_eq!(parse_tokens("4M").unwrap(), 4_000_000);
+        assert_eq!(parse_tokens("4.5M").unwrap(), 4_500_000);
+        assert_eq!(parse_tokens("512K").unwrap(), 512_000);
         assert_eq!(parse_tokens("16Mi").unwrap(), 16 << 20);
-        assert!(parse_tokens("-3M").is_err());
+        assert_eq!(parse_tokens(" 2Gi ").unwrap(), 2 << 30);
+        for bad in ["-3M", "0", "", "4Q", "M"] {
+            assert!(parse_tokens(bad).is_err(), "{bad}");
+        }
         assert!(parse_tokens("lots")
             .unwrap_err()
             .to_string()
@@ -324,11 +316,11 @@ mod tests {
     #[test]
     fn r31_the_token_bound_is_stated_as_the_parser_reads_it() {
         assert_eq!(parse_tokens("1024Gi").unwrap(), 1 << 40);
-        let err = parse_tokens("1Ti").unwrap_err().to_string();
+        assert_eq!(parse_tokens("1Ti").unwrap(), 1 << 40);
+        let err = parse_tokens("1025Gi").unwrap_err().to_string();
         assert!(
-            err.contains("up to 1024Gi (2^40;") && !err.contains("1Ti,"),
+            err.contains("--global-batch-tokens = 1025Gi") && err.contains("up to 1Ti (2^40;"),
             "{err}"
         );
-        assert!(parse_tokens("1025Gi").is_err());
     }
 }
