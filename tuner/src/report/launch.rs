@@ -332,13 +332,28 @@ pub fn torchtitan(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, 
         Recompute::Selective => "selective",
         Recompute::Full => "full",
     };
-    // Selective is priced as torchtitan's per-op policy, not its every-n-layers one.
-    let ac_option = if m.recompute == Recompute::Selective {
-        "selective_ac_option = \"op\"\n"
-    } else {
-        ""
+    let mut parallelism = TitanParallelism {
+        data_parallel_replicate_degree: replicate,
+        data_parallel_shard_degree: shard,
+        fsdp_reshard_after_forward: if m.zero_stage == 3 {
+            "default"
+        } else {
+            "never"
+        },
+        tensor_parallel_degree: m.tp,
+        context_parallel_degree: m.cp,
+        pipeline_parallel_degree: m.pp,
+        pipeline_parallel_schedule: schedule,
+        pipeline_parallel_microbatch_size: m.microbatch_size,
+        expert_parallel_degree: m.ep,
+        pipeline_parallel_layers_per_stage: None,
+        pipeline_parallel_first_stage_less_layers: None,
+        pipeline_parallel_last_stage_less_layers: None,
+        enable_async_tensor_parallel: None,
     };
-    let mut split = String::new();
+    let mut comments = vec![format!(
+        "# {TORCHTITAN_RELEASES}: run with --job.config_file <this file>"
+    )];
     if m.pp > 1 {
         // torchtitan counts the embedding and the output as `*_less_layers` layers of the
         // first and last stage: 0 splits evenly, 1 takes one layer off each end, which is the
@@ -364,69 +379,154 @@ pub fn torchtitan(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, 
             None if model.layers % stages == 0 => (model.layers / stages, 0, 0),
             None => ((model.layers + 2) / stages, 1, 1),
         };
-        split.push_str(&format!(
-            "pipeline_parallel_layers_per_stage = {per_stage}\n\
-             pipeline_parallel_first_stage_less_layers = {first_less}\n\
-             pipeline_parallel_last_stage_less_layers = {last_less}\n"
-        ));
+        parallelism.pipeline_parallel_layers_per_stage = Some(per_stage);
+        parallelism.pipeline_parallel_first_stage_less_layers = Some(first_less);
+        parallelism.pipeline_parallel_last_stage_less_layers = Some(last_less);
     }
     // torchtitan's async TP (`_micro_pipeline_tp`) is an inductor pass: it needs compile.
     if t.tp_comm_overlap && m.tp > 1 {
-        split.push_str(if t.fused_elementwise {
-            "enable_async_tensor_parallel = true\n"
+        if t.fused_elementwise {
+            parallelism.enable_async_tensor_parallel = Some(true);
         } else {
-            "# async TP was priced; torchtitan runs it only under compile: set [compile] enable = true and enable_async_tensor_parallel = true\n"
-        });
+            comments.push("# async TP was priced; torchtitan runs it only under compile: set [compile] enable = true and [parallelism] enable_async_tensor_parallel = true".into());
+        }
     }
     // The converter swaps nn.Linear for Float8Linear; without it the section does nothing.
     // Only tensorwise scaling gathers in fp8; rowwise gathers in bf16, as it was priced.
-    let (converters, float8) =
+    let float8 =
         match t.precision {
-            Precision::Fp8 => (
-                "converters = [\"quantize.linear.float8\"]\n",
-                "\n[quantize.linear.float8]\nenable_fsdp_float8_all_gather = true\n",
-            ),
-            Precision::Fp8Rowwise => (
-                "converters = [\"quantize.linear.float8\"]\n",
-                "\n[quantize.linear.float8]\nrecipe_name = \"rowwise\"\n",
-            ),
+            Precision::Fp8 => Some(TitanFloat8 {
+                enable_fsdp_float8_all_gather: Some(true),
+                recipe_name: None,
+            }),
+            Precision::Fp8Rowwise => Some(TitanFloat8 {
+                enable_fsdp_float8_all_gather: None,
+                recipe_name: Some("rowwise"),
+            }),
             Precision::Fp8Blockwise => return Err(refuse(
                 "block-scaled fp8 was priced; torchtitan's float8 converter scales per tensor or \
                  per row: price --precision fp8 or fp8-rowwise to emit it"
                     .into(),
             )),
-            Precision::Bf16 => ("", ""),
+            Precision::Bf16 => None,
         };
-    Ok(format!(
-        "# {TORCHTITAN_RELEASES}: run with --job.config_file <this file>\n\
-         [model]\nname = \"{name}\"\nflavor = \"{flavor}\"\n{converters}\n\
-         [parallelism]\ndata_parallel_replicate_degree = {replicate}\ndata_parallel_shard_degree = {shard}\n\
-         fsdp_reshard_after_forward = \"{}\"\ntensor_parallel_degree = {}\ncontext_parallel_degree = {}\n\
-         pipeline_parallel_degree = {}\npipeline_parallel_schedule = \"{schedule}\"\n\
-         pipeline_parallel_microbatch_size = {}\nexpert_parallel_degree = {}\n{split}\n\
-         [training]\nglobal_batch_size = {}\nlocal_batch_size = {}\nseq_len = {}\nmixed_precision_param = \"bfloat16\"\n\
-         mixed_precision_reduce = \"float32\"\n\n\
-         [compile]\nenable = {}\n\n\
-         [activation_checkpoint]\nmode = \"{ac}\"\n{ac_option}{float8}",
-        if m.zero_stage == 3 { "default" } else { "never" },
-        m.tp,
-        m.cp,
-        m.pp,
-        m.microbatch_size,
-        m.ep,
-        t.global_batch,
-        // Without a pipeline torchtitan runs local_batch_size sequences per forward and
-        // accumulates global / (local x dp) of them; with one it splits the local batch into
-        // microbatches of pipeline_parallel_microbatch_size.
-        if m.pp > 1 {
-            t.global_batch / m.dp
-        } else {
-            m.microbatch_size
+    let job = TitanJob {
+        model: TitanModel {
+            name,
+            flavor,
+            converters: float8.iter().map(|_| "quantize.linear.float8").collect(),
         },
-        t.seq_len,
+        parallelism,
+        training: TitanTraining {
+            global_batch_size: t.global_batch,
+            // Without a pipeline torchtitan runs local_batch_size sequences per forward and
+            // accumulates global / (local x dp) of them; with one it splits the local batch
+            // into microbatches of pipeline_parallel_microbatch_size.
+            local_batch_size: if m.pp > 1 {
+                t.global_batch / m.dp
+            } else {
+                m.microbatch_size
+            },
+            seq_len: t.seq_len,
+            mixed_precision_param: "bfloat16",
+            mixed_precision_reduce: "float32",
+        },
         // Fused norms, rotary and gating were priced: torch.compile is what fuses them.
-        t.fused_elementwise,
-    ))
+        compile: TitanCompile {
+            enable: t.fused_elementwise,
+        },
+        activation_checkpoint: TitanCheckpoint {
+            mode: ac,
+            // Selective is priced as torchtitan's per-op policy, not its every-n-layers one.
+            selective_ac_option: (m.recompute == Recompute::Selective).then_some("op"),
+        },
+        quantize: float8.map(|float8| TitanQuantize {
+            linear: TitanLinear { float8 },
+        }),
+    };
+    let body = toml::to_string(&job).map_err(|e| refuse(format!("writing the TOML: {e}")))?;
+    Ok(comments.join("\n") + "\n" + &body)
+}
+
+/// torchtitan v0.2's `JobConfig`, the sections and keys the tuner sets
+/// (`torchtitan/config/job_config.py`), in its field order.
+#[derive(serde::Serialize)]
+struct TitanJob {
+    model: TitanModel,
+    parallelism: TitanParallelism,
+    training: TitanTraining,
+    compile: TitanCompile,
+    activation_checkpoint: TitanCheckpoint,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quantize: Option<TitanQuantize>,
+}
+
+#[derive(serde::Serialize)]
+struct TitanModel {
+    name: &'static str,
+    flavor: &'static str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    converters: Vec<&'static str>,
+}
+
+#[derive(serde::Serialize)]
+struct TitanParallelism {
+    data_parallel_replicate_degree: u32,
+    data_parallel_shard_degree: u32,
+    fsdp_reshard_after_forward: &'static str,
+    tensor_parallel_degree: u32,
+    context_parallel_degree: u32,
+    pipeline_parallel_degree: u32,
+    pipeline_parallel_schedule: &'static str,
+    pipeline_parallel_microbatch_size: u32,
+    expert_parallel_degree: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pipeline_parallel_layers_per_stage: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pipeline_parallel_first_stage_less_layers: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pipeline_parallel_last_stage_less_layers: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    enable_async_tensor_parallel: Option<bool>,
+}
+
+#[derive(serde::Serialize)]
+struct TitanTraining {
+    global_batch_size: u32,
+    local_batch_size: u32,
+    seq_len: u32,
+    mixed_precision_param: &'static str,
+    mixed_precision_reduce: &'static str,
+}
+
+#[derive(serde::Serialize)]
+struct TitanCompile {
+    enable: bool,
+}
+
+#[derive(serde::Serialize)]
+struct TitanCheckpoint {
+    mode: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    selective_ac_option: Option<&'static str>,
+}
+
+#[derive(serde::Serialize)]
+struct TitanQuantize {
+    linear: TitanLinear,
+}
+
+#[derive(serde::Serialize)]
+struct TitanLinear {
+    float8: TitanFloat8,
+}
+
+#[derive(serde::Serialize)]
+struct TitanFloat8 {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    enable_fsdp_float8_all_gather: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recipe_name: Option<&'static str>,
 }
 
 #[cfg(test)]
@@ -460,12 +560,26 @@ mod tests {
         }
     }
 
-    /// The `key = value` lines of an emitted TOML, string values unquoted.
-    fn toml_keys(text: &str) -> HashMap<&str, &str> {
-        text.lines()
-            .filter_map(|l| l.split_once(" = "))
-            .map(|(k, v)| (k, v.trim_matches('"')))
-            .collect()
+    /// The keys of an emitted TOML, read back by a TOML parser, by their own names whatever
+    /// their table; strings as their text, other values as TOML writes them.
+    fn toml_keys(text: &str) -> HashMap<String, String> {
+        fn walk(table: &toml::Table, out: &mut HashMap<String, String>) {
+            for (k, v) in table {
+                let value = match v {
+                    toml::Value::Table(t) => {
+                        walk(t, out);
+                        continue;
+                    }
+                    toml::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                out.insert(k.clone(), value);
+            }
+        }
+        let table: toml::Table = toml::from_str(text).expect("the emitted TOML parses");
+        let mut out = HashMap::new();
+        walk(&table, &mut out);
+        out
     }
 
     /// `--flag value` pairs and bare `--flag`s of a Megatron command line.
