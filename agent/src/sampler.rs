@@ -6,19 +6,13 @@
 use crate::cache::{Cache, Discovery, DownReason, Process};
 use crate::fabric::{Change, Watcher};
 use crate::idle::now_s;
-use crate::input;
 use crate::node::Node;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
 /// Discovery is retried this often while it finds no GPUs (a driver may be installed later).
 const REDISCOVER: Duration = Duration::from_secs(60);
-
-/// Linux reports process CPU time in clock ticks of USER_HZ, 100 on every architecture
-/// Linux supports (`sysconf(_SC_CLK_TCK)`).
-const TICKS_PER_S: f64 = 100.0;
 
 /// Runs discovery once and stores the outcome; logs only when it changed.
 pub async fn discover(node: &Arc<dyn Node>, cache: &Cache) {
@@ -170,57 +164,36 @@ async fn poll_fabric(watcher: Watcher, cache: &Cache) -> Watcher {
     watcher
 }
 
-/// Reads the agent's figures from /proc as client_golang's process collector does (procfs);
-/// a file that cannot be read leaves its figures at 0. Hand-read: five numbers do not justify
-/// sysinfo's build on two-core machines.
+/// Reads the agent's figures from /proc with procfs, as client_golang's process collector
+/// does; a figure that cannot be read stays 0.
 fn read_process() -> Process {
-    let read = |p: &str| input::read_text(Path::new(p), input::MAX_PROC_BYTES).unwrap_or_default();
-    let stat = read("/proc/self/stat");
-    let boot = parse_boot_time(&read("/proc/stat"));
+    use procfs::process::LimitValue;
+    let me = procfs::process::Process::myself().ok();
+    let stat = me.as_ref().and_then(|p| p.stat().ok());
+    let ticks = procfs::ticks_per_second() as f64;
+    let boot = procfs::boot_time_secs().map_or(0.0, |b| b as f64);
     Process {
-        resident_bytes: parse_rss(&read("/proc/self/status")),
-        cpu_seconds: (stat_field(&stat, UTIME) + stat_field(&stat, STIME)) / TICKS_PER_S,
-        start_time_seconds: boot + stat_field(&stat, STARTTIME) / TICKS_PER_S,
-        open_fds: std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count() as u64),
-        max_fds: parse_max_open_files(&read("/proc/self/limits")),
+        resident_bytes: me
+            .as_ref()
+            .and_then(|p| p.status().ok()?.vmrss)
+            .map_or(0, |kib| kib * 1024),
+        cpu_seconds: stat
+            .as_ref()
+            .map_or(0.0, |s| (s.utime + s.stime) as f64 / ticks),
+        start_time_seconds: stat
+            .as_ref()
+            .map_or(0.0, |s| boot + s.starttime as f64 / ticks),
+        open_fds: me
+            .as_ref()
+            .and_then(|p| p.fd_count().ok())
+            .map_or(0, |n| n as u64),
+        max_fds: me.as_ref().and_then(|p| p.limits().ok()).map_or(0, |l| {
+            match l.max_open_files.soft_limit {
+                LimitValue::Value(n) => n,
+                LimitValue::Unlimited => 0,
+            }
+        }),
     }
-}
-
-/// VmRSS from /proc/self/status, in bytes.
-fn parse_rss(text: &str) -> u64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
-        .map_or(0, |kib| kib * 1024)
-}
-
-/// Positions in /proc/self/stat after the command name's closing parenthesis (the name may
-/// hold spaces): stat(5) numbers state 3, utime 14, stime 15 and starttime 22.
-const UTIME: usize = 11;
-const STIME: usize = 12;
-const STARTTIME: usize = 19;
-
-/// One numeric field of /proc/self/stat, counted as [`UTIME`] is; 0 when absent.
-fn stat_field(text: &str, i: usize) -> f64 {
-    text.rsplit_once(')')
-        .and_then(|(_, rest)| rest.split_whitespace().nth(i)?.parse::<f64>().ok())
-        .unwrap_or(0.0)
-}
-
-/// `btime` of /proc/stat: boot time, seconds since the Unix epoch.
-fn parse_boot_time(text: &str) -> f64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix("btime "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0.0)
-}
-
-/// The soft "Max open files" limit of /proc/self/limits; 0 when unlimited or absent.
-fn parse_max_open_files(text: &str) -> u64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix("Max open files"))
-        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -271,25 +244,36 @@ mod tests {
     }
 
     #[test]
-    fn proc_files_parse() {
-        assert_eq!(
-            parse_rss("Name:\tagent\nVmRSS:\t    8192 kB\n"),
-            8192 * 1024
+    fn the_agents_own_process_is_read_from_proc() {
+        let p = read_process();
+        assert!(p.resident_bytes > 1 << 20, "{}", p.resident_bytes);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        // Started since boot, and not after now (one clock tick and the boot time's rounding
+        // to a second either way).
+        assert!(
+            p.start_time_seconds > 1.7e9 && p.start_time_seconds <= now + 2.0,
+            "{p:?}"
         );
-        let stat = "4242 (my agent) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 50 0 0 20 0 3 0 \
-                    12345 1000000 200";
+        assert!(p.cpu_seconds >= 0.0 && p.cpu_seconds < 3600.0, "{p:?}");
+        // stdin, stdout and stderr at least; and the soft limit getrlimit gives.
+        assert!(p.open_fds >= 3, "{p:?}");
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes one rlimit through a valid pointer.
         assert_eq!(
-            (stat_field(stat, UTIME) + stat_field(stat, STIME)) / TICKS_PER_S,
-            3.0
-        );
-        assert_eq!(stat_field(stat, STARTTIME), 12345.0);
-        assert_eq!(parse_boot_time("cpu 1 2 3\nbtime 1700000000\n"), 1.7e9);
-        let limits = "Limit                     Soft Limit           Hard Limit           Units\n\
-                      Max open files            1048576              1048576              files\n";
-        assert_eq!(parse_max_open_files(limits), 1_048_576);
-        assert_eq!(
-            parse_max_open_files("Max open files unlimited unlimited files"),
+            unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
             0
         );
+        let expected = if limit.rlim_cur == libc::RLIM_INFINITY {
+            0
+        } else {
+            limit.rlim_cur
+        };
+        assert_eq!(p.max_fds, expected);
     }
 }
