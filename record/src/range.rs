@@ -1,7 +1,8 @@
 //! Physical ranges of what a record states (issue 31, item 10): a value outside them is a
 //! broken writer, a unit slip or a hand edit, never hardware, and once fitted it moves every
 //! curve (a `time_s` of 1e-300 made NaN curves; m = n = k = 2^63 a step of 65.1 +-1294.9 s).
-//! Every reader (JSON lines, snapshots, Prometheus) refuses it through [`Record::validate`].
+//! Every reader (JSON lines, snapshots, Prometheus, nccl-tests logs, CSV tables) refuses it
+//! through [`Record::validate`].
 //!
 //! [`Record::validate`]: crate::Record::validate
 

@@ -365,6 +365,16 @@ fn check(
     })
 }
 
+/// A float as a refusal shows it: in exponent form where plain digits would run to hundreds
+/// (`1e-300`, not 300 zeros).
+fn shown(v: f64) -> String {
+    if v != 0.0 && v.is_finite() && !(1e-3..1e16).contains(&v.abs()) {
+        format!("{v:e}")
+    } else {
+        v.to_string()
+    }
+}
+
 /// Seconds since the Unix epoch by this machine's clock.
 fn now_s() -> f64 {
     std::time::SystemTime::now()
@@ -414,7 +424,7 @@ impl Record {
             check(
                 (EARLIEST_TIMESTAMP_S..=latest).contains(&t),
                 "timestamp",
-                t,
+                shown(t),
                 || {
                     format!(
                         "seconds since the Unix epoch from {EARLIEST_TIMESTAMP_S} \
@@ -430,7 +440,7 @@ impl Record {
         ];
         for (field, value) in rates {
             if let Some(v) = value {
-                check(v.is_finite() && v >= 0.0, field, v, || {
+                check(v.is_finite() && v >= 0.0, field, shown(v), || {
                     "a finite rate of 0 or more".into()
                 })?;
             }
@@ -448,9 +458,12 @@ impl Record {
         ];
         for (field, value) in times {
             if let Some(v) = value {
-                check((MIN_TIME_S..=MAX_TIME_S).contains(&v), field, v, || {
-                    format!("a time from {MIN_TIME_S:e} s to {MAX_TIME_S:e} s")
-                })?;
+                check(
+                    (MIN_TIME_S..=MAX_TIME_S).contains(&v),
+                    field,
+                    shown(v),
+                    || format!("a time from {MIN_TIME_S:e} s to {MAX_TIME_S:e} s"),
+                )?;
             }
         }
         Ok(())
@@ -714,7 +727,7 @@ mod tests {
         refused(
             &|r| r.timing.time_s = 1e-300,
             "time_s",
-            "from 1e-7 s to 1e4 s",
+            "time_s 1e-300: expected a time from 1e-7 s to 1e4 s",
         );
         refused(
             &|r| r.timing.time_max_s = Some(1e308),
@@ -723,6 +736,11 @@ mod tests {
         );
         refused(&|r| r.group.ranks = u32::MAX, "ranks", "1 to 1048576");
         refused(&|r| r.bytes = 0, "bytes", "at least 1");
+        refused(
+            &|r| r.timestamp = Some(1.7e308),
+            "timestamp",
+            "timestamp 1.7e308:",
+        );
         for t in [1e12, 1e15, 1.7e308, 1e6] {
             refused(&|r| r.timestamp = Some(t), "timestamp", "2000-01-01");
         }

@@ -77,6 +77,14 @@ pub enum Warning {
         /// Which column was wrong and how.
         reason: String,
     },
+    /// A row whose numbers lie outside the physical ranges every reader holds records to
+    /// ([`Record::validate`]: a time of 1e-300 s, a size of 0 bytes); skipped.
+    OutOfRange {
+        /// Line number.
+        line: usize,
+        /// The field, its value and its range.
+        invalid: crate::Invalid,
+    },
     /// Results nccl-tests itself marked wrong (`#wrong` non-zero, or the old `error` column
     /// past the type's tolerance); dropped.
     Failed {
@@ -180,6 +188,7 @@ impl fmt::Display for Warning {
                 write!(f, "line {line}: row cut short before its timings; skipped")
             }
             Warning::Unreadable { line, reason } => write!(f, "line {line}: unreadable result row ({reason}); skipped"),
+            Warning::OutOfRange { line, invalid } => write!(f, "line {line}: {invalid}; skipped"),
             Warning::Failed { table, lines } => write!(
                 f,
                 "table at line {table}: nccl-tests marked {} row(s) wrong (#wrong or error column) on line(s) {}; dropped those results",
@@ -558,6 +567,44 @@ all_gather_perf -g 4
             "{err}"
         );
         assert_eq!(parse("nothing here\n").unwrap_err(), ParseError::NoTable);
+    }
+
+    /// Issue 31, item 4: a time of 1e-300 s or a size of 0 (a count of 0 elements) reached the
+    /// fits as NaN curves.
+    /// Each such placement is skipped by line, field, value and range, as the JSON readers
+    /// refuse it; a log left with none says so.
+    #[test]
+    fn r31_4_rows_outside_the_physical_ranges_are_skipped_by_field_value_and_range() {
+        let text = "sendrecv_perf -g 2\n  \
+            512  0  float  sum  -1  5.00  0.10  0.10  0  5.00  0.10  0.10  0\n  \
+            1024  256  float  sum  -1  5.00  0.20  0.20  0  5.00  0.20  0.20  0\n  \
+            2048  512  float  sum  -1  1e-300  0.41  0.41  0  10.00  0.20  0.20  0\n  \
+            4096  1024  float  sum  -1  20.00  0.20  0.20  0  1e300  0.00  0.00  0\n";
+        let parsed = parse(text).unwrap();
+        let kept: Vec<(u64, bool)> = parsed
+            .records
+            .iter()
+            .map(|r| (r.bytes, r.in_place))
+            .collect();
+        assert_eq!(
+            kept,
+            vec![(1024, false), (1024, true), (2048, true), (4096, false)]
+        );
+        let lines = parsed.warning_lines();
+        for expected in [
+            "line 2: bytes 0: expected at least 1 byte; skipped",
+            "line 4: time_s 1e-306: expected a time from 1e-7 s to 1e4 s; skipped",
+            "line 5: time_s 1e294: expected a time from 1e-7 s to 1e4 s; skipped",
+        ] {
+            assert!(lines.iter().any(|l| l == expected), "{expected}: {lines:?}");
+        }
+        let err = parse("sendrecv_perf -g 2\n  1024  256  float  sum  -1  1e-300  0.20  0.20  0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("line 2: time_s 1e-306: expected a time from 1e-7 s to 1e4 s"),
+            "{err}"
+        );
     }
 
     #[test]

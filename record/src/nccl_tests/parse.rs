@@ -650,6 +650,15 @@ impl State {
             );
             let backend = self.ctx.backend.unwrap_or(Backend::Nccl);
             let mut rec = Record::transfer(kind, backend, group.clone(), bytes, row.dtype, timing);
+            // A time of 1e-300 s or a size of 0 reached the fits as NaN curves (issue 31,
+            // item 4): held to the ranges of every other reader before the checks below.
+            if let Err(invalid) = rec.validate() {
+                self.reject(Warning::OutOfRange {
+                    line: row.line,
+                    invalid,
+                });
+                continue;
+            }
             rec.in_place = half.in_place;
             rec.versions = versions.clone();
             // The device list names the GPU; a log that lists no device says nothing of it.

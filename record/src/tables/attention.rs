@@ -4,7 +4,7 @@
 //! convention ([`crate::AttentionShape::flop`]).
 
 use super::header::Name;
-use super::{dtype, one_gpu, time_of, Row, Table, TableError, MAX_DIM};
+use super::{dtype, in_range, one_gpu, time_of, Row, Table, TableError, MAX_DIM};
 use crate::nccl_tests::ImportOptions;
 use crate::{AttentionPass, AttentionShape, Backend, Clock, Dtype, Record, Timing};
 
@@ -73,13 +73,8 @@ pub(crate) fn records(
         let dtype = type_col.map_or(Ok(Dtype::Bf16), |i| dtype(row, table, i))?;
         let time = time_of(table, row, shape.flop(), notes)?;
         let timing = Timing::without_spread(time, None, Clock::Imported);
-        records.push(Record::attention(
-            Backend::Cuda,
-            one_gpu(opts),
-            shape,
-            dtype,
-            timing,
-        ));
+        let r = Record::attention(Backend::Cuda, one_gpu(opts), shape, dtype, timing);
+        records.push(in_range(r, row.line)?);
     }
     Ok(records)
 }

@@ -3,7 +3,7 @@
 //! nccl-tests prints them and as vTrain stores its all-reduce lookup tables.
 
 use super::header::Name;
-use super::{refuse, Row, Table, TableError, MAX_DIM};
+use super::{in_range, refuse, Row, Table, TableError, MAX_DIM};
 use crate::nccl_tests::ImportOptions;
 use crate::{busbw_factor, Backend, Clock, Dtype, Group, Kind, Record, Scope, Timing};
 
@@ -366,7 +366,7 @@ pub(crate) fn records(
             let timing = Timing::without_spread(time, None, Clock::NcclTests);
             let mut r = Record::transfer(kind, Backend::Nccl, group, bytes as u64, dtype, timing);
             r.in_place = g == 1;
-            records.push(r);
+            records.push(in_range(r, row.line)?);
         }
     }
     if groups.len() > 2 {

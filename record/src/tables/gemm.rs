@@ -3,7 +3,7 @@
 //! achieved FLOP rate.
 
 use super::header::Name;
-use super::{dtype, one_gpu, refuse, time_of, Table, TableError, MAX_DIM};
+use super::{dtype, in_range, one_gpu, refuse, time_of, Table, TableError, MAX_DIM};
 use crate::nccl_tests::ImportOptions;
 use crate::{Backend, Clock, Gemm, GemmLayout, Record, Timing};
 
@@ -63,7 +63,7 @@ pub(crate) fn records(
         let timing = Timing::without_spread(call / batch as f64, None, Clock::Imported);
         let mut r = Record::gemm(Backend::Cuda, one_gpu(opts), shape, dtype, timing);
         r.detail.layout = layout;
-        records.push(r);
+        records.push(in_range(r, row.line)?);
     }
     Ok(records)
 }

@@ -242,3 +242,32 @@ fn every_cut_reads_or_refuses() {
         }
     }
 }
+
+/// Issue 31, item 4: a table's times were held to no range, so 1e-300 s reached the fits as
+/// NaN curves. Each kind of table refuses such a row by line, field, value and range.
+#[test]
+fn r31_4_rows_outside_the_physical_ranges_refuse_the_table_by_line() {
+    let refused = |text: &str, name: &str| {
+        parse(text, name, &ImportOptions::default())
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(
+        refused(
+            "size(B),time(us)\n1048576,92.79\n2097152,1e-300\n",
+            "AR_GPU8.csv"
+        ),
+        "line 3: time_s 1e-306: expected a time from 1e-7 s to 1e4 s"
+    );
+    assert_eq!(
+        refused("m,n,k,dtype,time(s)\n8192,8192,8192,bf16,1e9\n", "g.csv"),
+        "line 2: time_s 1000000000: expected a time from 1e-7 s to 1e4 s"
+    );
+    assert_eq!(
+        refused(
+            "batch,seq,heads,head_dim,TFLOP/s\n1,128,1,64,1e300\n",
+            "attn.csv"
+        ),
+        "line 2: time_s 0: expected a time from 1e-7 s to 1e4 s"
+    );
+}
