@@ -8,6 +8,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand};
 
 use tuner::report::listing::{ClusterList, ModelList};
 use tuner::report::table;
+use tuner::report::terminal::escape_controls;
 use tuner::search::Constraints;
 
 use crate::commands::{
@@ -223,7 +224,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Man { dir } => manual::man_pages(Cli::command(), dir.as_deref())?.into(),
     };
     for note in &out.notes {
-        eprintln!("tuner: note: {note}");
+        eprintln!("tuner: note: {}", escape_controls(note));
     }
     let mut stdout = std::io::stdout().lock();
     let written = match stdout

@@ -1,6 +1,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
+use tuner::report::terminal::escape_controls;
 
 mod cli;
 mod commands;
@@ -15,7 +16,9 @@ fn main() -> ExitCode {
     match cli::run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("tuner: {err:#}");
+            // An error may quote a Prometheus reply or a measurement file.
+            let message = format!("{err:#}");
+            eprintln!("tuner: {}", escape_controls(&message));
             ExitCode::from(exit::code(&err))
         }
     }

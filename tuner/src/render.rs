@@ -3,6 +3,7 @@
 
 use anyhow::Context;
 use clap::ValueEnum;
+use tuner::report::terminal::escape_controls;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 /// How a command prints its data.
@@ -57,7 +58,8 @@ pub(crate) fn render<T: serde::Serialize>(
         body: value,
     };
     Ok(match format {
-        Format::Table => table(),
+        // A table shows node names and sources as the files and replies spelled them.
+        Format::Table => escape_controls(&table()).into_owned(),
         Format::Json => serde_json::to_string_pretty(&doc)? + "\n",
         Format::Yaml => serde_saphyr::to_string(&doc).context("rendering YAML")?,
     })

@@ -1284,3 +1284,46 @@ fn r30_explain_and_compare_say_their_warnings_on_stderr() {
         "{err}"
     );
 }
+
+/// Issue 31: text from a reply or a file (a node name, a snapshot's source) reached the
+/// terminal with its escape sequences raw, so a `hostname` of `n\e[31mX` turned the user's
+/// terminal red. Tables, notes and errors show them escaped; the files keep them as written.
+#[test]
+fn r31_text_from_files_reaches_the_terminal_escaped() {
+    let seed = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fuzz/seeds/measurement_files/snapshot.json"
+    );
+    let mut snap: Value = serde_json::from_str(&std::fs::read_to_string(seed).unwrap()).unwrap();
+    snap["source"] = "prom\u{1b}]0;owned\u{7} \u{1b}[2J".into();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("snap.json");
+    std::fs::write(&path, snap.to_string()).unwrap();
+    let (table, notes) = outputs_of(&["fit", "--measurements", path.to_str().unwrap()]);
+    assert!(
+        table.contains("(snapshot of prom\\u{1b}]0;owned\\u{7} \\u{1b}[2J)"),
+        "{table}"
+    );
+    assert!(!table.contains('\u{1b}') && !notes.contains('\u{1b}'));
+    // A JSON document escapes in its own syntax: it reads back as the file spelled it.
+    let doc: Value = serde_json::from_str(&stdout_of(&[
+        "fit",
+        "--measurements",
+        path.to_str().unwrap(),
+        "--format",
+        "json",
+    ]))
+    .unwrap();
+    assert!(doc["sources"][0]
+        .as_str()
+        .unwrap()
+        .contains("prom\u{1b}]0;owned\u{7} \u{1b}[2J"));
+    snap["nodes"][0]["name"] = "n\u{1b}[31mX".into();
+    snap["nodes"][0]["records"][0]["ranks"] = 0.into();
+    std::fs::write(&path, snap.to_string()).unwrap();
+    let err = stderr_of_failure(&["fit", "--measurements", path.to_str().unwrap()]);
+    assert!(
+        err.contains("node n\\u{1b}[31mX record 1: ranks 0") && !err.contains('\u{1b}'),
+        "{err}"
+    );
+}

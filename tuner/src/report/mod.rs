@@ -8,3 +8,4 @@ pub mod launch;
 pub mod listing;
 pub mod plot;
 pub mod table;
+pub mod terminal;
