@@ -215,6 +215,11 @@ impl PromSource {
         }
         let resp = req.send().map_err(|e| fail(self.send_error(&e)))?;
         let status = resp.status();
+        // A failed status is a failure whatever the body says: a 500 whose body read
+        // `"status":"success"` was taken as an answer (issue 31).
+        if !status.is_success() {
+            return Err(fail(status_error(status, resp)));
+        }
         // Parsed as it is read, under the size cap and the request's deadline.
         parse_reply(status, Capped::new(resp, REPLY_LIMIT), keep).map_err(|e| {
             fail(match e {
@@ -285,6 +290,43 @@ impl PromSource {
 /// Largest reply read from Prometheus: a fleet of 10,000 nodes' calibration series is a few
 /// tens of MB; a reply that streams on past this is cut and refused (issue 13).
 pub const REPLY_LIMIT: u64 = 256 << 20;
+
+/// Most of a failed reply's body read for its message, bytes.
+const ERROR_BODY_READ: u64 = 64 << 10;
+
+/// Most of a server's own words a message quotes, characters: a proxy's error page or a
+/// runaway `error` field is cut, not printed whole.
+const QUOTED_CHARS: usize = 300;
+
+/// What a reply of a status other than 2xx says: the status, then the API's `error` where the
+/// body is an API reply with one, else the body's opening.
+fn status_error(status: reqwest::StatusCode, body: impl Read) -> String {
+    #[derive(serde::Deserialize)]
+    struct ApiError {
+        error: Option<String>,
+    }
+    let mut head = Vec::new();
+    // What came before the deadline, the cut or a dropped connection is all there is to quote.
+    let _ = body.take(ERROR_BODY_READ).read_to_end(&mut head);
+    let text = String::from_utf8_lossy(&head);
+    let said = serde_json::from_str::<ApiError>(&text)
+        .ok()
+        .and_then(|e| e.error)
+        .unwrap_or_else(|| text.trim().to_string());
+    if said.is_empty() {
+        format!("HTTP {status} with an empty body")
+    } else {
+        format!("HTTP {status}: {}", shortened(&said))
+    }
+}
+
+/// `text` cut to [`QUOTED_CHARS`] characters, saying so where it was.
+fn shortened(text: &str) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(QUOTED_CHARS) {
+        Some((at, _)) => format!("{}... (cut at {QUOTED_CHARS} characters)", &text[..at]).into(),
+        None => text.into(),
+    }
+}
 
 /// Whether a body read failed on the deadline: reqwest reports it as an I/O error of kind
 /// `Other` that wraps its own timeout error, not as `TimedOut`.
@@ -386,9 +428,10 @@ fn parse_reply(
         _ => ReplyError::Refused(format!("HTTP {status}: not a Prometheus API reply: {e}")),
     })?;
     if reply.status != "success" {
-        return Err(ReplyError::Refused(reply.error.unwrap_or_else(|| {
-            format!("HTTP {status}, status {}", reply.status)
-        })));
+        return Err(ReplyError::Refused(match reply.error {
+            Some(error) => shortened(&error).into_owned(),
+            None => format!("HTTP {status}, status {}", shortened(&reply.status)),
+        }));
     }
     let Some(data) = reply.data else {
         return Ok(Vec::new());

@@ -651,3 +651,220 @@ fn r31_3_a_reply_is_parsed_as_it_is_read_and_keeps_only_the_labels_records_read(
         reply.given
     );
 }
+
+/// `body` as a whole HTTP response of `status`, closing the connection after it.
+fn http(status: &str, body: &str) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// A hostile Prometheus on loopback: it answers each of `queries` connections, one query
+/// each, with the raw response `answer` gives for the query's PromQL, then stops.
+fn fake_prometheus(
+    queries: usize,
+    answer: impl Fn(&str) -> Vec<u8> + Send + 'static,
+) -> (PromSource, std::thread::JoinHandle<()>) {
+    use std::io::Write;
+    let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = server.local_addr().unwrap().port();
+    let serving = std::thread::spawn(move || {
+        for _ in 0..queries {
+            let (mut conn, _) = server.accept().unwrap();
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && conn.read(&mut byte).unwrap_or(0) == 1 {
+                head.push(byte[0]);
+            }
+            let head = String::from_utf8_lossy(&head);
+            let target = head.split(' ').nth(1).unwrap_or("/");
+            let url = reqwest::Url::parse(&format!("http://fake{target}")).unwrap();
+            let query = url
+                .query_pairs()
+                .find(|(k, _)| k == "query")
+                .map(|(_, v)| v.into_owned())
+                .unwrap_or_default();
+            let _ = conn.write_all(&answer(&query));
+        }
+    });
+    let source = PromSource {
+        timeout: Duration::from_secs(5),
+        ..at(&format!("http://127.0.0.1:{port}"))
+    };
+    (source, serving)
+}
+
+/// Issue 31: an HTTP 500 whose body read `"status":"success"` was taken as an answer. A
+/// status other than 2xx fails the query by its status and what the body says, cut short.
+#[test]
+fn r31_a_failed_status_is_an_error_whatever_the_body_says() {
+    let (source, serving) = fake_prometheus(1, |_| {
+        http(
+            "500 Internal Server Error",
+            r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#,
+        )
+    });
+    let err = source.fetch(0.0).unwrap_err().to_string();
+    serving.join().unwrap();
+    assert!(
+        err.ends_with(
+            "query `meshfit_collective_time_seconds{}`: HTTP 500 Internal Server Error: \
+             {\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[]}}"
+        ),
+        "{err}"
+    );
+    let unavailable = reqwest::StatusCode::SERVICE_UNAVAILABLE;
+    let body = r#"{"status":"error","errorType":"timeout","error":"query timed out in expression evaluation"}"#;
+    assert_eq!(
+        status_error(unavailable, body.as_bytes()),
+        "HTTP 503 Service Unavailable: query timed out in expression evaluation"
+    );
+    let page = format!("<html>{}</html>", "Bad Gateway ".repeat(10_000));
+    let said = status_error(reqwest::StatusCode::BAD_GATEWAY, page.as_bytes());
+    assert!(
+        said.starts_with("HTTP 502 Bad Gateway: <html>Bad Gateway Bad")
+            && said.ends_with("... (cut at 300 characters)")
+            && said.len() < 400,
+        "{said}"
+    );
+    assert_eq!(
+        status_error(reqwest::StatusCode::FORBIDDEN, &b""[..]),
+        "HTTP 403 Forbidden with an empty body"
+    );
+    // A 200 reply of status error quotes its `error` cut short too.
+    let long = format!(r#"{{"status":"error","error":"{}"}}"#, "x".repeat(100_000));
+    let message = read_reply(long.as_bytes()).unwrap_err();
+    assert!(message.ends_with("(cut at 300 characters)") && message.len() < 400);
+}
+
+/// The hostile-Prometheus probes of issue 31: a server whose Content-Length promises more
+/// than it sends, or less than it sends, fails the query by name rather than hanging or
+/// reading half a reply as a whole one.
+#[test]
+fn r31_a_reply_that_lies_about_its_length_fails_the_query() {
+    let body = r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#;
+    let lying = |length: usize| {
+        move |_: &str| {
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \
+                 {length}\r\nConnection: close\r\n\r\n{body}"
+            )
+            .into_bytes()
+        }
+    };
+    let (source, serving) = fake_prometheus(1, lying(body.len() + 1000));
+    let longer = source.fetch(0.0).unwrap_err().to_string();
+    serving.join().unwrap();
+    assert!(
+        longer.contains("query `meshfit_collective_time_seconds{}`: HTTP 200 OK: "),
+        "{longer}"
+    );
+    let (source, serving) = fake_prometheus(1, lying(20));
+    let shorter = source.fetch(0.0).unwrap_err().to_string();
+    serving.join().unwrap();
+    assert!(
+        shorter.contains("HTTP 200 OK: not a Prometheus API reply: EOF while parsing"),
+        "{shorter}"
+    );
+}
+
+/// One series of the collective family, as an agent at `instance` exports it.
+fn collective_series(node: &str, instance: &str, labels: &[(&str, &str)], value: &str) -> String {
+    let mut metric = serde_json::json!({
+        "__name__": "meshfit_collective_time_seconds",
+        "hostname": node,
+        "instance": instance,
+        "collective": "all_reduce",
+        "scope": "intra_node",
+        "ranks": "8",
+        "size_bytes": "1048576",
+    });
+    for (k, v) in labels {
+        metric[*k] = (*v).into();
+    }
+    serde_json::json!({"metric": metric, "value": [1_700_003_000.0, value]}).to_string()
+}
+
+/// The hostile-Prometheus probes of issue 31 over HTTP, as `tuner fit --prometheus` runs
+/// them: one node's series from two instances, the second 10x slower, whichever comes first;
+/// and series whose values no hardware gives (a time of 1e-300 s, 4294967295 ranks, a size of
+/// 0, NaN, a calibration stamp in the year 33658). The conflict resolves the same in either
+/// order and is named; each absurd series is skipped by node, field, value and range.
+#[test]
+fn r31_a_hostile_prometheus_gives_the_same_records_whatever_its_order() {
+    let now = 1_700_003_000.0;
+    let fetch = |flip: bool| {
+        let (source, serving) = fake_prometheus(8, move |query| {
+            let vector = |series: Vec<String>| {
+                http(
+                    "200 OK",
+                    &format!("{VECTOR_HEAD}{}{VECTOR_TAIL}", series.join(",")),
+                )
+            };
+            if query.starts_with("meshfit_collective_time_seconds") {
+                let mut pair = vec![
+                    collective_series("n1", "a:9400", &[], "0.0001"),
+                    collective_series("n1", "b:9400", &[], "0.001"),
+                ];
+                if flip {
+                    pair.reverse();
+                }
+                pair.extend([
+                    collective_series("n2", "c:9400", &[], "1e-300"),
+                    collective_series("n2", "c:9400", &[("ranks", "4294967295")], "0.001"),
+                    collective_series("n2", "c:9400", &[("size_bytes", "0")], "0.001"),
+                    collective_series("n2", "c:9400", &[("size_bytes", "2097152")], "NaN"),
+                    collective_series("n3", "d:9400", &[], "0.0002"),
+                ]);
+                vector(pair)
+            } else if query.starts_with("meshfit_calibration_last_success") {
+                let stamp = |node: &str, instance: &str, t: &str| {
+                    serde_json::json!({"metric": {"hostname": node, "instance": instance}, "value": [now, t]})
+                        .to_string()
+                };
+                let mut stamps = vec![
+                    stamp("n1", "a:9400", "1700001000"),
+                    stamp("n1", "b:9400", "1700002000"),
+                ];
+                if flip {
+                    stamps.reverse();
+                }
+                stamps.push(stamp("n3", "d:9400", "1e12"));
+                vector(stamps)
+            } else {
+                vector(Vec::new())
+            }
+        });
+        let (mut m, _) = source.fetch(now).unwrap();
+        serving.join().unwrap();
+        m.screen(now, None);
+        // Each run's server has a port of its own.
+        let notes: Vec<String> = m
+            .notes
+            .iter()
+            .map(|n| n.replace(&source.url, "URL"))
+            .collect();
+        (m.records, notes)
+    };
+    let (records, notes) = fetch(false);
+    assert_eq!((records.clone(), notes.clone()), fetch(true));
+    let kept: Vec<(Option<&str>, f64)> = records
+        .iter()
+        .map(|r| (r.group.node.as_deref(), r.timing.time_s))
+        .collect();
+    assert_eq!(kept, vec![(Some("n1"), 0.001)], "{notes:?}");
+    let all = notes.join("\n");
+    for expected in [
+        "5 series from URL skipped: ",
+        "n2 meshfit_collective_time_seconds: time_s 1e-300: expected a time from 1e-7 s to 1e4 s",
+        "n2 meshfit_collective_time_seconds: ranks 4294967295: expected 1 to 1048576 ranks",
+        "n2 meshfit_collective_time_seconds: bytes 0: expected at least 1 byte",
+        "conflicting measurements of all_reduce nccl 1048576 B",
+        "kept 0.001 s measured at 1700002000, the slower of the newest",
+    ] {
+        assert!(all.contains(expected), "{expected}:\n{all}");
+    }
+}
