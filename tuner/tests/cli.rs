@@ -1327,3 +1327,30 @@ fn r31_text_from_files_reaches_the_terminal_escaped() {
         "{err}"
     );
 }
+
+/// Issue 31: a run id in two runs files, or one file given twice, was scored twice and
+/// weighed double in the medians. The second is refused by file and id.
+#[test]
+fn r31_a_run_id_in_two_runs_files_is_refused() {
+    let all = std::fs::read_to_string(RUNS).unwrap();
+    let second = all.match_indices("\n- id: ").nth(1).unwrap().0;
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.yaml"), dir.path().join("b.yaml"));
+    std::fs::write(&a, &all[..=second]).unwrap();
+    std::fs::write(&b, &all[..=second]).unwrap();
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    stdout_of(&["validate", "--runs", a]);
+    for (second, which) in [
+        (a, "the file is given twice".into()),
+        (b, format!("`{a}` has it")),
+    ] {
+        let err = stderr_of_failure(&["validate", "--runs", a, second]);
+        assert!(
+            err.contains(&format!(
+                "{second}: runs[narayanan2021-t1-1.7B].id = narayanan2021-t1-1.7B: expected an \
+                 id no earlier runs file has ({which})"
+            )),
+            "{err}"
+        );
+    }
+}

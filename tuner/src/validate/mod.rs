@@ -295,13 +295,38 @@ const MAX_ITERATION_TIME_S: f64 = 1e5;
 
 /// Reads and parses runs files (format 1), each through the runs file bound.
 pub fn read_runs(paths: &[std::path::PathBuf]) -> Result<Vec<RunsFile>, TunerError> {
-    paths
+    let files = paths
         .iter()
         .map(|p| {
             let text = crate::input::read_text(p, crate::input::RUNS)?;
             parse_runs(&text, &p.display().to_string())
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    distinct_ids(&files)?;
+    Ok(files)
+}
+
+/// Refuses a run id that two files (or one file given twice) share: the run would be scored
+/// twice and weigh double in every median (issue 31).
+fn distinct_ids(files: &[RunsFile]) -> Result<(), TunerError> {
+    let mut first_in = std::collections::BTreeMap::new();
+    for file in files {
+        for run in &file.runs {
+            if let Some(earlier) = first_in.insert(run.id.as_str(), file.origin.as_str()) {
+                let which = if earlier == file.origin {
+                    "the file is given twice".to_string()
+                } else {
+                    format!("`{earlier}` has it")
+                };
+                return Err(bad_input(
+                    &format!("{}: runs[{}].id", file.origin, run.id),
+                    &run.id,
+                    &format!("an id no earlier runs file has ({which})"),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Parses a runs file; `origin` names it in errors and reports.
