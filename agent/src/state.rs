@@ -299,13 +299,18 @@ fn set_aside(path: &Path, reason: String) -> Result<Loaded> {
 pub fn save(dir: &Path, calibration: &Calibration) -> Result<()> {
     let path = dir.join(FILE_NAME);
     let tmp = tmp_path(dir);
-    let body = serde_json::to_vec(&File1 {
-        format_version: FORMAT_VERSION,
-        calibration: calibration.clone(),
-    })?;
+    let body = encode(calibration)?;
     replace(dir, &tmp, &path, &body).map_err(|source| {
         let _ = fs::remove_file(&tmp);
         Error::StateWrite { path, source }
+    })
+}
+
+/// The state file's text for `calibration`, as [`save`] writes it and [`parse`] reads it.
+pub fn encode(calibration: &Calibration) -> serde_json::Result<Vec<u8>> {
+    serde_json::to_vec(&File1 {
+        format_version: FORMAT_VERSION,
+        calibration: calibration.clone(),
     })
 }
 
