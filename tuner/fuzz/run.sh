@@ -5,7 +5,7 @@
 #   runs_yaml          data/*.yaml (the published runs files)
 #   model_yaml         seeds/model_yaml (dense, GQA and MoE shapes)
 #   measurement_files  data/nccl-tests/*.txt, record's JSON-lines seeds, seeds/measurement_files
-#   prometheus_reply   seeds/prometheus_reply (valid and refused /api/v1/query replies)
+#   prometheus_reply   seeds/prometheus_reply (valid, hostile and refused /api/v1/query replies)
 # Not for CI: it needs the nightly toolchain and cargo-fuzz (cargo install cargo-fuzz).
 # Prints each target's executions and coverage (libFuzzer's cov: and ft: figures).
 set -euo pipefail

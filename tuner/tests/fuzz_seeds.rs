@@ -36,6 +36,9 @@ fn prometheus_seeds_read_or_are_refused_as_stated() {
     assert_eq!(read("vector.json"), Ok(2));
     assert_eq!(read("nan-value.json"), Ok(1));
     assert_eq!(read("empty-vector.json"), Ok(0));
+    // Issue 31's hostile server: one series from two instances, and one whose labels and
+    // value no hardware gives (the records refuse it, the reply reader does not).
+    assert_eq!(read("two-instances.json"), Ok(3));
     assert!(read("matrix.json")
         .unwrap_err()
         .contains("result type `matrix`"));
