@@ -108,6 +108,9 @@ promtool check rules helm/meshfit/rules/meshfit.rules.yaml
 promtool test rules prometheus/meshfit.rules.test.yaml
 say "every alert's runbook_url names its own page under deploy/runbooks"; "$py" check/runbooks.py
 
+say "fleet generator (scripts/fleet): OpenMetrics for N nodes, a 20-node fleet backfilled with promtool"
+(cd "$repo/scripts/fleet" && PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s .)
+
 # --- the whole chain -----------------------------------------------------------------------
 say "building agent, microbench and tuner for the end-to-end check"
 bins=()

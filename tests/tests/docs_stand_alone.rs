@@ -103,6 +103,7 @@ fn user_docs() -> Vec<PathBuf> {
         "deploy/helm/meshfit/values.schema.json",
         "deploy/helm/meshfit/templates/NOTES.txt",
         "deploy/helm/meshfit/Chart.yaml",
+        "scripts/fleet/README.md",
     ]
     .iter()
     .map(PathBuf::from)
