@@ -18,6 +18,10 @@ use std::time::Duration;
 /// configuration (`--config /dev/zero` read until memory ran out; issue 31).
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
+/// Most fabric pairs per rail `fabric_slowest_peers` may keep: 8 rails of 32 and the fastest
+/// are 264 series, a quarter of what a node exports besides.
+pub const MAX_SLOWEST_PEERS: u32 = 32;
+
 /// Agent settings, checked. Every field is a YAML key, a `--flag` and a `MESHFIT_*` variable,
 /// but for the groups, whose fields are.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,6 +75,9 @@ pub struct Config {
     pub dtype: Dtype,
     /// GEMM operand types (those the GPUs lack tensor cores for are skipped).
     pub gemm_dtypes: Vec<Dtype>,
+    /// Fabric pairs exported per rail besides the fastest: the slowest peers. With each
+    /// rail's median over all peers, this bounds the fabric series whatever the fleet size.
+    pub fabric_slowest_peers: u32,
 }
 
 /// The sim backend's settings; backend `nccl` refuses each one set, but for `seed`, which it
@@ -171,6 +178,7 @@ impl Default for Config {
             warmup: 5,
             dtype: Dtype::Bf16,
             gemm_dtypes: vec![Dtype::Bf16, Dtype::Fp16, Dtype::Tf32, Dtype::Fp8E4m3],
+            fabric_slowest_peers: 4,
         }
     }
 }
@@ -216,6 +224,7 @@ struct Keys {
     warmup: u32,
     dtype: Dtype,
     gemm_dtypes: Vec<Dtype>,
+    fabric_slowest_peers: u32,
 }
 
 impl Default for Keys {
@@ -261,6 +270,7 @@ impl From<&Config> for Keys {
             warmup: c.warmup,
             dtype: c.dtype,
             gemm_dtypes: c.gemm_dtypes.clone(),
+            fabric_slowest_peers: c.fabric_slowest_peers,
         }
     }
 }
@@ -395,6 +405,9 @@ pub struct Args {
     /// GEMM types, comma-separated.
     #[arg(long, env = "MESHFIT_GEMM_DTYPES", value_delimiter = ',')]
     pub gemm_dtypes: Option<Vec<Dtype>>,
+    /// Fabric pairs exported per rail besides the fastest (the slowest peers).
+    #[arg(long, env = "MESHFIT_FABRIC_SLOWEST_PEERS")]
+    pub fabric_slowest_peers: Option<u32>,
 }
 
 impl Config {
@@ -440,7 +453,8 @@ impl Config {
             iters,
             warmup,
             dtype,
-            gemm_dtypes
+            gemm_dtypes,
+            fabric_slowest_peers
         );
         overlay_some!(
             node_name,
@@ -536,6 +550,7 @@ impl Keys {
             warmup: self.warmup,
             dtype: self.dtype,
             gemm_dtypes: self.gemm_dtypes,
+            fabric_slowest_peers: self.fabric_slowest_peers,
         })
     }
 
@@ -613,6 +628,13 @@ impl Keys {
         }
         if self.iters == 0 {
             return Err(bad("iters", "0".into(), "at least 1"));
+        }
+        if self.fabric_slowest_peers > MAX_SLOWEST_PEERS {
+            return Err(bad(
+                "fabric_slowest_peers",
+                self.fabric_slowest_peers.to_string(),
+                &format!("0 to {MAX_SLOWEST_PEERS}: more would export a pair per peer again"),
+            ));
         }
         if self.min_bytes == 0 || self.min_bytes > self.max_bytes {
             return Err(bad(

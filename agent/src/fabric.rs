@@ -38,13 +38,31 @@ pub struct Pair {
     pub busbw_bytes_per_s: f64,
 }
 
+/// One rail of this node over all its peers: what bounds the export whatever the fleet size.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rail {
+    /// The rail: GPU i and NIC i on both nodes.
+    pub rail: u32,
+    /// What produced the figures.
+    pub backend: Backend,
+    /// Peer nodes measured on this rail.
+    pub peers: usize,
+    /// Median over those peers of the pair bus bandwidth, bytes per second.
+    pub median_busbw_bytes_per_s: f64,
+}
+
 /// What the last fabric run measured, as far as this node's metrics show it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Fabric {
     /// Job-wide inter-node collectives (every rank, or one GPU per node).
     pub collectives: Vec<Record>,
-    /// Pairs with this node at one end, sorted by peer, rail and backend.
+    /// Per rail and backend, the pairs exported: the `slowest` slowest peers and the fastest
+    /// one, sorted by peer, rail and backend. A slow NIC or cable shows among the slowest; the
+    /// fastest is the node's own figure on the rail, which the tuner reads (a node's best
+    /// pair), and which `slowest` slow peers elsewhere in the fleet would otherwise hide.
     pub pairs: Vec<Pair>,
+    /// Every rail over all its peers, sorted by rail and backend.
+    pub rails: Vec<Rail>,
     /// When the run measured, seconds since the Unix epoch: the newest record's timestamp,
     /// else the file's modification time (`microbench fabric` writes it when the run ends and
     /// leaves the records' own timestamps unset).
@@ -52,9 +70,10 @@ pub struct Fabric {
 }
 
 impl Fabric {
-    /// Sorts `records` into job-wide collectives and this node's pairs. Returns what was
-    /// left out and why, one line per reason, for the log.
-    pub fn from_records(records: Vec<Record>, node: &str) -> (Fabric, Vec<String>) {
+    /// Sorts `records` into job-wide collectives and this node's pairs, of which it keeps per
+    /// rail the `slowest` slowest peers and the fastest (and each rail's median over all).
+    /// Returns what was left out and why, one line per reason, for the log.
+    pub fn from_records(records: Vec<Record>, node: &str, slowest: usize) -> (Fabric, Vec<String>) {
         let mut fabric = Fabric::default();
         let mut pairs: BTreeMap<(String, u32, Backend), Pair> = BTreeMap::new();
         let (mut not_inter, mut other_ends, mut malformed) = (0usize, Vec::new(), 0usize);
@@ -108,7 +127,7 @@ impl Fabric {
                 }
             }
         }
-        fabric.pairs = pairs.into_values().collect();
+        (fabric.pairs, fabric.rails) = bound(pairs.into_values(), slowest);
         let mut notes = Vec::new();
         if not_inter > 0 {
             notes.push(format!(
@@ -128,6 +147,41 @@ impl Fabric {
         }
         (fabric, notes)
     }
+}
+
+/// Per rail and backend: the median over every peer, and the pairs kept (the `slowest`
+/// slowest and the fastest), sorted by peer, rail and backend.
+fn bound(pairs: impl Iterator<Item = Pair>, slowest: usize) -> (Vec<Pair>, Vec<Rail>) {
+    let mut by_rail: BTreeMap<(u32, Backend), Vec<Pair>> = BTreeMap::new();
+    for p in pairs {
+        by_rail.entry((p.rail, p.backend)).or_default().push(p);
+    }
+    let (mut kept, mut rails) = (Vec::new(), Vec::new());
+    for ((rail, backend), mut ps) in by_rail {
+        ps.sort_by(|a, b| {
+            a.busbw_bytes_per_s
+                .total_cmp(&b.busbw_bytes_per_s)
+                .then_with(|| a.peer_node.cmp(&b.peer_node))
+        });
+        let n = ps.len();
+        let median = if n % 2 == 1 {
+            ps[n / 2].busbw_bytes_per_s
+        } else {
+            (ps[n / 2 - 1].busbw_bytes_per_s + ps[n / 2].busbw_bytes_per_s) / 2.0
+        };
+        rails.push(Rail {
+            rail,
+            backend,
+            peers: n,
+            median_busbw_bytes_per_s: median,
+        });
+        // The fastest is kept apart unless it is among the slowest anyway.
+        let fastest = if n > slowest { ps.pop() } else { None };
+        ps.truncate(slowest);
+        kept.extend(ps.into_iter().chain(fastest));
+    }
+    kept.sort_by(|a, b| (&a.peer_node, a.rail, a.backend).cmp(&(&b.peer_node, b.rail, b.backend)));
+    (kept, rails)
 }
 
 /// Why a file was not taken.
@@ -166,6 +220,8 @@ pub enum Change {
 #[derive(Debug, Clone)]
 pub struct Watcher {
     path: PathBuf,
+    /// Pairs kept per rail besides the fastest (`fabric_slowest_peers`).
+    slowest: usize,
     /// Modification time and length last seen; `None` before the first poll or while absent.
     seen: Option<(SystemTime, u64)>,
     /// The file could not even be looked at last time (reported once, not at every poll).
@@ -173,10 +229,12 @@ pub struct Watcher {
 }
 
 impl Watcher {
-    /// A watcher of the file in `state_dir`.
-    pub fn new(state_dir: &Path) -> Watcher {
+    /// A watcher of the file in `state_dir` that keeps per rail the `slowest` slowest pairs
+    /// and the fastest.
+    pub fn new(state_dir: &Path, slowest: usize) -> Watcher {
         Watcher {
             path: state_dir.join(FILE_NAME),
+            slowest,
             seen: None,
             stat_failed: false,
         }
@@ -218,7 +276,7 @@ impl Watcher {
         };
         match record::read_json_lines(&text) {
             Ok(records) => {
-                let (mut fabric, notes) = Fabric::from_records(records, node);
+                let (mut fabric, notes) = Fabric::from_records(records, node, self.slowest);
                 let written = meta.modified().ok().and_then(|m| {
                     m.duration_since(SystemTime::UNIX_EPOCH)
                         .ok()
@@ -287,7 +345,7 @@ pub(crate) mod tests {
         let mut nameless = pair("n0", "n1", 0, 1 << 26, 45e9);
         nameless.group.node = None;
         records.push(nameless);
-        let (f, notes) = Fabric::from_records(records, "n1");
+        let (f, notes) = Fabric::from_records(records, "n1", 4);
         assert_eq!(
             f.pairs
                 .iter()
@@ -308,13 +366,82 @@ pub(crate) mod tests {
         );
     }
 
+    /// Issue 28, item 4: a node of a large fabric run exported a pair series per peer and
+    /// rail. Per rail it now keeps the `slowest` slowest peers and the fastest, and the
+    /// median over every peer.
+    #[test]
+    fn r28_4_pairs_are_bounded_per_rail_to_the_slowest_the_fastest_and_the_median() {
+        let peers = 9;
+        let mut records = Vec::new();
+        for rail in 0..2 {
+            for j in 0..peers {
+                // Peer p3 is slow on rail 1 only; otherwise rail 0 runs at 40 + j GB/s.
+                let bw = if rail == 1 && j == 3 {
+                    10e9
+                } else {
+                    (40.0 + j as f64) * 1e9
+                };
+                records.push(pair("n0", &format!("p{j}"), rail, 1 << 26, bw));
+            }
+        }
+        let (f, notes) = Fabric::from_records(records.clone(), "n0", 2);
+        assert!(notes.is_empty(), "{notes:?}");
+        let kept: Vec<(u32, &str)> = f
+            .pairs
+            .iter()
+            .map(|p| (p.rail, p.peer_node.as_str()))
+            .collect();
+        let mut want = vec![
+            (0, "p0"),
+            (0, "p1"),
+            (0, "p8"),
+            (1, "p0"),
+            (1, "p3"),
+            (1, "p8"),
+        ];
+        want.sort_by_key(|&(rail, peer)| (peer, rail));
+        assert_eq!(kept, want);
+        assert_eq!(
+            f.rails,
+            [
+                Rail {
+                    rail: 0,
+                    backend: Backend::Sim,
+                    peers: 9,
+                    median_busbw_bytes_per_s: 44e9
+                },
+                // Rail 1 without p3's 43 GB/s and with its 10: the middle of nine is 44 GB/s.
+                Rail {
+                    rail: 1,
+                    backend: Backend::Sim,
+                    peers: 9,
+                    median_busbw_bytes_per_s: 44e9
+                },
+            ]
+        );
+        // Fewer peers than kept: each once, the fastest not twice; an even count's median is
+        // the mean of the middle two.
+        let (few, _) = Fabric::from_records(records[..2].to_vec(), "n0", 4);
+        assert_eq!(few.pairs.len(), 2);
+        assert_eq!(few.rails[0].median_busbw_bytes_per_s, 40.5e9);
+        // None kept but the fastest.
+        let (none, _) = Fabric::from_records(records, "n0", 0);
+        assert_eq!(
+            none.pairs
+                .iter()
+                .map(|p| p.peer_node.as_str())
+                .collect::<Vec<_>>(),
+            ["p8", "p8"]
+        );
+    }
+
     /// Issue 31, item 7: a FIFO at the results file hung the sampler's poll for ever. It is
     /// refused at once, and reported once.
     #[test]
     fn r31_a_fifo_results_file_is_refused_without_blocking() {
         let dir = tempfile::tempdir().unwrap();
         crate::input::tests::mkfifo(&dir.path().join(FILE_NAME));
-        let mut w = Watcher::new(dir.path());
+        let mut w = Watcher::new(dir.path(), 4);
         let (change, mut w) = crate::input::tests::within_5s(move || (w.poll("n1"), w));
         match change {
             Some(Change::Refused(e)) => assert!(e.to_string().contains("a FIFO"), "{e}"),
@@ -327,7 +454,7 @@ pub(crate) mod tests {
     fn watcher_reads_on_change_refuses_bad_files_and_sees_removal() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(FILE_NAME);
-        let mut w = Watcher::new(dir.path());
+        let mut w = Watcher::new(dir.path(), 4);
         assert!(w.poll("n1").is_none(), "no file, nothing to say");
         let mut untimed = pair("n0", "n1", 0, 1 << 26, 45e9);
         untimed.timestamp = None;

@@ -141,7 +141,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
         node,
         cache.clone(),
         config.sample_interval.0,
-        fabric::Watcher::new(&config.state_dir),
+        fabric::Watcher::new(&config.state_dir, config.fabric_slowest_peers as usize),
         stop_rx.clone(),
     ));
     let app = http::router(http::AppState {

@@ -219,7 +219,7 @@ mod tests {
             node,
             cache.clone(),
             Duration::from_millis(100),
-            Watcher::new(dir.path()),
+            Watcher::new(dir.path(), 4),
             stopped,
         ));
         let first = async {

@@ -30,6 +30,8 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_TEMPLATE = HERE / "testdata" / "dgx-h100.prom"
 
 PAIRS = "meshfit_fabric_pair_busbw_bytes_per_second"
+RAIL_MEDIAN = "meshfit_fabric_rail_median_busbw_bytes_per_second"
+RAIL_PEERS = "meshfit_fabric_rail_peers"
 # Value families that follow the sample's own time; other `*_timestamp_seconds` and
 # `*_start_time_seconds` values (last calibration, last fabric run, process start) are events
 # before the window and stay put through it.
@@ -116,9 +118,13 @@ def parse_template(path):
         )
     live = [s.value for name in LIVE_TIMES if name in families for s in families[name].series]
     ref = max(live) if live else time.time()
+    # Each rail's figure on a healthy node: the agent's median over peers, else the pairs'.
     by_rail = {}
-    for s in families.get(PAIRS, Family(PAIRS, "gauge", "")).series:
-        by_rail.setdefault(s.label("gpu"), []).append(s.value)
+    for name in (RAIL_MEDIAN, PAIRS):
+        for s in families.get(name, Family(name, "gauge", "")).series:
+            by_rail.setdefault(s.label("gpu"), []).append(s.value)
+        if by_rail:
+            break
     rails = {r: sorted(v)[len(v) // 2] for r, v in by_rail.items()}
     return Template(path, families, ref, rails)
 
@@ -152,6 +158,7 @@ class Fleet:
     slow: set
     slow_factor: float
     slowest_peers: int
+    written: range
     cluster: str
     prefix: str
     times: list
@@ -177,6 +184,7 @@ class Rails:
         self.fleet = fleet
         self.factor = {}
         self.sorted = {}
+        self.rank = {}
         for r in rails:
             col = [
                 lognormal(f"{fleet.seed}:{i}:rail{r}", fleet.spread)
@@ -185,6 +193,7 @@ class Rails:
             ]
             self.factor[r] = col
             self.sorted[r] = sorted(range(fleet.nodes), key=col.__getitem__)
+            self.rank[r] = {j: q for q, j in enumerate(self.sorted[r])}
 
     def peers(self, i, r):
         """(peer, pair factor) for node i on rail r: the k slowest, then the fastest."""
@@ -195,6 +204,18 @@ class Rails:
             others.append(fastest)
         return [(j, min(col[i], col[j])) for j in others]
 
+    def median(self, i, r):
+        """The median over node i's peers of the pair factor on rail r: min(own, the peers'
+        median), as a pair runs at its slower end."""
+        col, order, p = self.factor[r], self.sorted[r], self.rank[r][i]
+        n = len(order) - 1
+
+        def peer(q):  # the q-th slowest peer's factor, node i left out
+            return col[order[q if q < p else q + 1]]
+
+        m = peer(n // 2) if n % 2 else (peer(n // 2 - 1) + peer(n // 2)) / 2
+        return min(col[i], m)
+
 
 def write_fleet(fleet, out):
     """Every family of the templates, node by node, each series at every time in order."""
@@ -202,7 +223,9 @@ def write_fleet(fleet, out):
     for t in fleet.templates:
         names += [n for n in t.families if n not in names]
     rails = sorted({r for t in fleet.templates for r in t.rail_busbw}, key=rail_order)
-    fabric = Rails(fleet, rails) if rails else None
+    fabric = Rails(fleet, rails) if rails and fleet.nodes > 1 else None
+    if fabric is None:
+        names = [n for n in names if n not in FABRIC]
     cluster = f',cluster="{fleet.cluster}"' if fleet.cluster else ""
     for name in names:
         first = next(t.families[name] for t in fleet.templates if name in t.families)
@@ -210,14 +233,14 @@ def write_fleet(fleet, out):
         out.write(f"# TYPE {om_name} {om_kind}\n")
         if first.help:
             out.write(f"# HELP {om_name} {om_help(first.help)}\n")
-        for i in range(fleet.nodes):
+        for i in fleet.written:
             t = fleet.template(i)
             fam = t.families.get(name)
             if fam is None:
                 continue
             node = fleet.name(i)
-            if name == PAIRS:
-                series = pair_series(fleet, fabric, t, fam, i)
+            if name in FABRIC:
+                series = FABRIC[name](fleet, fabric, t, fam, i)
             else:
                 series = node_series(fleet, t, fam, i)
             for s, values in series:
@@ -286,6 +309,27 @@ def pair_series(fleet, fabric, t, fam, i):
             yield Series(PAIRS, labels, 0.0, ""), [repr(t.rail_busbw[r] * f)] * len(fleet.times)
 
 
+def rail_series(fleet, fabric, t, fam, i, value):
+    """Node i's series of a per-rail family, one per rail, labelled like the template's."""
+    like = fam.series[0]
+    n = len(fleet.times)
+    for r in sorted(t.rail_busbw, key=rail_order):
+        labels = [(k, r if k == "gpu" else v) for k, v in like.labels]
+        yield Series(fam.name, labels, 0.0, ""), [value(r)] * n
+
+
+# The fabric families, drawn for the fleet rather than copied from the template.
+FABRIC = {
+    PAIRS: pair_series,
+    RAIL_MEDIAN: lambda fleet, fabric, t, fam, i: rail_series(
+        fleet, fabric, t, fam, i, lambda r: repr(t.rail_busbw[r] * fabric.median(i, r))
+    ),
+    RAIL_PEERS: lambda fleet, fabric, t, fam, i: rail_series(
+        fleet, fabric, t, fam, i, lambda r: str(fleet.nodes - 1)
+    ),
+}
+
+
 def positive(kind):
     def parse(text):
         try:
@@ -314,6 +358,13 @@ def arguments(argv):
         "turn); default: the DGX H100 sim export beside this script",
     )
     p.add_argument("--out", type=Path, help="output file (default: standard output)")
+    p.add_argument(
+        "--range",
+        dest="node_range",
+        metavar="FIRST:END",
+        help="write nodes FIRST to END-1 only (default all), for writing one fleet in parallel "
+        "parts: the spread, the slow nodes and the pairs are those of the whole --nodes fleet",
+    )
     p.add_argument("--seed", type=int, default=1, help="seed of the spread and of the slow nodes (default 1)")
     p.add_argument(
         "--spread",
@@ -351,6 +402,12 @@ def arguments(argv):
         p.error(f"--slow-factor {a.slow_factor}: expected a factor above 0, at most 1")
     if not 0 <= a.spread < 1:
         p.error(f"--spread {a.spread}: expected a sigma from 0 to below 1")
+    a.first, a.end_node = 0, a.nodes
+    if a.node_range is not None:
+        m = re.fullmatch(r"(\d+):(\d+)", a.node_range)
+        if not m or not int(m.group(1)) < int(m.group(2)) <= a.nodes:
+            p.error(f"--range {a.node_range}: expected FIRST:END with FIRST < END <= --nodes ({a.nodes})")
+        a.first, a.end_node = int(m.group(1)), int(m.group(2))
     if a.slowest_peers < 0:
         p.error(f"--slowest-peers {a.slowest_peers}: expected 0 or more")
     if a.cluster and not re.fullmatch(r'[^"\\\n]*', a.cluster):
@@ -373,10 +430,10 @@ def main(argv):
     slow = set(random.Random(f"{a.seed}:slow").sample(range(a.nodes), a.slow))
     fleet = Fleet(
         a.nodes, templates, a.seed, a.spread, slow, a.slow_factor, a.slowest_peers,
-        a.cluster, a.prefix, times,
+        range(a.first, a.end_node), a.cluster, a.prefix, times,
     )
-    if slow:
-        names = ", ".join(fleet.name(i) for i in sorted(slow))
+    if slow & set(fleet.written):
+        names = ", ".join(fleet.name(i) for i in sorted(slow & set(fleet.written)))
         print(f"generate.py: slow nodes (x{a.slow_factor}): {names}", file=sys.stderr)
     try:
         if a.out:

@@ -106,6 +106,19 @@ class Generate(unittest.TestCase):
                 self.assertLess(ratio, 0.8, n)
             else:
                 self.assertGreater(ratio, 0.85, n)
+        # Each node's rail median: its own rail's rate, or its peers' median when lower.
+        medians = {
+            labels["hostname"]: value
+            for name, labels, value, _ in samples(out)
+            if name == generate.RAIL_MEDIAN and labels["gpu"] == "3"
+        }
+        fleet = statistics.median(medians.values())
+        for n, v in medians.items():
+            self.assertEqual(v / fleet < 0.8, n in slow, (n, v / fleet))
+        peer_counts = {
+            value for name, labels, value, _ in samples(out) if name == generate.RAIL_PEERS
+        }
+        self.assertEqual(peer_counts, {19.0})
         # A healthy node's slowest fabric peers are the slow nodes.
         peers = {
             labels["peer_node"]

@@ -288,25 +288,8 @@ fn issue_12_a_faulted_nic_is_named_from_the_fabric_run_to_the_ranking() {
 /// all-reduce of 6 ranks, 2 per node, at 1 MiB, and n1's pairs at 64 MiB, rail 0 to n0 at
 /// `rail0` bytes/s and rail 1 to n2 at half of 45 GB/s.
 fn fabric_file(rail0: f64) -> String {
-    let record = |kind: &str, node: &str, gpus: Vec<u32>, ranks: u32, bw: f64, extra: Value| {
-        let bytes: u64 = if kind == "send_recv" {
-            64 << 20
-        } else {
-            1 << 20
-        };
-        let mut r = serde_json::json!({
-            "kind": kind, "backend": "sim", "node": node, "gpus": gpus,
-            "scope": "inter_node", "ranks": ranks, "bytes": bytes, "dtype": "fp32",
-            "time_s": bytes as f64 / bw, "time_min_s": null, "time_max_s": null, "iters": 20,
-            "clock": "model", "algbw": bw, "busbw": bw, "flops": null, "timestamp": 1.7e9
-        });
-        r.as_object_mut()
-            .unwrap()
-            .extend(extra.as_object().unwrap().clone());
-        format!("{r}\n")
-    };
     let pair = |a: &str, b: &str, rail: u32, bw: f64| {
-        record(
+        fabric_record(
             "send_recv",
             a,
             vec![rail],
@@ -316,7 +299,7 @@ fn fabric_file(rail0: f64) -> String {
         )
     };
     [
-        record(
+        fabric_record(
             "all_reduce",
             "n0",
             vec![0, 1, 0, 1, 0, 1],
@@ -328,6 +311,110 @@ fn fabric_file(rail0: f64) -> String {
         pair("n1", "n2", 1, 22.5e9),
     ]
     .concat()
+}
+
+/// One record of a fabric results file as a JSON line: `kind` from `node` over `gpus`
+/// (`ranks` in all) at `bw` bytes/s, at 64 MiB for send/recv and 1 MiB otherwise, with the
+/// fields of `extra`.
+fn fabric_record(
+    kind: &str,
+    node: &str,
+    gpus: Vec<u32>,
+    ranks: u32,
+    bw: f64,
+    extra: Value,
+) -> String {
+    let bytes: u64 = if kind == "send_recv" {
+        64 << 20
+    } else {
+        1 << 20
+    };
+    let mut r = serde_json::json!({
+        "kind": kind, "backend": "sim", "node": node, "gpus": gpus,
+        "scope": "inter_node", "ranks": ranks, "bytes": bytes, "dtype": "fp32",
+        "time_s": bytes as f64 / bw, "time_min_s": null, "time_max_s": null, "iters": 20,
+        "clock": "model", "algbw": bw, "busbw": bw, "flops": null, "timestamp": 1.7e9
+    });
+    r.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    format!("{r}\n")
+}
+
+/// Issue 28, item 4: a node of a fabric run over N nodes exported (N-1) x rails pair
+/// series, 8M at 1,000 nodes. A node of a 1,001-node run now exports per rail its 4 slowest
+/// peers and its fastest, the median over all and the peer count, and under 1,100 series in
+/// all: 8 GPUs' calibration, counters and facts (about 950) and 8 x 7 fabric series.
+#[test]
+fn issue_28_a_node_of_a_large_fabric_run_exports_a_bounded_set_of_series() {
+    const PEERS: usize = 1000;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("n0");
+    std::fs::create_dir_all(&state).unwrap();
+    let mut file = String::new();
+    for rail in 0..8u32 {
+        for j in 1..=PEERS {
+            // p7's NIC 3 is slow; otherwise peers run from 40 to 41 GB/s.
+            let bw = if rail == 3 && j == 7 {
+                10e9
+            } else {
+                40e9 + j as f64 * 1e6
+            };
+            let extra = serde_json::json!({"peer_node": format!("p{j}"), "ranks_per_node": 1});
+            file += &fabric_record("send_recv", "n0", vec![rail], 2, bw, extra);
+        }
+    }
+    std::fs::write(state.join("fabric.jsonl"), file).unwrap();
+    let args = sim_args("dgx-h100", &state, "n0", &[]);
+    let agent = Agent::start(&args, &[], &dir.path().join("agent.log"));
+    meshfit_e2e::wait_calibrated(&agent);
+    let complete = || {
+        let text = agent.metrics();
+        (pair_series(&text).len() == 8 * 5 && text.contains("meshfit_gpu_power_watts{"))
+            .then_some(text)
+    };
+    let mut text = None;
+    assert!(
+        wait_for(Duration::from_secs(20), || {
+            text = complete();
+            text.is_some()
+        }),
+        "{:?}\n{}",
+        pair_series(&agent.metrics()),
+        agent.log_text()
+    );
+    let text = text.unwrap();
+    let pairs = pair_series(&text);
+    let on_rail = |rail: u32| -> Vec<&str> {
+        pairs
+            .iter()
+            .filter(|(_, r, _)| *r == rail)
+            .map(|(p, _, _)| p.as_str())
+            .collect()
+    };
+    assert_eq!(on_rail(0), ["p1", "p1000", "p2", "p3", "p4"]);
+    assert_eq!(on_rail(3), ["p1", "p1000", "p2", "p3", "p7"]);
+    let rail3 = "{gpu=\"3\",backend=\"sim\",hostname=\"n0\"}";
+    assert_eq!(
+        value(&text, &format!("meshfit_fabric_rail_peers{rail3}")),
+        Some(1000.0)
+    );
+    // The middle two of 999 healthy peers and p7's 10 GB/s: p500 and p501.
+    assert_eq!(
+        value(
+            &text,
+            &format!("meshfit_fabric_rail_median_busbw_bytes_per_second{rail3}")
+        ),
+        Some(40.5005e9)
+    );
+    let series = text
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .count();
+    assert!(series < 1100, "{series} series");
+    if have("promtool") {
+        assert_eq!(promtool_findings(&text), Vec::<String>::new());
+    }
 }
 
 #[test]

@@ -164,3 +164,18 @@ fn r31_an_endless_or_oversized_config_file_is_refused_by_name() {
         )
     );
 }
+
+/// Issue 28, item 4: the fabric pairs a node exports per rail are a setting, bounded.
+#[test]
+fn r28_4_fabric_slowest_peers_is_a_key_a_flag_and_bounded() {
+    assert_eq!(Config::default().fabric_slowest_peers, 4);
+    let c = Config::from_yaml("fabric_slowest_peers: 0\n").unwrap();
+    assert_eq!(c.fabric_slowest_peers, 0);
+    let args = Args::parse_from(["agent", "--fabric-slowest-peers", "8"]);
+    assert_eq!(Config::load(args).unwrap().fabric_slowest_peers, 8);
+    let args = Args::parse_from(["agent", "--fabric-slowest-peers", "33"]);
+    assert_eq!(
+        Config::load(args).unwrap_err().to_string(),
+        "fabric_slowest_peers `33`: 0 to 32: more would export a pair per peer again"
+    );
+}

@@ -2,12 +2,19 @@
 //! node, and when the run was. The run's job-wide collectives are in the collective families
 //! of [`super::calibration`] with `scope="inter_node"`.
 //!
-//! One series per peer node, rail and backend, at the largest size measured: nodes x rails
-//! bounds the count whatever the sweep.
+//! Per rail, the pairs of [`crate::fabric::Fabric::pairs`] (the `fabric_slowest_peers`
+//! slowest peers and the fastest, at the largest size measured), the median over every peer
+//! and how many peers it is over: at most rails x (k + 3) series whatever the fleet size
+//! (issue 28: one series per peer made 8M series at 1,000 nodes).
 
 use super::{Collector, Out, Type};
 use crate::cache::Snapshot;
 use record::Family;
+
+/// Each rail's median over all peers.
+pub const RAIL_MEDIAN: &str = "meshfit_fabric_rail_median_busbw_bytes_per_second";
+/// How many peers that median is over.
+pub const RAIL_PEERS: &str = "meshfit_fabric_rail_peers";
 
 /// Fabric families.
 pub struct Fabric;
@@ -30,7 +37,7 @@ impl Collector for Fabric {
         let mut pairs = out.family(
             Family::FabricPairBusbw.as_str(),
             Type::Gauge,
-            "Send/recv bandwidth in bytes per second between this node and peer_node over rail gpu (GPU and NIC of that index on both nodes) at the largest size measured, cached from the last fabric run.",
+            "Send/recv bandwidth in bytes per second between this node and peer_node over rail gpu (GPU and NIC of that index on both nodes) at the largest size measured, cached from the last fabric run: per rail the fabric_slowest_peers slowest peers and the fastest one.",
         );
         for p in &f.pairs {
             let rail = p.rail.to_string();
@@ -41,6 +48,30 @@ impl Collector for Fabric {
                     ("backend", p.backend.as_str()),
                 ],
                 p.busbw_bytes_per_s,
+            );
+        }
+        let mut medians = out.family(
+            RAIL_MEDIAN,
+            Type::Gauge,
+            "Median over every peer node of the send/recv bandwidth in bytes per second over rail gpu at the largest size measured, cached from the last fabric run.",
+        );
+        for r in &f.rails {
+            let rail = r.rail.to_string();
+            medians.sample(
+                &[("gpu", &rail), ("backend", r.backend.as_str())],
+                r.median_busbw_bytes_per_s,
+            );
+        }
+        let mut peers = out.family(
+            RAIL_PEERS,
+            Type::Gauge,
+            "Peer nodes the last fabric run measured this node against over rail gpu.",
+        );
+        for r in &f.rails {
+            let rail = r.rail.to_string();
+            peers.sample(
+                &[("gpu", &rail), ("backend", r.backend.as_str())],
+                r.peers as f64,
             );
         }
         Ok(())
@@ -65,7 +96,7 @@ mod tests {
             job_wide(Kind::AllReduce, 6, 2, 1 << 20, 1e-4),
             job_wide(Kind::AllReduce, 3, 1, 1 << 20, 2e-4),
         ];
-        let (fabric, notes) = crate::fabric::Fabric::from_records(records, "n1");
+        let (fabric, notes) = crate::fabric::Fabric::from_records(records, "n1", 4);
         assert!(notes.is_empty(), "{notes:?}");
         let cache = Cache::new(
             "n1".into(),
@@ -88,6 +119,10 @@ mod tests {
                 "meshfit_fabric_last_run_timestamp_seconds{hostname=\"n1\",backend=\"sim\"} 1001",
                 "meshfit_fabric_pair_busbw_bytes_per_second{peer_node=\"n0\",gpu=\"0\",backend=\"sim\",hostname=\"n1\"} 45000000000",
                 "meshfit_fabric_pair_busbw_bytes_per_second{peer_node=\"n2\",gpu=\"1\",backend=\"sim\",hostname=\"n1\"} 22500000000",
+                "meshfit_fabric_rail_median_busbw_bytes_per_second{gpu=\"0\",backend=\"sim\",hostname=\"n1\"} 45000000000",
+                "meshfit_fabric_rail_median_busbw_bytes_per_second{gpu=\"1\",backend=\"sim\",hostname=\"n1\"} 22500000000",
+                "meshfit_fabric_rail_peers{gpu=\"0\",backend=\"sim\",hostname=\"n1\"} 1",
+                "meshfit_fabric_rail_peers{gpu=\"1\",backend=\"sim\",hostname=\"n1\"} 1",
             ]
         );
         assert!(text.contains("meshfit_scrape_collector_success{collector=\"fabric\",hostname=\"n1\",backend=\"sim\"} 1"));
