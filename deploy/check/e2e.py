@@ -451,7 +451,7 @@ def main(agent: str, tuner: str, work: Path, panels_json: Path, fleet: Fleet) ->
         wait_until("the recording rules over every measured node",
                    lambda: {s["metric"]["hostname"] for s in prom.instant(
                        "hostname_collective:meshfit_collective_busbw_bytes_per_second:ratio_to_fleet"
-                       " and on (hostname) hostname_gpu:meshfit_gemm_flops_per_second:ratio_to_fleet")} == measured,
+                       " and on (hostname) hostname_gpu_dtype:meshfit_gemm_flops_per_second:ratio_to_fleet")} == measured,
                    120)
         calibrate_again(addresses, token)
         # Range panels need a few scrapes of history after it, rate() two at least.
