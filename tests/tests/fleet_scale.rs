@@ -1,0 +1,145 @@
+//! A fleet of 1,000 nodes in a real Prometheus (issue 28): the agents' own exports replicated
+//! by scripts/fleet/generate.py with per-node spread and three slow nodes, backfilled with
+//! promtool. The tuner reduces it in Prometheus, names the slow nodes, and prices as reading
+//! every series does.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use meshfit_e2e::{have, layout_label, tuner_json, workspace_bin, Prometheus};
+use serde_json::Value;
+
+const NODES: usize = 1000;
+
+/// Writes the fleet's OpenMetrics into `dir` and backfills `dir/data` with it; returns the slow
+/// nodes the generator chose.
+fn backfill(dir: &Path) -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let om = dir.join("fleet.om");
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let out = Command::new("python3")
+        .arg(root.join("scripts/fleet/generate.py"))
+        .args(["--nodes", &NODES.to_string(), "--slow", "3", "--seed", "7"])
+        // Samples five minutes apart from five minutes ago to five ahead, so that one is within
+        // Prometheus' five-minute lookback for the next ten minutes.
+        .args(["--samples", "3", "--span", "600"])
+        .args(["--end", &(now + 300).to_string()])
+        .arg("--out")
+        .arg(&om)
+        .output()
+        .expect("python3 runs the fleet generator");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "generate.py: {stderr}");
+    let slow: Vec<String> = stderr
+        .lines()
+        .find_map(|l| l.split_once("slow nodes (x0.7): "))
+        .map(|(_, names)| names.split(", ").map(str::to_string).collect())
+        .unwrap_or_else(|| panic!("no slow nodes named: {stderr}"));
+    let out = Command::new("promtool")
+        .args(["tsdb", "create-blocks-from", "openmetrics"])
+        .arg(&om)
+        .arg(dir.join("data"))
+        .output()
+        .expect("promtool runs");
+    assert!(
+        out.status.success(),
+        "promtool: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_file(&om).unwrap();
+    slow
+}
+
+fn stragglers(doc: &Value) -> Vec<String> {
+    doc["measurements"]["stragglers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["node"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn first(doc: &Value) -> (String, f64) {
+    let m = &doc["meshes"][0];
+    (layout_label(m), m["step_time_s"].as_f64().unwrap())
+}
+
+#[test]
+fn a_thousand_nodes_are_reduced_in_prometheus_and_their_slow_nodes_named() {
+    assert!(
+        have("prometheus") && have("promtool") && have("python3"),
+        "prometheus, promtool and python3 are needed: scripts/test.sh installs Debian's prometheus"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let slow = backfill(dir.path());
+    let prom = Prometheus::start(dir.path(), &[]);
+    let url = format!("http://{}", prom.addr);
+    let job = |extra: &[&str]| {
+        let mut args = vec![
+            "recommend",
+            "--model",
+            "70b",
+            "--gpus",
+            "512",
+            "--format",
+            "json",
+            "--prometheus",
+            &url,
+            "--timeout",
+            "300s",
+        ];
+        args.extend_from_slice(extra);
+        tuner_json(&args)
+    };
+    // Past 128 nodes the default reduces.
+    let reduced = job(&[]);
+    let m = &reduced["measurements"];
+    assert_eq!(
+        m["nodes"],
+        serde_json::json!(["fleet/NVIDIA H100 80GB HBM3"]),
+        "{m}"
+    );
+    let note = m["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|n| n.starts_with("fleet query: 1000 nodes"))
+        .unwrap_or_else(|| panic!("{m}"))
+        .to_string();
+    // What was read grows with points and stragglers, not with the 1,000 nodes' ~1M series.
+    let read: usize = note
+        .split(" queries, ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{note}"));
+    assert!(read < 5_000, "{note}");
+    let named = stragglers(&reduced);
+    for s in &slow {
+        assert!(named.contains(s), "{s} not named among {named:?}");
+    }
+
+    let raw = job(&["--fleet-query", "raw"]);
+    let raw_named = stragglers(&raw);
+    for s in &slow {
+        assert!(raw_named.contains(s), "{s} not named by the raw path");
+    }
+    let (r, f) = (first(&raw), first(&reduced));
+    assert_eq!(r.0, f.0);
+    assert!((r.1 / f.1 - 1.0).abs() < 0.01, "{r:?} vs {f:?}");
+
+    // A deadline too short is one line naming the query and the timeout; nothing is priced.
+    let out = Command::new(workspace_bin("tuner", "tuner"))
+        .args(["recommend", "--model", "70b", "--gpus", "512"])
+        .args(["--prometheus", &url, "--timeout", "1ms"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && out.stdout.is_empty(), "{err}");
+    assert!(err.contains("timed out after 0.001 s"), "{err}");
+}
