@@ -130,7 +130,8 @@ fn recommend_from_prometheus_and_the_same_ranking_from_its_snapshot() {
 #[test]
 fn prometheus_errors_name_the_query() {
     let dir = tempfile::tempdir().unwrap();
-    // Nothing listens on this port: the error names the URL and the first query.
+    // Nothing listens on this port: the error names the URL and the first query, the census
+    // of the fleet's GPU models.
     let port = meshfit_e2e::free_port();
     let out = Command::new(workspace_bin("tuner", "tuner"))
         .args([
@@ -150,7 +151,7 @@ fn prometheus_errors_name_the_query() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(&format!("prometheus http://127.0.0.1:{port}"))
-            && err.contains("meshfit_collective_time_seconds"),
+            && err.contains("meshfit_gpu_info"),
         "{err}"
     );
     drop(dir);
