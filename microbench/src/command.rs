@@ -34,6 +34,7 @@ use output::{emit, json_lines, print_records, with_gpu_models};
 use plan::plan;
 use record::manual;
 use record::nccl_tests::ImportOptions;
+use record::terminal::{escape_controls, escape_line};
 use sim_job::sim_job;
 
 use std::io::IsTerminal;
@@ -225,12 +226,12 @@ fn import(args: &ImportArgs, json: bool) -> Result<ExitCode> {
         match parsed {
             Ok(parsed) => {
                 for w in &parsed.notes {
-                    eprintln!("microbench: {name}: {w}");
+                    eprintln!("microbench: {}", escape_line(&format!("{name}: {w}")));
                 }
                 records.extend(parsed.records);
             }
             Err(err) => {
-                eprintln!("microbench: {err:#}");
+                eprintln!("microbench: {}", escape_controls(&format!("{err:#}")));
                 failed += 1;
             }
         }

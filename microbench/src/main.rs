@@ -5,6 +5,7 @@ mod command;
 mod exit;
 
 use clap::Parser;
+use record::terminal::escape_controls;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -28,7 +29,7 @@ fn main() -> ExitCode {
     match command::run(cli::Cli::parse()) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("microbench: {err:#}");
+            eprintln!("microbench: {}", escape_controls(&format!("{err:#}")));
             ExitCode::from(exit::code(&err))
         }
     }

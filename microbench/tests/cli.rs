@@ -337,6 +337,21 @@ fn import_reads_csv_tables() {
     );
 }
 
+/// A log's own text reaches the terminal in its errors and notes: an escape sequence in a
+/// column name is shown, not acted on.
+#[test]
+fn import_shows_escapes_from_a_log_instead_of_sending_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.csv");
+    std::fs::write(&bad, "m,n,k,dtype,time\u{1b}[2J\n1,2,3,bf16,4\n").unwrap();
+    let a = microbench(&["import", bad.to_str().unwrap()]).code(1);
+    let err = stderr(&a);
+    assert!(
+        err.contains("column `time\\u{1b}[2J`") && !err.contains('\u{1b}'),
+        "{err}"
+    );
+}
+
 #[test]
 fn import_without_the_collective_asks_for_it() {
     let a = microbench(&["import", log("nccl-tests-44_").to_str().unwrap()]).code(1);

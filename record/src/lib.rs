@@ -17,6 +17,8 @@
 //!   any file either kind of reader takes.
 //! - [`summarize`] turns readers' notes into lines for people, counting repeats of a kind
 //!   past the first few.
+//! - [`terminal::escape_controls`] shows control characters in text from outside as escapes,
+//!   so printing it cannot act on the terminal.
 //! - [`datasheet`] holds the GPU datasheet figures that the tuner's catalog and the sim share.
 //!
 //! The crate depends on serde, csv and thiserror only, so the tuner reads measurements without
@@ -39,6 +41,7 @@ mod notes;
 pub mod range;
 mod record;
 pub mod tables;
+pub mod terminal;
 
 pub use busbw::busbw_factor;
 pub use dtype::Dtype;

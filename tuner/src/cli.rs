@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
+use record::terminal::escape_line;
 use tuner::report::listing::{ClusterList, ModelList};
 use tuner::report::table;
-use tuner::report::terminal::escape_controls;
 use tuner::search::Constraints;
 
 use crate::commands::{
@@ -224,7 +224,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Man { dir } => manual::man_pages(Cli::command(), dir.as_deref())?.into(),
     };
     for note in &out.notes {
-        eprintln!("tuner: note: {}", escape_controls(note));
+        eprintln!("tuner: note: {}", escape_line(note));
     }
     let mut stdout = std::io::stdout().lock();
     let written = match stdout
@@ -235,7 +235,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         other => other.context("writing to stdout"),
     };
     for warning in &out.warnings {
-        eprintln!("tuner: warning: {warning}");
+        eprintln!("tuner: warning: {}", escape_line(warning));
     }
     written
 }

@@ -1,7 +1,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use tuner::report::terminal::escape_controls;
+use record::terminal::escape_controls;
 
 mod cli;
 mod commands;

@@ -3,7 +3,7 @@
 
 use anyhow::Context;
 use clap::ValueEnum;
-use tuner::report::terminal::escape_controls;
+use record::terminal::escape_controls;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 /// How a command prints its data.

@@ -1328,6 +1328,42 @@ fn r31_text_from_files_reaches_the_terminal_escaped() {
     );
 }
 
+/// A node named with a newline (`n1\ntuner: note: ...`) printed a second note line that
+/// looked like the tuner's own: each note is one line, its breaks escaped.
+#[test]
+fn a_name_with_a_newline_stays_inside_its_note() {
+    let seed = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fuzz/seeds/measurement_files/snapshot.json"
+    );
+    let mut snap: Value = serde_json::from_str(&std::fs::read_to_string(seed).unwrap()).unwrap();
+    let name = "n1\ntuner: note: every node healthy";
+    let node = &mut snap["nodes"][0];
+    node["name"] = name.into();
+    let records = node["records"].as_array_mut().unwrap();
+    for r in records.iter_mut() {
+        r["node"] = name.into();
+    }
+    // The same point again, ten times slower: the conflict note names the node.
+    let mut slower = records[0].clone();
+    slower["time_s"] = (records[0]["time_s"].as_f64().unwrap() * 10.0).into();
+    records.push(slower);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("snap.json");
+    std::fs::write(&path, snap.to_string()).unwrap();
+    let (_, notes) = outputs_of(&["fit", "--measurements", path.to_str().unwrap()]);
+    assert!(
+        notes.contains("n1\\ntuner: note: every node healthy"),
+        "{notes}"
+    );
+    assert!(
+        notes
+            .lines()
+            .all(|l| l.starts_with("tuner: ") && !l.starts_with("tuner: note: every node")),
+        "{notes}"
+    );
+}
+
 /// Issue 31: a run id in two runs files, or one file given twice, was scored twice and
 /// weighed double in the medians. The second is refused by file and id.
 #[test]

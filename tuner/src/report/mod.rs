@@ -8,4 +8,3 @@ pub mod launch;
 pub mod listing;
 pub mod plot;
 pub mod table;
-pub mod terminal;
