@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# meshfit multi-node fabric calibration under Open MPI's mpirun (issue 12; deploy/README.md,
+# meshfit multi-node fabric calibration under Open MPI's mpirun (deploy/README.md,
 # "Multi-node calibration"). One process per GPU; each learns its rank from Open MPI
 # (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK) and meets the others at a TCP rendezvous hosted by
 # rank 0 on the first host of the hostfile. microbench links no MPI library: mpirun only starts

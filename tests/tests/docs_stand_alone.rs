@@ -8,9 +8,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::LazyLock;
 
-/// Home and scratch directories: a path under one in a doc is some machine's, a broken
-/// reference for every other reader.
-const HOME_ROOTS: &[&str] = &["/home/", "/Users/", "/root/", "/mnt/", "/scratch/"];
+/// Home, scratch and work directories: a path under one in a doc is some machine's, a broken
+/// reference for every other reader (a design file cited at `/work/shared/design.md` was one).
+const HOME_ROOTS: &[&str] = &[
+    "/home/",
+    "/Users/",
+    "/root/",
+    "/mnt/",
+    "/scratch/",
+    "/work/",
+];
 
 /// [`HOME_ROOTS`] and this checkout, wherever it is on the machine that runs the test: the
 /// path a doc written here would leak.
@@ -108,11 +115,21 @@ fn user_docs() -> Vec<PathBuf> {
     .iter()
     .map(PathBuf::from)
     .collect();
-    for dir in ["docs", "deploy/runbooks"] {
+    // The pages, and the recipes and chart templates a user runs as shipped: their comments
+    // reach the rendered manifests and the job scripts users copy.
+    let pages = [
+        ("docs", Some("md")),
+        ("deploy/runbooks", Some("md")),
+        ("deploy/slurm", None),
+        ("deploy/mpirun", None),
+        ("deploy/helm/meshfit/templates", None),
+    ];
+    for (dir, ext) in pages {
         let mut pages: Vec<PathBuf> = std::fs::read_dir(root.join(dir))
             .unwrap_or_else(|e| panic!("reading {dir}: {e}"))
             .filter_map(|entry| entry.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|e| e == "md"))
+            .filter(|p| p.is_file())
+            .filter(|p| ext.is_none_or(|ext| p.extension().is_some_and(|e| e == ext)))
             .filter(|p| p.file_name().is_some_and(|n| n != "history.md"))
             .map(|p| p.strip_prefix(&root).map(Path::to_path_buf).unwrap_or(p))
             .collect();
@@ -171,7 +188,12 @@ fn the_finders_flag_what_they_should_and_nothing_else() {
         assert_eq!(issue_reference(clean), None, "{clean:?} flagged");
     }
     let here = format!("see {}/docs/design.md", repo().display());
-    for flagged in [here.as_str(), "`/home/ci/meshfit`", "path=/root/x"] {
+    for flagged in [
+        here.as_str(),
+        "`/home/ci/meshfit`",
+        "path=/root/x",
+        "(see /work/shared/design.md)",
+    ] {
         assert!(machine_path(flagged).is_some(), "{flagged:?} not flagged");
     }
     for clean in [

@@ -59,7 +59,7 @@ annotations:
 {{- end -}}
 {{- end -}}
 
-{{/* Fabric calibration (issue 12). Its pods get a name label of their own, `<name>-fabric`, so
+{{/* Fabric calibration. Its pods get a name label of their own, `<name>-fabric`, so
 that the agent's Service and ServiceMonitor, which select `app.kubernetes.io/name: <name>`,
 never pick them up. */}}
 
