@@ -239,6 +239,19 @@ fn import_reads_every_real_log() {
             &["--collective", "all_reduce", "--scope", "intra_node"][..],
             26,
         ),
+        (
+            "nccl-tests-176_",
+            &[
+                "--collective",
+                "all_reduce",
+                "--ranks",
+                "128",
+                "--scope",
+                "inter_node",
+            ][..],
+            12,
+        ),
+        ("nccl-258_", &[][..], 8),
     ] {
         let path = log(prefix);
         let mut args = vec!["--json", "import", path.to_str().unwrap()];

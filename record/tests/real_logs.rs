@@ -67,6 +67,36 @@ fn expectations() -> Vec<Expected> {
             first: (16_384, 13.39, 1.22, 1.22),
             warnings: vec![],
         },
+        Expected {
+            file_prefix: "nccl-tests-176_",
+            // Six rows of a 128-GPU run, without the command or device list; every row's
+            // `error` of 1e-06 is a float sum's rounding, not a wrong result.
+            opts: ImportOptions {
+                collective: Some(Kind::AllReduce),
+                ranks: Some(128),
+                scope: Some(Scope::InterNode),
+                ..ImportOptions::default()
+            },
+            kind: Kind::AllReduce,
+            ranks: 128,
+            scope: Scope::InterNode,
+            gpus: vec![],
+            records: 12,
+            first: (4096, 93.73, 0.04, 0.09),
+            warnings: vec![],
+        },
+        Expected {
+            file_prefix: "nccl-258_",
+            // Deviations of 1e-07 and 3e-08 on 4 ranks, within nccl-tests' tolerance.
+            opts: ImportOptions::default(),
+            kind: Kind::AllReduce,
+            ranks: 4,
+            scope: Scope::IntraNode,
+            gpus: vec![0, 1, 2, 3],
+            records: 8,
+            first: (8, 158.3, 0.0, 0.0),
+            warnings: vec![],
+        },
     ]
 }
 
@@ -105,7 +135,7 @@ const FAILED_LOG: &str = "nccl-tests-37_";
 #[test]
 fn every_real_log_parses_with_consistent_numbers() {
     let files = logs();
-    assert_eq!(files.len(), 4, "data/nccl-tests changed: {files:?}");
+    assert_eq!(files.len(), 6, "data/nccl-tests changed: {files:?}");
     for path in files.iter().filter(|p| !name_of(p).starts_with(FAILED_LOG)) {
         let text = std::fs::read_to_string(path).unwrap();
         let want = expected_for(path);

@@ -10,6 +10,12 @@ fn fits_real_nccl_tests_logs() {
     let mut checked = 0;
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
+        // Two excerpts stop at latency-bound sizes (64 B on 4 GPUs, 128 KiB on 128): no size
+        // there runs at the link's bandwidth, so there is no beta to hold them to.
+        let name = path.to_string_lossy();
+        if name.contains("nccl-258_") || name.contains("nccl-tests-176_") {
+            continue;
+        }
         let text = std::fs::read_to_string(&path).unwrap();
         // Issue 37's V100 log has one row, which nccl-tests itself failed: nothing to fit.
         // One excerpt lost its command line and device list; its file name says what it
