@@ -187,7 +187,8 @@ pub enum Command {
 /// How a subcommand prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
-    /// For people.
+    /// For people (`table`, the tuner's name for it, is taken too).
+    #[value(alias = "table")]
     Text,
     /// For scripts.
     Json,

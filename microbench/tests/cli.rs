@@ -656,6 +656,9 @@ fn every_subcommand_takes_format_json_and_json_stays_its_alias() {
             "{command:?}: {text}"
         );
     }
+    // The tuner's name for the human form is taken too: one spelling works in both binaries.
+    let topo = |format: &str| stdout(&sim("dgx-h100", &["topo", "--format", format]).success());
+    assert_eq!(topo("table"), topo("text"));
     let libs = microbench(&["libs", "--format", "json"])
         .get_output()
         .stdout

@@ -8,6 +8,8 @@ use record::terminal::escape_controls;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 /// How a command prints its data.
 pub(crate) enum Format {
+    /// For people (`text`, microbench's name for it, is taken too).
+    #[value(alias = "text")]
     Table,
     Json,
     Yaml,

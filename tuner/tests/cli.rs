@@ -1390,3 +1390,10 @@ fn r31_a_run_id_in_two_runs_files_is_refused() {
         );
     }
 }
+
+/// microbench's name for the human form is taken too: one spelling works in both binaries.
+#[test]
+fn text_is_the_table_as_microbench_names_it() {
+    let models = |format: &str| stdout_of(&["models", "--format", format]);
+    assert_eq!(models("text"), models("table"));
+}
