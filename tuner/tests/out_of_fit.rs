@@ -171,17 +171,19 @@ fn moe_on_h100_is_priced_with_the_recipe_s_dispatcher_and_balance() {
     // sends each token once per node (HybridEP): 34% too fast. The EP 8 row was 9% too fast
     // while each local expert cost two launches (host-bound); as the grouped GEMM the recipe
     // runs, 39%, and the two rows rank as measured (EP 8 the faster). With the dispatcher's
-    // permutation copies and each expert's half-empty last row block: 30% and 35%.
+    // permutation copies and each expert's half-empty last row block: 30% and 35%. With fp8's
+    // k-loop overhead as DeepGEMM measured it (hidden 2048 and experts 768 wide make short
+    // k-loops): 26% and 31%.
     let v = load("megatron-bridge-h100-moe.yaml");
     let ep16 = run(&v, "mbridge-26.04.01-h100-qwen3-30b-a3b-16gpu-ep16-fp8");
     assert_eq!(ep16.choices[&Choice::MoeDispatch], "node-dedup");
     assert!(ep16.choices[&Choice::MoeBalance].starts_with("forced"));
-    assert!((-0.33..=-0.27).contains(&ep16.error), "{:+.3}", ep16.error);
+    assert!((-0.29..=-0.23).contains(&ep16.error), "{:+.3}", ep16.error);
     let ep8 = run(
         &v,
         "mbridge-26.02.01-h100-qwen3-30b-a3b-16gpu-pp2-vp12-ep8-fp8",
     );
-    assert!((-0.38..=-0.32).contains(&ep8.error), "{:+.3}", ep8.error);
+    assert!((-0.34..=-0.28).contains(&ep8.error), "{:+.3}", ep8.error);
     assert!(ep8.predicted_iteration_time_s < ep16.predicted_iteration_time_s);
     assert!(ep8.observed_iteration_time_s < ep16.observed_iteration_time_s);
 }
@@ -191,7 +193,7 @@ fn deepseek_v3_prices_as_deepseek_laid_it_out() {
     // DeepSeek-V3 on 2,048 H800 (ISCA '25): 61 layers on 16 DualPipe stages, EP 64 over 8
     // nodes, block-scaled fp8, MLA, the MTP module. Refused before (61 layers split no
     // 16-stage pipeline); priced now with the edge stages taking what 14 inner stages of 4
-    // leave, 11% too fast on both networks (the pipeline's fill and drain, which DeepSeek
+    // leave, 10% too fast on both networks (the pipeline's fill and drain, which DeepSeek
     // measured at 5.7 s, are priced at 0.6 s; docs/misses.md).
     let v = load("deepseek-v3-isca25.yaml");
     assert_eq!(v.runs.len(), 2);

@@ -44,8 +44,17 @@ pub const ROWWISE_SAVING_SHARE: f64 = (1.0 / 6150.0 - 1.0 / 6768.0) / (1.0 / 615
 /// first commit (deepseek-ai/DeepGEMM a6d97a1, 2025-02-25; H800 SXM5) measured 1358 TFLOPS on
 /// its largest dense shape (M 4096, N 7168, K 16384) against the 1979 TFLOPS dense fp8 peak,
 /// with each 128-wide k-step's partial sums promoted to fp32 on the CUDA cores. Its other
-/// shapes fall off with K and N as the tile model prices them.
+/// shapes fall off with K and N as the tile model prices them with
+/// [`HOPPER_FP8_K_OVERHEAD`].
 pub const HOPPER_BLOCKWISE_FP8_PEAK: f64 = 1358.0 / 1979.0;
+
+/// The K of the GEMM each Hopper fp8 figure was measured at: [`HOPPER_BLOCKWISE_FP8_PEAK`]'s
+/// largest DeepGEMM shape, and the 8192-wide cuBLAS GEMMs of the tensorwise figure
+/// (`efficiency::HOPPER`). The plateau is set so the k-loop's share at that K stays as
+/// it was measured.
+pub const HOPPER_BLOCKWISE_FP8_K: f64 = 16384.0;
+/// See [`HOPPER_BLOCKWISE_FP8_K`].
+pub const HOPPER_TENSORWISE_FP8_K: f64 = 8192.0;
 
 /// CTA tiles cuBLAS picks among for smaller problems, with their throughput against the
 /// largest tile: a smaller tile fills more SMs but reuses each loaded element fewer times
@@ -60,3 +69,19 @@ pub const SMALL_TILES: [(f64, f64, f64); 3] = [
 /// The k-loop of a tile runs in 32-wide steps behind a 3-stage software pipeline (CUTLASS's
 /// multistage mainloop): about 96 columns of k are prologue and epilogue.
 pub const K_OVERHEAD: f64 = 96.0;
+
+/// The same for fp8 GEMMs on Hopper, whose k-loop steps in 128-wide blocks (one scaling block
+/// of DeepGEMM, the k-tile of CUTLASS's sm90 fp8 kernels): about five blocks of k a tile go
+/// to filling the pipeline and the epilogue. DeepGEMM's README at its first commit
+/// (deepseek-ai/DeepGEMM a6d97a1, H800 SXM5, M = 4096) measured 1358, 1304, 1058, 1025, 990
+/// and 590 TFLOPS at K = 16384, 7168, 7168, 2048, 1536 and 512: with 640 columns the tile
+/// model lands within 5% of each, where 96 columns priced K = 512 at 1.83x the rate.
+/// Its grouped GEMMs (contiguous layout, 4 and 8 experts of 8192 and 4096 rows, K = 7168 and
+/// 2048: 1297, 1099, 1288 and 1093 TFLOPS), which did not set the figure, land 3-4% under.
+pub const HOPPER_FP8_K_OVERHEAD: f64 = 640.0;
+
+/// The share of a tile's time the k-loop computes: `k` columns behind `overhead` of pipeline
+/// fill and epilogue.
+pub fn k_loop(k: f64, overhead: f64) -> f64 {
+    k / (k + overhead)
+}
