@@ -365,6 +365,36 @@ fn import_shows_escapes_from_a_log_instead_of_sending_them() {
     );
 }
 
+/// A busbw of 99999 on one row of a real log failed the file as "a root >= 0 is broadcast or
+/// reduce"; it is that row's busbw that disagrees with its algbw, and the row is kept by it.
+#[test]
+fn an_absurd_busbw_is_named_as_the_busbw() {
+    let text = std::fs::read_to_string(log("nccl-tests-194_")).unwrap();
+    let mut edited = Vec::new();
+    let mut done = false;
+    for line in text.lines() {
+        let mut cols: Vec<&str> = line.split_whitespace().collect();
+        if !done && cols.first() == Some(&"1073741824") {
+            cols[7] = "99999";
+            edited.push(cols.join("  "));
+            done = true;
+        } else {
+            edited.push(line.to_string());
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("busbw.txt");
+    std::fs::write(&path, edited.join("\n")).unwrap();
+    let a = microbench(&["--json", "import", path.to_str().unwrap()]).success();
+    let err = stderr(&a);
+    assert!(
+        err.contains("printed busbw 99999 GB/s, but algbw x 1.0000 is 115.373 GB/s")
+            && !err.contains("root"),
+        "{err}"
+    );
+    assert_eq!(record::read_json_lines(&stdout(&a)).unwrap().len(), 5);
+}
+
 #[test]
 fn import_without_the_collective_asks_for_it() {
     let a = microbench(&["import", log("nccl-tests-44_").to_str().unwrap()]).code(1);
