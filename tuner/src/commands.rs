@@ -88,6 +88,7 @@ pub(crate) fn emit(kind: Emit, scenario: &Scenario, e: &Evaluation) -> anyhow::R
         Emit::Megatron => launch::megatron(&scenario.model, t, m)?,
         Emit::Deepspeed => launch::deepspeed(t, m),
         Emit::Torchtitan => launch::torchtitan(&scenario.model, t, m)?,
+        Emit::TorchtitanV02 => launch::torchtitan_v02(&scenario.model, t, m)?,
     })
 }
 

@@ -15,9 +15,15 @@ use crate::render::Format;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Emit {
+    /// Megatron-LM core_v0.19 pretrain_gpt.py arguments.
     Megatron,
+    /// A DeepSpeed 0.19 JSON config.
     Deepspeed,
+    /// torchtitan 0.3's command-line arguments.
     Torchtitan,
+    /// torchtitan v0.2's TOML job config.
+    #[value(name = "torchtitan-0.2")]
+    TorchtitanV02,
 }
 
 impl Emit {
@@ -32,7 +38,7 @@ impl Emit {
         match self {
             Emit::Megatron => Framework::Megatron,
             Emit::Deepspeed => Framework::Deepspeed,
-            Emit::Torchtitan => Framework::Fsdp,
+            Emit::Torchtitan | Emit::TorchtitanV02 => Framework::Fsdp,
         }
     }
 }

@@ -392,9 +392,24 @@ fn launch_configs() {
     assert_eq!(ds["zero_optimization"]["stage"], 1);
     assert_eq!(ds["train_batch_size"], 512);
     let titan = stdout_of(&[&args[..], &["torchtitan"]].concat());
+    assert!(titan.starts_with("# torchtitan 0.3.x"), "{titan}");
+    for line in [
+        "--module llama3 --config llama3_70b",
+        "--parallelism.tensor_parallel_degree 8",
+        "--parallelism.pipeline_parallel_degree 8",
+        "--parallelism.pipeline_parallel_first_stage_less_layers 0",
+    ] {
+        assert!(titan.lines().any(|l| l == line), "{line}:\n{titan}");
+    }
+    let titan = stdout_of(&[&args[..], &["torchtitan-0.2"]].concat());
+    assert!(
+        titan.starts_with("# torchtitan v0.2.0 to v0.2.2"),
+        "{titan}"
+    );
     assert!(
         titan.contains("tensor_parallel_degree = 8")
-            && titan.contains("pipeline_parallel_degree = 8"),
+            && titan.contains("pipeline_parallel_degree = 8")
+            && titan.contains("[model]\nname = \"llama3\"\nflavor = \"70B\""),
         "{titan}"
     );
     // Each config is priced as the framework it launches runs, and the output says so.

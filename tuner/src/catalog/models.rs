@@ -25,7 +25,8 @@ pub struct Architecture {
     pub norm_eps: f64,
     /// Dropout on attention probabilities and on hidden states.
     pub dropout: f64,
-    /// torchtitan v0.2's model name and flavor of this shape, where it ships one.
+    /// torchtitan's model name (v0.2's `[model] name`, 0.3's `--module`) and flavor of this
+    /// shape, where it ships one.
     pub torchtitan: Option<(&'static str, &'static str)>,
 }
 

@@ -1,5 +1,5 @@
-//! Launch configurations for a chosen mesh: Megatron-LM arguments, a DeepSpeed JSON config and
-//! a torchtitan TOML job config. Each maps what the framework can express and says what it
+//! Launch configurations for a chosen mesh: Megatron-LM arguments, a DeepSpeed JSON config,
+//! torchtitan 0.3 arguments and a torchtitan v0.2 TOML job config. Each maps what the framework can express and says what it
 //! cannot; scripts/check-launch-configs.sh runs each through the framework's own parser.
 
 use crate::catalog::{self, models::Architecture};
@@ -11,8 +11,9 @@ use crate::model::{FfnAct, ModelShape, Moe};
 /// The releases each config is written for and checked against.
 const MEGATRON_RELEASE: &str = "Megatron-LM core_v0.19 (pretrain_gpt.py, Megatron-Core models)";
 const DEEPSPEED_RELEASE: &str = "DeepSpeed 0.19";
-const TORCHTITAN_RELEASES: &str =
-    "torchtitan v0.2.0 to v0.2.2 (v0.3 replaced TOML job configs with Python ones)";
+const TORCHTITAN_RELEASE: &str = "torchtitan 0.3.x (read with 0.3.0's ConfigManager)";
+const TORCHTITAN_V02_RELEASES: &str =
+    "torchtitan v0.2.0 to v0.2.2 (0.3 dropped TOML job configs for command-line arguments: --emit torchtitan)";
 
 /// The model as Megatron-LM's arguments: its shape and, for a catalog model, what else
 /// defines it, since Megatron-LM's defaults are GPT's (rotary base 10000, dropout 0.1).
@@ -219,7 +220,7 @@ pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, No
         ));
     }
     if t.precision == Precision::Fp8Rowwise {
-        out.push_str("# priced with torchao's rowwise fp8 scaling, which Transformer Engine does not run; --emit torchtitan states it\n");
+        out.push_str("# priced with torchao's rowwise fp8 scaling, which Transformer Engine does not run; torchtitan runs it (--emit torchtitan where 0.3 has a float8 config of the model, else --emit torchtitan-0.2)\n");
     }
     if m.zero_stage >= 2 {
         out.push_str(&format!(
@@ -286,15 +287,62 @@ pub fn deepspeed(t: &Training, m: &Mesh) -> String {
     serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
 }
 
-/// A torchtitan job config, or why torchtitan cannot run the model as priced. torchtitan
-/// shards with FSDP2: ZeRO-3 maps to `data_parallel_shard_degree`, ZeRO-0 to replicate,
-/// ZeRO-1/2 to FSDP that keeps parameters gathered after forward
-/// (`fsdp_reshard_after_forward = "never"`).
-pub fn torchtitan(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, NotEmitted> {
-    let refuse = |why: String| NotEmitted {
-        framework: "torchtitan",
-        why,
-    };
+/// torchtitan 0.3's config registry functions for the flavors the catalog runs
+/// (`torchtitan/models/*/config_registry.py`): the one without a float8 converter and the one
+/// with rowwise float8, where 0.3 ships each. 0.3 sets converters in these functions only
+/// (`Trainer.Config.model_spec` is not on its command line).
+const TITAN_REGISTRY: [(&str, &str, Option<&str>, Option<&str>); 4] = [
+    ("llama3", "8B", Some("llama3_8b"), None),
+    ("llama3", "70B", Some("llama3_70b"), None),
+    ("llama3", "405B", None, Some("llama3_405b")),
+    (
+        "deepseek_v3",
+        "671B",
+        Some("deepseek_v3_671b"),
+        Some("deepseek_v3_671b_float8"),
+    ),
+];
+
+/// torchtitan's float8 scaling of the priced fp8.
+#[derive(Clone, Copy, PartialEq)]
+enum TitanFloat8Recipe {
+    Tensorwise,
+    Rowwise,
+}
+
+/// What both torchtitan forms set from a layout. torchtitan shards with FSDP2: ZeRO-3 maps to
+/// `data_parallel_shard_degree`, ZeRO-0 to replicate, ZeRO-1/2 to FSDP that keeps parameters
+/// gathered after forward (`fsdp_reshard_after_forward = "never"`).
+struct TitanLayout {
+    /// The model's name (0.2's `[model] name`, 0.3's `--module`) and flavor.
+    name: &'static str,
+    flavor: &'static str,
+    replicate: u32,
+    shard: u32,
+    reshard_after_forward: &'static str,
+    schedule: &'static str,
+    /// Layers per (virtual) stage and those the first and last stage take off it, under a
+    /// pipeline.
+    split: Option<(u32, u32, u32)>,
+    /// Async TP was priced and runs: it is set.
+    async_tp: bool,
+    /// Async TP was priced without compile, which torchtitan runs it under: said, not set.
+    async_tp_needs_compile: bool,
+    /// Activation checkpointing: both releases name its modes none, selective, full.
+    ac: &'static str,
+    float8: Option<TitanFloat8Recipe>,
+    local_batch_size: u32,
+}
+
+/// The layout as torchtitan runs it, or why neither release can run it as priced.
+fn titan_layout(
+    model: &ModelShape,
+    t: &Training,
+    m: &Mesh,
+    framework: &'static str,
+    release: &str,
+) -> Result<TitanLayout, NotEmitted> {
+    let refuse = |why: String| NotEmitted { framework, why };
     // torchtitan builds registered flavors only: without one the file would train another
     // model (v0.1 fell back to a debug model).
     let Some((name, flavor)) = catalog::architecture(model).and_then(|a| a.torchtitan) else {
@@ -304,63 +352,33 @@ pub fn torchtitan(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, 
             .map(|(id, _)| *id)
             .collect();
         return Err(refuse(format!(
-            "torchtitan v0.2 ships no flavor of {} (of the catalog it runs {}); register one of \
-             this shape in torchtitan, or use --emit megatron",
+            "torchtitan {release} ships no flavor of {} (of the catalog it runs {}); register one \
+             of this shape in torchtitan, or use --emit megatron",
             model.name,
             runs.join(", ")
         )));
     };
     if t.grad_reduce == ReduceDtype::Bf16 {
+        return Err(refuse(format!(
+            "priced with bf16 gradient reduction, and torchtitan {release} reduces in float32 \
+             only (training.mixed_precision_reduce); price with --grad-reduce fp32"
+        )));
+    }
+    if m.schedule == Schedule::Dualpipe {
+        // PyTorch's DualPipeV folds one model copy into a V; DualPipe runs two.
         return Err(refuse(
-            "priced with bf16 gradient reduction, and torchtitan v0.2 reduces in float32 only \
-             (training.mixed_precision_reduce); price with --grad-reduce fp32"
+            "DualPipe was priced, which torchtitan does not run (PyTorch's DualPipeV is another \
+             schedule); pin --schedule 1f1b"
                 .into(),
         ));
     }
-    let (replicate, shard) = if m.zero_stage == 0 {
-        (m.dp, 1)
-    } else {
-        (1, m.dp)
-    };
-    let schedule = if m.virtual_stages > 1 {
-        "Interleaved1F1B"
-    } else {
-        "1F1B"
-    };
-    let ac = match m.recompute {
-        Recompute::None => "none",
-        Recompute::Selective => "selective",
-        Recompute::Full => "full",
-    };
-    let mut parallelism = TitanParallelism {
-        data_parallel_replicate_degree: replicate,
-        data_parallel_shard_degree: shard,
-        fsdp_reshard_after_forward: if m.zero_stage == 3 {
-            "default"
-        } else {
-            "never"
-        },
-        tensor_parallel_degree: m.tp,
-        context_parallel_degree: m.cp,
-        pipeline_parallel_degree: m.pp,
-        pipeline_parallel_schedule: schedule,
-        pipeline_parallel_microbatch_size: m.microbatch_size,
-        expert_parallel_degree: m.ep,
-        pipeline_parallel_layers_per_stage: None,
-        pipeline_parallel_first_stage_less_layers: None,
-        pipeline_parallel_last_stage_less_layers: None,
-        enable_async_tensor_parallel: None,
-    };
-    let mut comments = vec![format!(
-        "# {TORCHTITAN_RELEASES}: run with --job.config_file <this file>"
-    )];
-    if m.pp > 1 {
+    let split = if m.pp > 1 {
         // torchtitan counts the embedding and the output as `*_less_layers` layers of the
         // first and last stage: 0 splits evenly, 1 takes one layer off each end, which is the
         // uneven split priced (126 layers on 16 stages: 7, 8 x 14, 7).
         // Edge stages of their own counts are the inner stages' count less some layers.
         let stages = m.pp * m.virtual_stages;
-        let (per_stage, first_less, last_less) = match m.edge_stages {
+        Some(match m.edge_stages {
             Some(e) => {
                 let per_stage = if m.pp > 2 {
                     (model.layers - e.first - e.last) / (m.pp - 2)
@@ -378,31 +396,32 @@ pub fn torchtitan(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, 
             }
             None if model.layers % stages == 0 => (model.layers / stages, 0, 0),
             None => ((model.layers + 2) / stages, 1, 1),
+        })
+    } else {
+        None
+    };
+    // torchtitan cuts ceil((layers + first + last) / per_stage) stages, which must be the
+    // priced ones (61 layers over 16 uneven stages would make 21).
+    if let Some((per_stage, first, last)) = split {
+        let stages = m.pp * m.virtual_stages;
+        let cut = match per_stage {
+            0 => 0,
+            n => (model.layers + first + last).div_ceil(n),
         };
-        parallelism.pipeline_parallel_layers_per_stage = Some(per_stage);
-        parallelism.pipeline_parallel_first_stage_less_layers = Some(first_less);
-        parallelism.pipeline_parallel_last_stage_less_layers = Some(last_less);
-    }
-    // torchtitan's async TP (`_micro_pipeline_tp`) is an inductor pass: it needs compile.
-    if t.tp_comm_overlap && m.tp > 1 {
-        if t.fused_elementwise {
-            parallelism.enable_async_tensor_parallel = Some(true);
-        } else {
-            comments.push("# async TP was priced; torchtitan runs it only under compile: set [compile] enable = true and [parallelism] enable_async_tensor_parallel = true".into());
+        if cut != stages {
+            return Err(refuse(format!(
+                "{} layers over {stages} stages were priced, which torchtitan's \
+                 pipeline_parallel_layers_per_stage cannot cut (it would make {cut}); pin --pp \
+                 or --virtual-stages",
+                model.layers
+            )));
         }
     }
-    // The converter swaps nn.Linear for Float8Linear; without it the section does nothing.
-    // Only tensorwise scaling gathers in fp8; rowwise gathers in bf16, as it was priced.
+    // The converter swaps nn.Linear for Float8Linear.
     let float8 =
         match t.precision {
-            Precision::Fp8 => Some(TitanFloat8 {
-                enable_fsdp_float8_all_gather: Some(true),
-                recipe_name: None,
-            }),
-            Precision::Fp8Rowwise => Some(TitanFloat8 {
-                enable_fsdp_float8_all_gather: None,
-                recipe_name: Some("rowwise"),
-            }),
+            Precision::Fp8 => Some(TitanFloat8Recipe::Tensorwise),
+            Precision::Fp8Rowwise => Some(TitanFloat8Recipe::Rowwise),
             Precision::Fp8Blockwise => return Err(refuse(
                 "block-scaled fp8 was priced; torchtitan's float8 converter scales per tensor or \
                  per row: price --precision fp8 or fp8-rowwise to emit it"
@@ -410,23 +429,215 @@ pub fn torchtitan(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, 
             )),
             Precision::Bf16 => None,
         };
+    // torchtitan's async TP (`_micro_pipeline_tp`) is an inductor pass: it needs compile.
+    let async_tp_priced = t.tp_comm_overlap && m.tp > 1;
+    Ok(TitanLayout {
+        name,
+        flavor,
+        replicate: if m.zero_stage == 0 { m.dp } else { 1 },
+        shard: if m.zero_stage == 0 { 1 } else { m.dp },
+        reshard_after_forward: if m.zero_stage == 3 {
+            "default"
+        } else {
+            "never"
+        },
+        schedule: if m.virtual_stages > 1 {
+            "Interleaved1F1B"
+        } else {
+            "1F1B"
+        },
+        split,
+        async_tp: async_tp_priced && t.fused_elementwise,
+        async_tp_needs_compile: async_tp_priced && !t.fused_elementwise,
+        ac: match m.recompute {
+            Recompute::None => "none",
+            Recompute::Selective => "selective",
+            Recompute::Full => "full",
+        },
+        float8,
+        // Without a pipeline torchtitan runs local_batch_size sequences per forward and
+        // accumulates global / (local x dp) of them; with one it splits the local batch into
+        // microbatches of pipeline_parallel_microbatch_size.
+        local_batch_size: if m.pp > 1 {
+            t.global_batch / m.dp
+        } else {
+            m.microbatch_size
+        },
+    })
+}
+
+/// torchtitan 0.3's command-line arguments (`--module`, `--config`, then `--section.key value`
+/// overrides of that config registry function's defaults), or why 0.3 cannot run the model
+/// as priced.
+pub fn torchtitan(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, NotEmitted> {
+    let framework = "torchtitan";
+    let refuse = |why: String| NotEmitted { framework, why };
+    let l = titan_layout(model, t, m, framework, "0.3")?;
+    let (plain, float8) = TITAN_REGISTRY
+        .iter()
+        .find(|r| (r.0, r.1) == (l.name, l.flavor))
+        .map_or((None, None), |r| (r.2, r.3));
+    let config = match l.float8 {
+        None => plain.ok_or_else(|| {
+            refuse(format!(
+                "bf16 was priced, and torchtitan 0.3's only config of {} ({}) trains in rowwise \
+                 fp8, a converter the command line cannot remove; price --precision fp8-rowwise, \
+                 or use --emit torchtitan-0.2",
+                model.name,
+                float8.unwrap_or("none")
+            ))
+        })?,
+        Some(TitanFloat8Recipe::Rowwise) => float8.ok_or_else(|| {
+            refuse(format!(
+                "rowwise fp8 was priced, and no torchtitan 0.3 config of {} ({}) sets a float8 \
+                 converter, which the command line cannot add; price bf16, or use --emit \
+                 torchtitan-0.2",
+                model.name,
+                plain.unwrap_or("none")
+            ))
+        })?,
+        Some(TitanFloat8Recipe::Tensorwise) => {
+            return Err(refuse(
+                "tensorwise fp8 was priced; torchtitan 0.3's float8 converter scales per row \
+                 only: price --precision fp8-rowwise, or use --emit torchtitan-0.2"
+                    .into(),
+            ))
+        }
+    };
+    // 0.3 lays the experts over the dense ranks: dp_shard x cp x tp = efsdp x ep.
+    let dense = l.shard * m.cp * m.tp;
+    if m.ep > 1 && dense % m.ep != 0 {
+        return Err(refuse(format!(
+            "EP {} was priced beside FSDP {} x CP {} x TP {}, and torchtitan 0.3 takes the expert \
+             ranks from those (dp_shard x cp x tp = efsdp x ep), so EP must divide {dense}",
+            m.ep, l.shard, m.cp, m.tp
+        )));
+    }
+    let mut a = vec![
+        format!("--module {} --config {config}", l.name),
+        format!(
+            "--parallelism.data_parallel_replicate_degree {}",
+            l.replicate
+        ),
+        format!("--parallelism.data_parallel_shard_degree {}", l.shard),
+        format!(
+            "--parallelism.fsdp_reshard_after_forward {}",
+            l.reshard_after_forward
+        ),
+        format!("--parallelism.tensor_parallel_degree {}", m.tp),
+        format!("--parallelism.context_parallel_degree {}", m.cp),
+        format!("--parallelism.pipeline_parallel_degree {}", m.pp),
+        format!("--parallelism.pipeline_parallel_schedule {}", l.schedule),
+        format!(
+            "--parallelism.pipeline_parallel_microbatch_size {}",
+            m.microbatch_size
+        ),
+        format!("--parallelism.expert_parallel_degree {}", m.ep),
+    ];
+    if let Some((per_stage, first, last)) = l.split {
+        a.push(format!(
+            "--parallelism.pipeline_parallel_layers_per_stage {per_stage}"
+        ));
+        a.push(format!(
+            "--parallelism.pipeline_parallel_first_stage_less_layers {first}"
+        ));
+        a.push(format!(
+            "--parallelism.pipeline_parallel_last_stage_less_layers {last}"
+        ));
+    }
+    a.extend([
+        format!("--training.global_batch_size {}", t.global_batch),
+        format!("--training.local_batch_size {}", l.local_batch_size),
+        format!("--training.seq_len {}", t.seq_len),
+        "--training.mixed_precision_param bfloat16".into(),
+        "--training.mixed_precision_reduce float32".into(),
+    ]);
+    // 0.3 captures each step in a CUDA graph unless told not to, and refuses to under a
+    // pipeline.
+    if m.pp > 1 {
+        a.push("--training.disable_cuda_graphs".into());
+    }
+    // Fused norms, rotary and gating were priced: torch.compile is what fuses them. The
+    // registry functions differ here (llama3_405b compiles with async TP, deepseek_v3_671b
+    // compiles the loss only), so both are always said.
+    a.push(if t.fused_elementwise {
+        "--compile.enable --compile.components model,loss".into()
+    } else {
+        "--compile.no-enable".into()
+    });
+    a.push(if l.async_tp {
+        "--compile.enable_async_tensor_parallel".into()
+    } else {
+        "--compile.no-enable_async_tensor_parallel".into()
+    });
+    // A tyro subcommand: options after it are not read as the trainer's. Selective is 0.3's
+    // per-op policy, the one priced.
+    a.push(format!("activation-checkpoint:{}", l.ac));
+    let mut out = format!(
+        "# {TORCHTITAN_RELEASE}: config registry function {config}, then overrides of its defaults\n\
+         # run on {} GPUs: torchrun --nnodes <hosts> --nproc_per_node <GPUs a host> --rdzv_backend c10d --rdzv_endpoint <host:port> -m torchtitan.train $(grep -v '^#' <this file>)\n\
+         # steps, data, optimizer, tokenizer (hf_assets_path) and checkpointing stay {config}'s (torchtitan/models/{}/config_registry.py)\n",
+        m.gpus(),
+        l.name
+    );
+    if l.float8.is_some() {
+        out.push_str(&format!(
+            "# rowwise fp8 is {config}'s float8 converter, which keeps the output layer (filter_fqns) in bf16\n"
+        ));
+    }
+    if l.async_tp_needs_compile {
+        out.push_str("# async TP was priced; torchtitan runs it only under compile: --compile.enable --compile.enable_async_tensor_parallel\n");
+    }
+    out.push_str(&a.join("\n"));
+    out.push('\n');
+    Ok(out)
+}
+
+/// A torchtitan v0.2 TOML job config, or why v0.2 cannot run the model as priced.
+pub fn torchtitan_v02(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, NotEmitted> {
+    let l = titan_layout(model, t, m, "torchtitan-0.2", "v0.2")?;
+    let mut comments = vec![format!(
+        "# {TORCHTITAN_V02_RELEASES}: run with --job.config_file <this file>"
+    )];
+    if l.async_tp_needs_compile {
+        comments.push("# async TP was priced; torchtitan runs it only under compile: set [compile] enable = true and [parallelism] enable_async_tensor_parallel = true".into());
+    }
+    // Without the converter the section does nothing. Only tensorwise scaling gathers in fp8;
+    // rowwise gathers in bf16, as it was priced.
+    let float8 = l.float8.map(|recipe| match recipe {
+        TitanFloat8Recipe::Tensorwise => TitanFloat8 {
+            enable_fsdp_float8_all_gather: Some(true),
+            recipe_name: None,
+        },
+        TitanFloat8Recipe::Rowwise => TitanFloat8 {
+            enable_fsdp_float8_all_gather: None,
+            recipe_name: Some("rowwise"),
+        },
+    });
     let job = TitanJob {
         model: TitanModel {
-            name,
-            flavor,
+            name: l.name,
+            flavor: l.flavor,
             converters: float8.iter().map(|_| "quantize.linear.float8").collect(),
         },
-        parallelism,
+        parallelism: TitanParallelism {
+            data_parallel_replicate_degree: l.replicate,
+            data_parallel_shard_degree: l.shard,
+            fsdp_reshard_after_forward: l.reshard_after_forward,
+            tensor_parallel_degree: m.tp,
+            context_parallel_degree: m.cp,
+            pipeline_parallel_degree: m.pp,
+            pipeline_parallel_schedule: l.schedule,
+            pipeline_parallel_microbatch_size: m.microbatch_size,
+            expert_parallel_degree: m.ep,
+            pipeline_parallel_layers_per_stage: l.split.map(|s| s.0),
+            pipeline_parallel_first_stage_less_layers: l.split.map(|s| s.1),
+            pipeline_parallel_last_stage_less_layers: l.split.map(|s| s.2),
+            enable_async_tensor_parallel: l.async_tp.then_some(true),
+        },
         training: TitanTraining {
             global_batch_size: t.global_batch,
-            // Without a pipeline torchtitan runs local_batch_size sequences per forward and
-            // accumulates global / (local x dp) of them; with one it splits the local batch
-            // into microbatches of pipeline_parallel_microbatch_size.
-            local_batch_size: if m.pp > 1 {
-                t.global_batch / m.dp
-            } else {
-                m.microbatch_size
-            },
+            local_batch_size: l.local_batch_size,
             seq_len: t.seq_len,
             mixed_precision_param: "bfloat16",
             mixed_precision_reduce: "float32",
@@ -436,7 +647,7 @@ pub fn torchtitan(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, 
             enable: t.fused_elementwise,
         },
         activation_checkpoint: TitanCheckpoint {
-            mode: ac,
+            mode: l.ac,
             // Selective is priced as torchtitan's per-op policy, not its every-n-layers one.
             selective_ac_option: (m.recompute == Recompute::Selective).then_some("op"),
         },
@@ -444,7 +655,10 @@ pub fn torchtitan(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, 
             linear: TitanLinear { float8 },
         }),
     };
-    let body = toml::to_string(&job).map_err(|e| refuse(format!("writing the TOML: {e}")))?;
+    let body = toml::to_string(&job).map_err(|e| NotEmitted {
+        framework: "torchtitan-0.2",
+        why: format!("writing the TOML: {e}"),
+    })?;
     Ok(comments.join("\n") + "\n" + &body)
 }
 
@@ -535,6 +749,8 @@ mod tests {
 
     use super::*;
     use crate::catalog;
+
+    type Emitter = fn(&ModelShape, &Training, &Mesh) -> Result<String, NotEmitted>;
 
     fn training(grad_reduce: ReduceDtype) -> Training {
         Training {
@@ -832,11 +1048,11 @@ mod tests {
     }
 
     #[test]
-    fn torchtitan_toml_parses_back_into_the_priced_layout() {
+    fn torchtitan_v02_toml_parses_back_into_the_priced_layout() {
         let model = catalog::model("llama3-405b").unwrap().shape;
         let m = mesh(9, 2, 3, Recompute::Full);
         let t = training(ReduceDtype::Fp32);
-        let text = torchtitan(&model, &t, &m).unwrap();
+        let text = torchtitan_v02(&model, &t, &m).unwrap();
         let kv = toml_keys(&text);
         let n = |k: &str| kv[k].parse::<u32>().unwrap();
         assert_eq!(n("tensor_parallel_degree"), m.tp);
@@ -856,8 +1072,8 @@ mod tests {
     }
 
     #[test]
-    fn torchtitan_names_the_model_and_the_releases_it_is_for() {
-        let text = torchtitan(
+    fn torchtitan_v02_names_the_model_and_the_releases_it_is_for() {
+        let text = torchtitan_v02(
             &catalog::model("llama3-70b").unwrap().shape,
             &training(ReduceDtype::Fp32),
             &mesh(1, 1, 3, Recompute::Full),
@@ -874,34 +1090,253 @@ mod tests {
     }
 
     #[test]
-    fn torchtitan_refuses_what_it_cannot_run_as_priced() {
+    fn both_torchtitan_forms_refuse_what_it_cannot_run_as_priced() {
         let m = mesh(1, 1, 3, Recompute::Full);
-        let err = torchtitan(
-            &catalog::model("mixtral-8x7b").unwrap().shape,
-            &training(ReduceDtype::Fp32),
-            &m,
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            err.starts_with(
-                "--emit torchtitan: not emitted: torchtitan v0.2 ships no flavor of mixtral-8x7b \
-                 (of the catalog it runs llama3-8b, llama3-70b, llama3-405b, deepseek-v3)"
-            ),
-            "{err}"
-        );
-        let err = torchtitan(
-            &catalog::model("llama3-8b").unwrap().shape,
-            &training(ReduceDtype::Bf16),
-            &m,
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(err.contains("price with --grad-reduce fp32"), "{err}");
+        let emitters: [(&str, &str, Emitter); 2] = [
+            ("torchtitan", "0.3", torchtitan),
+            ("torchtitan-0.2", "v0.2", torchtitan_v02),
+        ];
+        for (flag, release, emit) in emitters {
+            let err = emit(
+                &catalog::model("mixtral-8x7b").unwrap().shape,
+                &training(ReduceDtype::Fp32),
+                &m,
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                err.starts_with(&format!(
+                    "--emit {flag}: not emitted: torchtitan {release} ships no flavor of \
+                     mixtral-8x7b (of the catalog it runs llama3-8b, llama3-70b, llama3-405b, \
+                     deepseek-v3)"
+                )),
+                "{err}"
+            );
+            let err = emit(
+                &catalog::model("llama3-8b").unwrap().shape,
+                &training(ReduceDtype::Bf16),
+                &m,
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(err.contains("price with --grad-reduce fp32"), "{err}");
+            let blockwise = Training {
+                precision: Precision::Fp8Blockwise,
+                ..training(ReduceDtype::Fp32)
+            };
+            let err = emit(
+                &catalog::model("deepseek-v3").unwrap().shape,
+                &blockwise,
+                &m,
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(err.contains("block-scaled fp8 was priced"), "{err}");
+            let dual = Mesh {
+                schedule: Schedule::Dualpipe,
+                ..mesh(16, 1, 1, Recompute::Full)
+            };
+            let err = emit(
+                &catalog::model("llama3-8b").unwrap().shape,
+                &training(ReduceDtype::Fp32),
+                &dual,
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(err.contains("DualPipe was priced"), "{err}");
+        }
+    }
+
+    /// torchtitan 0.3's `--section.key value` overrides, and the activation checkpointing
+    /// subcommand that closes them.
+    fn titan_args(text: &str) -> (HashMap<String, Vec<String>>, &str) {
+        let (body, last) = text.trim_end().rsplit_once('\n').unwrap();
+        (megatron_args(body), last)
     }
 
     #[test]
-    fn torchtitan_takes_the_priced_edge_stages_off_the_inner_count() {
+    fn torchtitan_names_the_8b_registry_function_and_overrides_its_layout() {
+        // The search's 8B layout on 64 GPUs: FSDP 32 x CP 2, no pipeline, microbatches of 1.
+        let m = Mesh {
+            tp: 1,
+            dp: 32,
+            ..mesh(1, 1, 3, Recompute::Selective)
+        };
+        let t = training(ReduceDtype::Fp32);
+        let text = torchtitan(&catalog::model("llama3-8b").unwrap().shape, &t, &m).unwrap();
+        assert!(text.starts_with("# torchtitan 0.3.x"), "{text}");
+        assert!(
+            text.contains("-m torchtitan.train $(grep -v '^#' <this file>)"),
+            "{text}"
+        );
+        let (a, ac) = titan_args(&text);
+        assert_eq!(a["module"], ["llama3"]);
+        assert_eq!(a["config"], ["llama3_8b"]);
+        let n = |k: &str| number(&a, k);
+        assert_eq!(n("parallelism.data_parallel_shard_degree"), 32);
+        assert_eq!(n("parallelism.data_parallel_replicate_degree"), 1);
+        assert_eq!(n("parallelism.context_parallel_degree"), 2);
+        assert_eq!(n("parallelism.tensor_parallel_degree"), 1);
+        assert_eq!(n("parallelism.pipeline_parallel_degree"), 1);
+        assert_eq!(a["parallelism.fsdp_reshard_after_forward"], ["default"]);
+        // torchtitan accumulates global / (local x dp) = 32 microbatches, as priced.
+        assert_eq!(n("training.local_batch_size"), 1);
+        assert_eq!(n("training.global_batch_size"), t.global_batch);
+        assert_eq!(
+            n("training.global_batch_size") / (n("training.local_batch_size") * 32),
+            m.microbatches(t.global_batch)
+        );
+        assert_eq!(n("training.seq_len"), 8192);
+        assert_eq!(a["compile.components"], ["model,loss"]);
+        assert!(a.contains_key("compile.enable"));
+        // No pipeline, so 0.3's CUDA graphs stay on; the steps stay the registry's.
+        assert!(!a.contains_key("training.disable_cuda_graphs"));
+        assert!(!a.contains_key("training.steps"));
+        assert!(!a.contains_key("parallelism.pipeline_parallel_layers_per_stage"));
+        assert_eq!(ac, "activation-checkpoint:selective");
+    }
+
+    #[test]
+    fn torchtitan_splits_the_70b_pipeline_as_priced_and_says_every_edge() {
+        // 80 layers on 8 stages x 5 virtual stages: 2 a stage, no layer off either end,
+        // which 0.3 must be told, since it takes one off each by default.
+        let m = mesh(8, 5, 1, Recompute::Full);
+        let t = training(ReduceDtype::Fp32);
+        let text = torchtitan(&catalog::model("llama3-70b").unwrap().shape, &t, &m).unwrap();
+        let (a, ac) = titan_args(&text);
+        let n = |k: &str| number(&a, k);
+        assert_eq!(a["config"], ["llama3_70b"]);
+        assert_eq!(n("parallelism.tensor_parallel_degree"), 8);
+        assert_eq!(n("parallelism.pipeline_parallel_degree"), 8);
+        assert_eq!(
+            a["parallelism.pipeline_parallel_schedule"],
+            ["Interleaved1F1B"]
+        );
+        assert_eq!(n("parallelism.pipeline_parallel_layers_per_stage"), 2);
+        assert_eq!(
+            n("parallelism.pipeline_parallel_first_stage_less_layers"),
+            0
+        );
+        assert_eq!(n("parallelism.pipeline_parallel_last_stage_less_layers"), 0);
+        assert_eq!(a["parallelism.fsdp_reshard_after_forward"], ["never"]);
+        // Under a pipeline each rank's share of the batch, in microbatches of 1.
+        assert_eq!(n("training.local_batch_size"), t.global_batch / m.dp);
+        assert_eq!(n("parallelism.pipeline_parallel_microbatch_size"), 1);
+        // 0.3 refuses CUDA graphs under a pipeline.
+        assert!(a.contains_key("training.disable_cuda_graphs"), "{text}");
+        // Async TP was priced with compile.
+        assert!(
+            a.contains_key("compile.enable_async_tensor_parallel"),
+            "{text}"
+        );
+        assert_eq!(ac, "activation-checkpoint:full");
+        // The same split as the v0.2 TOML's.
+        let kv = toml_keys(
+            &torchtitan_v02(&catalog::model("llama3-70b").unwrap().shape, &t, &m).unwrap(),
+        );
+        assert_eq!(kv["pipeline_parallel_layers_per_stage"], "2");
+    }
+
+    #[test]
+    fn torchtitan_takes_fp8_from_the_registry_function_that_sets_it() {
+        let m = mesh(1, 1, 1, Recompute::Full);
+        let fp8 = |precision| Training {
+            precision,
+            ..training(ReduceDtype::Fp32)
+        };
+        let config = |model: &str, t: &Training| {
+            torchtitan(&catalog::model(model).unwrap().shape, t, &m)
+                .map(|text| titan_args(&text).0["config"][0].clone())
+        };
+        let rowwise = fp8(Precision::Fp8Rowwise);
+        let bf16 = fp8(Precision::Bf16);
+        assert_eq!(config("llama3-405b", &rowwise).unwrap(), "llama3_405b");
+        assert_eq!(
+            config("deepseek-v3", &rowwise).unwrap(),
+            "deepseek_v3_671b_float8"
+        );
+        assert_eq!(config("deepseek-v3", &bf16).unwrap(), "deepseek_v3_671b");
+        // 0.3's command line can neither add a converter nor remove one.
+        let err = config("llama3-405b", &bf16).unwrap_err().to_string();
+        assert!(
+            err.starts_with("--emit torchtitan: not emitted: bf16 was priced, and torchtitan 0.3's only config of llama3-405b (llama3_405b) trains in rowwise fp8"),
+            "{err}"
+        );
+        let err = config("llama3-8b", &rowwise).unwrap_err().to_string();
+        assert!(
+            err.contains(
+                "no torchtitan 0.3 config of llama3-8b (llama3_8b) sets a float8 converter"
+            ),
+            "{err}"
+        );
+        // Tensorwise scaling runs under v0.2 only.
+        let err = config("llama3-8b", &fp8(Precision::Fp8))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("use --emit torchtitan-0.2"), "{err}");
+        assert!(torchtitan_v02(
+            &catalog::model("llama3-8b").unwrap().shape,
+            &fp8(Precision::Fp8),
+            &m
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn torchtitan_refuses_expert_ranks_its_dense_ranks_cannot_hold() {
+        // DDP 8 (ZeRO-0) x CP 2 x TP 8 beside EP 32: 0.3 takes the expert ranks from
+        // dp_shard x cp x tp = 16.
+        let model = catalog::model("deepseek-v3").unwrap().shape;
+        let t = training(ReduceDtype::Fp32);
+        let m = Mesh {
+            ep: 32,
+            ..mesh(1, 1, 0, Recompute::Full)
+        };
+        let err = torchtitan(&model, &t, &m).unwrap_err().to_string();
+        assert!(err.contains("so EP must divide 16"), "{err}");
+        let fits = Mesh { ep: 16, ..m };
+        let (a, _) = titan_args(&torchtitan(&model, &t, &fits).unwrap());
+        assert_eq!(number(&a, "parallelism.expert_parallel_degree"), 16);
+        assert_eq!(number(&a, "parallelism.data_parallel_replicate_degree"), 8);
+    }
+
+    #[test]
+    fn both_torchtitan_forms_refuse_stages_torchtitan_cannot_cut() {
+        // 61 layers over 16 stages, first and last one layer fewer: 3 a stage, which
+        // torchtitan's ceil((61 + 1 + 1) / 3) makes 21 stages.
+        let model = catalog::model("deepseek-v3").unwrap().shape;
+        let m = mesh(16, 1, 1, Recompute::Full);
+        let emitters: [Emitter; 2] = [torchtitan, torchtitan_v02];
+        for emit in emitters {
+            let err = emit(&model, &training(ReduceDtype::Fp32), &m)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("61 layers over 16 stages were priced, which torchtitan's pipeline_parallel_layers_per_stage cannot cut (it would make 21)"), "{err}");
+        }
+    }
+
+    #[test]
+    fn torchtitan_says_async_tp_it_cannot_set_without_compile() {
+        let model = catalog::model("llama3-70b").unwrap().shape;
+        let t = Training {
+            fused_elementwise: false,
+            ..training(ReduceDtype::Fp32)
+        };
+        let text = torchtitan(&model, &t, &mesh(1, 1, 3, Recompute::Full)).unwrap();
+        let (a, _) = titan_args(&text);
+        assert!(a.contains_key("compile.no-enable"), "{text}");
+        assert!(
+            a.contains_key("compile.no-enable_async_tensor_parallel"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# async TP was priced; torchtitan runs it only under compile"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn torchtitan_v02_takes_the_priced_edge_stages_off_the_inner_count() {
         // 61 layers on 16 stages as 3 + 14 x 4 + 2: 4 a stage, 1 less on the first and 2 on
         // the last, which torchtitan's ceil((61 + 1 + 2) / 4) makes 16 stages again.
         let model = catalog::model("deepseek-v3").unwrap().shape;
@@ -909,7 +1344,7 @@ mod tests {
             edge_stages: Some(crate::mesh::EdgeStages { first: 3, last: 2 }),
             ..mesh(16, 1, 1, Recompute::Full)
         };
-        let text = torchtitan(&model, &training(ReduceDtype::Fp32), &m).unwrap();
+        let text = torchtitan_v02(&model, &training(ReduceDtype::Fp32), &m).unwrap();
         let kv = toml_keys(&text);
         assert_eq!(kv["pipeline_parallel_layers_per_stage"], "4");
         assert_eq!(kv["pipeline_parallel_first_stage_less_layers"], "1");
@@ -919,11 +1354,11 @@ mod tests {
             edge_stages: Some(crate::mesh::EdgeStages { first: 9, last: 10 }),
             ..m
         };
-        assert!(torchtitan(&model, &training(ReduceDtype::Fp32), &heavy).is_err());
+        assert!(torchtitan_v02(&model, &training(ReduceDtype::Fp32), &heavy).is_err());
     }
 
     #[test]
-    fn torchtitan_splits_the_stages_as_they_were_priced() {
+    fn torchtitan_v02_splits_the_stages_as_they_were_priced() {
         // torchtitan's own arithmetic (distributed/pipeline_parallel.py, v0.2.2): stages =
         // ceil((layers + first + last) / per_stage), the first stage holding per_stage - first
         // layers. 126 layers: 16 stages uneven (7, 8 x 14, 7), 9 x 2 virtual stages even.
@@ -932,7 +1367,7 @@ mod tests {
             (mesh(16, 1, 1, Recompute::Full), 7),
             (mesh(9, 2, 1, Recompute::Full), 7),
         ] {
-            let text = torchtitan(&model, &training(ReduceDtype::Fp32), &m).unwrap();
+            let text = torchtitan_v02(&model, &training(ReduceDtype::Fp32), &m).unwrap();
             let kv = toml_keys(&text);
             let n = |k: &str| kv[k].parse::<u32>().unwrap();
             let per_stage = n("pipeline_parallel_layers_per_stage");
@@ -950,9 +1385,9 @@ mod tests {
     }
 
     #[test]
-    fn torchtitan_selective_is_the_per_op_policy_that_was_priced() {
+    fn torchtitan_v02_selective_is_the_per_op_policy_that_was_priced() {
         let model = catalog::model("llama3-8b").unwrap().shape;
-        let text = torchtitan(
+        let text = torchtitan_v02(
             &model,
             &training(ReduceDtype::Fp32),
             &mesh(1, 1, 3, Recompute::Selective),
@@ -965,7 +1400,7 @@ mod tests {
     }
 
     #[test]
-    fn torchtitan_without_a_pipeline_accumulates_the_priced_microbatches() {
+    fn torchtitan_v02_without_a_pipeline_accumulates_the_priced_microbatches() {
         // 1024 sequences over DP 8 in microbatches of 2: local_batch_size 2, and torchtitan's
         // global / (local x dp) = 64 accumulation steps, the priced microbatch count. Fused
         // elementwise kernels and fp8 were priced, so compile and the float8 converter are on.
@@ -978,7 +1413,7 @@ mod tests {
             microbatch_size: 2,
             ..mesh(1, 1, 3, Recompute::Full)
         };
-        let text = torchtitan(&model, &t, &m).unwrap();
+        let text = torchtitan_v02(&model, &t, &m).unwrap();
         let kv = toml_keys(&text);
         let n = |k: &str| kv[k].parse::<u32>().unwrap();
         assert_eq!(n("local_batch_size"), 2);
@@ -991,7 +1426,7 @@ mod tests {
     }
 
     #[test]
-    fn torchtitan_states_async_tp_and_the_fp8_recipe_that_were_priced() {
+    fn torchtitan_v02_states_async_tp_and_the_fp8_recipe_that_were_priced() {
         let model = catalog::model("llama3-70b").unwrap().shape;
         let m = Mesh {
             cp: 1,
@@ -1003,7 +1438,7 @@ mod tests {
                 tp_comm_overlap,
                 ..training(ReduceDtype::Fp32)
             };
-            torchtitan(&model, &t, &m).unwrap()
+            torchtitan_v02(&model, &t, &m).unwrap()
         };
         let rowwise = emit(Precision::Fp8Rowwise, true);
         // Each key in its own section.
