@@ -90,6 +90,15 @@ pub enum Schedule {
     /// beside another's backward so that the expert-parallel all-to-all of each hides under
     /// the other's compute.
     Dualpipe,
+    /// Megatron-Core's combined 1F1B (`--overlap-moe-expert-parallel-comm`, MCore 0.14): 1F1B,
+    /// over virtual stages where the pipeline has several stages, that runs one microbatch's
+    /// forward beside another's backward layer by layer, so that the expert-parallel
+    /// all-to-all of each hides under the other's compute; one more microbatch enters before
+    /// the steady state (`get_pp_rank_microbatches`, `megatron/core/pipeline_parallel/
+    /// schedules.py`).
+    #[serde(rename = "combined-1f1b")]
+    #[value(name = "combined-1f1b")]
+    Combined1F1B,
 }
 
 impl fmt::Display for Schedule {
@@ -97,6 +106,7 @@ impl fmt::Display for Schedule {
         f.write_str(match self {
             Schedule::OneFOneB => "1f1b",
             Schedule::Dualpipe => "dualpipe",
+            Schedule::Combined1F1B => "combined-1f1b",
         })
     }
 }

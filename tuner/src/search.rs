@@ -126,6 +126,12 @@ pub fn for_each_mesh(
                             {
                                 continue;
                             }
+                            // Combined 1F1B pairs microbatches across expert-parallel ranks,
+                            // over virtual stages under a pipeline (`check_combined_1f1b`).
+                            if schedule == Schedule::Combined1F1B && (ep == 1 || (pp > 1 && v == 1))
+                            {
+                                continue;
+                            }
                             let zeros: Vec<u8> = match c.zero_stage {
                                 Some(z) => vec![z],
                                 None if dp == 1 => vec![0],
@@ -134,6 +140,11 @@ pub fn for_each_mesh(
                             };
                             for &zero_stage in &zeros {
                                 for &recompute in &recomputes {
+                                    if schedule == Schedule::Combined1F1B
+                                        && recompute == Recompute::Full
+                                    {
+                                        continue;
+                                    }
                                     let sps: &[bool] = match c.sequence_parallel {
                                         Some(true) if tp > 1 => &[true],
                                         Some(false) => &[false],
@@ -489,6 +500,73 @@ mod tests {
         }
         // torchtitan runs FSDP2 under its pipeline schedules.
         assert_eq!(both.within(Framework::Fsdp).unwrap().0, both);
+    }
+
+    /// Megatron-Core asserts what combined 1F1B needs (`TransformerConfig.__post_init__`):
+    /// the search offers only such meshes, pins that break it are refused by flag, and a
+    /// framework without it refuses the schedule.
+    #[test]
+    fn combined_1f1b_is_searched_only_where_megatron_runs_it() {
+        let moe = catalog::model("mixtral-8x7b").unwrap().shape;
+        let c = Constraints {
+            schedule: Some(Schedule::Combined1F1B),
+            ..Default::default()
+        };
+        let mut n = 0;
+        for_each_mesh(&moe, 4096, 256, 64, &c, |m| {
+            assert!(m.ep > 1 && (m.pp == 1 || m.virtual_stages > 1), "{m}");
+            assert_ne!(m.recompute, Recompute::Full, "{m}");
+            n += 1;
+        });
+        assert!(n > 0);
+        let refused =
+            |c: Constraints, model: &ModelShape| c.check(model, 64).unwrap_err().to_string();
+        let dense = catalog::model("llama3-8b").unwrap().shape;
+        let err = refused(c.clone(), &dense);
+        let expected = format!(
+            "--schedule combined-1f1b with --model = {}: expected an MoE model",
+            dense.name
+        );
+        assert!(err.starts_with(&expected), "{err}");
+        for (pin, flag) in [
+            (
+                Constraints {
+                    ep: Some(1),
+                    ..c.clone()
+                },
+                "--ep = 1",
+            ),
+            (
+                Constraints {
+                    recompute: Some(Recompute::Full),
+                    ..c.clone()
+                },
+                "--recompute = full",
+            ),
+            (
+                Constraints {
+                    pp: Some(2),
+                    virtual_stages: Some(1),
+                    ..c.clone()
+                },
+                "--virtual-stages = 1",
+            ),
+        ] {
+            let err = refused(pin, &moe);
+            assert!(
+                err.starts_with(&format!("--schedule combined-1f1b with {flag}")),
+                "{err}"
+            );
+            assert!(err.contains("or --schedule 1f1b"), "{err}");
+        }
+        for framework in [Framework::Deepspeed, Framework::Fsdp] {
+            let err = c.within(framework).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("{framework} runs no combined 1F1B")),
+                "{err}"
+            );
+        }
+        assert!(c.within(Framework::Megatron).is_ok());
     }
 
     #[test]

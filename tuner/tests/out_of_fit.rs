@@ -189,6 +189,29 @@ fn moe_on_h100_is_priced_with_the_recipe_s_dispatcher_and_balance() {
 }
 
 #[test]
+fn a_runs_file_names_combined_1f1b_and_it_hides_the_exchange() {
+    // The EP 16 row as if its recipe had also set --overlap-moe-expert-parallel-comm: 1 of
+    // its 64 microbatches' all-to-alls stays exposed, the rest runs beside the paired
+    // microbatch's compute at 20 of 132 SMs.
+    let name = "megatron-bridge-h100-moe.yaml";
+    let path = format!("{}/tests/data/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let ep16 = "mbridge-26.04.01-h100-qwen3-30b-a3b-16gpu-ep16-fp8";
+    let combined = text.replacen("schedule: null", "schedule: combined-1f1b", 1);
+    let v = validate(&[parse_runs(&combined, name).unwrap()], &NOMINAL);
+    let plain = load(name);
+    let (c, p) = (run(&v, ep16), run(&plain, ep16));
+    let (ca, pa) = (&c.breakdown.ep_all_to_all, &p.breakdown.ep_all_to_all);
+    assert_eq!(ca.time_s, pa.time_s);
+    assert_eq!(pa.exposed_s, pa.time_s);
+    assert!(
+        ca.exposed_s < pa.time_s / 64.0 + 0.16 * pa.time_s,
+        "{ca:?} {pa:?}"
+    );
+    assert!(c.predicted_iteration_time_s < p.predicted_iteration_time_s);
+}
+
+#[test]
 fn deepseek_v3_prices_as_deepseek_laid_it_out() {
     // DeepSeek-V3 on 2,048 H800 (ISCA '25): 61 layers on 16 DualPipe stages, EP 64 over 8
     // nodes, block-scaled fp8, MLA, the MTP module. Refused before (61 layers split no

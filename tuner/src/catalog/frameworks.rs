@@ -100,6 +100,8 @@ pub struct Defaults {
     pub context_parallel: bool,
     /// Whether it shards gradients or parameters (ZeRO-2/3) under pipeline parallelism.
     pub sharded_pipeline: bool,
+    /// Whether it runs combined 1F1B ([`crate::mesh::Schedule::Combined1F1B`]).
+    pub combined_1f1b: bool,
 }
 
 /// Megatron-LM / Megatron-Core (NeMo, Megatron-Bridge). Attention through Transformer
@@ -135,6 +137,8 @@ pub const MEGATRON: Defaults = Defaults {
     // Its distributed optimizer shards the optimizer only (ZeRO-1); the ZeRO-2/3 of
     // Megatron-DeepSpeed is DeepSpeed's, which refuses a pipeline (below).
     sharded_pipeline: false,
+    // `--overlap-moe-expert-parallel-comm`, Megatron-Core 0.14 and later.
+    combined_1f1b: true,
 };
 
 /// DeepSpeed and Megatron-DeepSpeed. FlashAttention-2; gradients reduced in the training
@@ -170,6 +174,7 @@ pub const DEEPSPEED: Defaults = Defaults {
     // `PipelineEngine.__init__` asserts `zero_optimization_stage() < ZeroStageEnum.gradients`:
     // "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism".
     sharded_pipeline: false,
+    combined_1f1b: false,
 };
 
 /// PyTorch FSDP / FSDP2 (torchtitan, llm-foundry, NeMo AutoModel). FlashAttention-2 through
@@ -201,6 +206,7 @@ pub const FSDP: Defaults = Defaults {
     context_parallel: true,
     // torchtitan runs FSDP2 under its pipeline schedules (see `cost/memory.rs`).
     sharded_pipeline: true,
+    combined_1f1b: false,
 };
 
 /// Elements below which DeepSpeed's ZeRO-3 keeps a parameter whole on every rank instead of

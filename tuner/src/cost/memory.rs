@@ -348,7 +348,18 @@ fn activation_bytes(model: &ModelShape, training: &Training, mesh: &Mesh) -> f64
     let layer = (1.0 - moe_share) * per_layer(dense_w, mesh.recompute)
         + moe_share * (per_layer(moe_w, mesh.recompute) + dispatch);
     let m = mesh.microbatches(training.global_batch);
-    let in_flight = in_flight_microbatches(mesh.pp, mesh.virtual_stages, m);
+    let mut in_flight = in_flight_microbatches(mesh.pp, mesh.virtual_stages, m);
+    if mesh.schedule == Schedule::Combined1F1B {
+        // One more warm-up forward of one virtual stage; without a pipeline the next
+        // microbatch's forward builds up layer by layer as the last one's backward frees its
+        // layers, one layer ahead.
+        let chunk = if mesh.pp == 1 {
+            1.0 / stages.first
+        } else {
+            1.0 / f64::from(mesh.virtual_stages)
+        };
+        in_flight = (in_flight + chunk).min(f64::from(m));
+    }
     let sp_div = if mesh.sequence_parallel { tp } else { 1.0 };
     // First stage: every layer's activations for the in-flight microbatches, plus the
     // embedding dropout mask (sbh) of each. The second stage holds one microbatch fewer, of

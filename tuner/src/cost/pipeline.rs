@@ -23,10 +23,22 @@ pub fn bubble_fraction(mesh: &Mesh, m: u32) -> f64 {
         f64::from(mesh.virtual_stages),
     );
     let idle = match mesh.schedule {
-        Schedule::OneFOneB => (p - 1.0) / v,
+        Schedule::OneFOneB | Schedule::Combined1F1B => (p - 1.0) / v,
         Schedule::Dualpipe => (p / 2.0 - 1.0) * DUALPIPE_BUBBLE_SHARE,
     };
     idle / (m + idle)
+}
+
+/// Share of a rank's microbatch chunks (one virtual stage of one microbatch each) that
+/// combined 1F1B runs unpaired, so that their expert-parallel all-to-all stays exposed: the
+/// first rank's warm-up forwards, 2(p - 1) + (v - 1)·p + 1 of the m·v it runs (Megatron-Core's
+/// `get_pp_rank_microbatches`, with its default microbatch group of p per virtual stage and
+/// the one extra warm-up microbatch combined 1F1B adds), whose backwards drain unpaired as
+/// well. Without a pipeline that is the first forward and the last backward
+/// (`combined_1f1b_schedule_for_no_pipelining`): one microbatch of m.
+pub(super) fn combined_unpaired_share(p: u32, v: u32, m: u32) -> f64 {
+    let (p, v, m) = (f64::from(p), f64::from(v), f64::from(m));
+    ((2.0 * (p - 1.0) + (v - 1.0) * p + 1.0) / (m * v)).min(1.0)
 }
 
 /// Share of a pipeline's per-microbatch stage time that DualPipe's fill and drain leave idle
@@ -114,5 +126,19 @@ mod tests {
         close(dual, 14.0 / 374.0);
         let plain = one_f_one_b(16, 120, 1);
         close(plain, 45.0 / (360.0 + 45.0));
+    }
+
+    #[test]
+    fn combined_1f1b_leaves_the_warm_up_chunks_unpaired() {
+        // Without a pipeline: the first forward and the last backward, 1 of 8 microbatches.
+        close(combined_unpaired_share(1, 1, 8), 1.0 / 8.0);
+        // PP 8 x v 4 (Megatron-Core's group of 8 microbatches a virtual stage): rank 0 warms
+        // up with 2 x 7 + 3 x 8 = 38 chunks, 39 with combined 1F1B's extra one, of 64 x 4.
+        close(combined_unpaired_share(8, 4, 64), 39.0 / 256.0);
+        // Fewer microbatches than the warm-up: nothing pairs.
+        close(combined_unpaired_share(8, 4, 8), 1.0);
+        // Its bubble is 1F1B's over the same stages.
+        let combined = bubble_fraction(&stages(8, 4, Schedule::Combined1F1B), 64);
+        close(combined, one_f_one_b(8, 64, 4));
     }
 }

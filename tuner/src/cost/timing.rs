@@ -360,9 +360,11 @@ fn pacing(x: &Inputs, layer_s: f64, heads_s: f64) -> Pacing {
     }
 }
 
-/// Throughput the compute loses while DualPipe's all-to-alls run beside it: DeepSeek-V3
-/// dedicates 20 of the H800's 132 SMs to them (arXiv 2412.19437 §3.2.2).
-const DUALPIPE_COMM_SMS: f64 = 20.0 / 132.0;
+/// Throughput the compute loses while an all-to-all runs beside it: DeepSeek-V3 dedicates 20
+/// of the H800's 132 SMs to them under DualPipe (arXiv 2412.19437 §3.2.2), DeepEP's default
+/// that Megatron-Core's flex dispatcher takes under combined 1F1B (`moe_deepep_num_sms`,
+/// "historical default 20"). Held as a share of an H800's SMs on every GPU.
+const EP_OVERLAP_SMS: f64 = 20.0 / 132.0;
 
 /// Computes the step time of one mesh.
 pub fn step_time(x: &Inputs) -> Breakdown {
@@ -413,12 +415,22 @@ pub fn step_time(x: &Inputs) -> Breakdown {
     let a2a_mb = stage_layers * avg.a2a * comm_passes;
     let cp_time_mb = stage_layers * cp_time;
     let cp_exposed_mb = stage_layers * cp_exposed;
-    // DualPipe runs one microbatch's all-to-alls beside another's compute.
+    // DualPipe and combined 1F1B run one microbatch's all-to-alls beside another's compute;
+    // combined 1F1B leaves those of its warm-up and drain exposed.
     let dualpipe = mesh.schedule == Schedule::Dualpipe;
-    let a2a = if dualpipe {
-        Term::overlapped(a2a_mb, compute_mb, 0.0, DUALPIPE_COMM_SMS)
-    } else {
-        Term::exposed(a2a_mb)
+    let a2a = match mesh.schedule {
+        Schedule::Dualpipe => Term::overlapped(a2a_mb, compute_mb, 0.0, EP_OVERLAP_SMS),
+        Schedule::Combined1F1B => {
+            let unpaired = pipeline::combined_unpaired_share(mesh.pp, mesh.virtual_stages, m);
+            let paired = 1.0 - unpaired;
+            let hidden =
+                Term::overlapped(paired * a2a_mb, paired * compute_mb, 0.0, EP_OVERLAP_SMS);
+            Term {
+                time_s: a2a_mb,
+                exposed_s: unpaired * a2a_mb + hidden.exposed_s,
+            }
+        }
+        Schedule::OneFOneB => Term::exposed(a2a_mb),
     };
     let stage_mb = compute_mb + launch_mb + tp_exposed_mb + a2a.exposed_s + cp_exposed_mb;
 
@@ -431,7 +443,9 @@ pub fn step_time(x: &Inputs) -> Breakdown {
     let bubble = if dualpipe {
         f64::from(mesh.pp / 2 - 1) * pipeline::DUALPIPE_BUBBLE_SHARE * (stage_mb + p2p_mb)
     } else {
-        pipeline::bubble_s(mesh.pp, mesh.virtual_stages, stage_mb + p2p_mb)
+        // Combined 1F1B pairs nothing while the pipeline fills and drains.
+        let unpaired_mb = stage_mb - a2a.exposed_s + a2a_mb;
+        pipeline::bubble_s(mesh.pp, mesh.virtual_stages, unpaired_mb + p2p_mb)
     };
 
     let windows = Windows {

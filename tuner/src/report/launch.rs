@@ -171,6 +171,9 @@ pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, No
             model.layers / (m.pp * m.virtual_stages)
         ));
     }
+    if m.schedule == Schedule::Combined1F1B {
+        a.push("--overlap-moe-expert-parallel-comm".into());
+    }
     if m.sequence_parallel {
         a.push("--sequence-parallel".into());
     }
@@ -364,13 +367,23 @@ fn titan_layout(
              only (training.mixed_precision_reduce); price with --grad-reduce fp32"
         )));
     }
-    if m.schedule == Schedule::Dualpipe {
+    match m.schedule {
         // PyTorch's DualPipeV folds one model copy into a V; DualPipe runs two.
-        return Err(refuse(
-            "DualPipe was priced, which torchtitan does not run (PyTorch's DualPipeV is another \
-             schedule); pin --schedule 1f1b"
-                .into(),
-        ));
+        Schedule::Dualpipe => {
+            return Err(refuse(
+                "DualPipe was priced, which torchtitan does not run (PyTorch's DualPipeV is \
+                 another schedule); pin --schedule 1f1b"
+                    .into(),
+            ))
+        }
+        Schedule::Combined1F1B => {
+            return Err(refuse(
+                "combined 1F1B was priced, which torchtitan does not run (it is Megatron-Core's \
+                 --overlap-moe-expert-parallel-comm); pin --schedule 1f1b or use --emit megatron"
+                    .into(),
+            ))
+        }
+        Schedule::OneFOneB => {}
     }
     let split = if m.pp > 1 {
         // torchtitan counts the embedding and the output as `*_less_layers` layers of the
@@ -1024,6 +1037,29 @@ mod tests {
                 (dispatch == MoeDispatch::NodeDedup).then_some("deepep")
             );
         }
+    }
+
+    #[test]
+    fn megatron_runs_combined_1f1b_by_its_flag_and_torchtitan_refuses_it() {
+        let model = catalog::model("mixtral-8x7b").unwrap().shape;
+        let t = training(ReduceDtype::Fp32);
+        let m = Mesh {
+            ep: 8,
+            schedule: Schedule::Combined1F1B,
+            ..mesh(1, 1, 1, Recompute::None)
+        };
+        let a = megatron_args(&megatron(&model, &t, &m).unwrap());
+        assert!(a.contains_key("overlap-moe-expert-parallel-comm"));
+        let plain = Mesh {
+            schedule: Schedule::OneFOneB,
+            ..m
+        };
+        let a = megatron_args(&megatron(&model, &t, &plain).unwrap());
+        assert!(!a.contains_key("overlap-moe-expert-parallel-comm"));
+        // torchtitan ships DeepSeek-V3, not Mixtral.
+        let deepseek = catalog::model("deepseek-v3").unwrap().shape;
+        let err = torchtitan(&deepseek, &t, &m).unwrap_err().why;
+        assert!(err.starts_with("combined 1F1B was priced"), "{err}");
     }
 
     #[test]

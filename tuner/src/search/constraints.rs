@@ -156,6 +156,7 @@ impl Constraints {
     /// Why the pinned knobs can hold at no GPU count: a zero or a size the model cannot
     /// split. Named by flag.
     pub fn check_knobs(&self, model: &ModelShape) -> Result<(), TunerError> {
+        self.check_combined_1f1b(model)?;
         let mut pinned = self.clone();
         for count in &COUNTS {
             if *(count.field)(&mut pinned) == Some(0) {
@@ -243,6 +244,64 @@ impl Constraints {
         Ok(())
     }
 
+    /// Why combined 1F1B cannot run the pinned knobs: Megatron-Core asserts expert
+    /// parallelism, virtual stages under a pipeline, no full recomputation and at most one
+    /// multi-token-prediction layer for it (`TransformerConfig.__post_init__`); virtual stages
+    /// exclude uneven edge stages here.
+    fn check_combined_1f1b(&self, model: &ModelShape) -> Result<(), TunerError> {
+        if self.schedule != Some(Schedule::Combined1F1B) {
+            return Ok(());
+        }
+        let refuse = |flag: &str, value: String, why: &str| {
+            Err(bad_input(
+                &format!("--schedule combined-1f1b with {flag}"),
+                value,
+                &format!("{why}, or --schedule 1f1b"),
+            ))
+        };
+        if model.moe.is_none() {
+            return refuse(
+                "--model",
+                model.name.clone(),
+                "an MoE model: combined 1F1B hides the expert-parallel all-to-all",
+            );
+        }
+        if self.ep == Some(1) {
+            return refuse("--ep", "1".into(), "--ep 2 or more");
+        }
+        if self.recompute == Some(Recompute::Full) {
+            return refuse(
+                "--recompute",
+                "full".into(),
+                "--recompute none or selective",
+            );
+        }
+        if model.mtp_layers > 1 {
+            return refuse(
+                "--model",
+                format!("{} with {} MTP layers", model.name, model.mtp_layers),
+                "at most one multi-token-prediction layer",
+            );
+        }
+        if self.pp.is_some_and(|pp| pp > 1) {
+            if self.virtual_stages == Some(1) {
+                return refuse(
+                    "--virtual-stages",
+                    "1".into(),
+                    "--virtual-stages 2 or more under a pipeline",
+                );
+            }
+            if (self.first_stage_layers, self.last_stage_layers) != (None, None) {
+                return refuse(
+                    "--first-stage-layers/--last-stage-layers",
+                    "uneven edge stages".into(),
+                    "an even split over virtual stages",
+                );
+            }
+        }
+        Ok(())
+    }
+
     /// These pins within what `framework` runs: where it cannot run virtual stages or context
     /// parallelism the search keeps them at 1, which a note says; a pin past that is refused,
     /// named by flag.
@@ -274,6 +333,16 @@ impl Constraints {
             }
             notes.push(format!(
                 "{framework} runs no {what}: the search keeps {flag} 1"
+            ));
+        }
+        if !d.combined_1f1b && c.schedule == Some(Schedule::Combined1F1B) {
+            return Err(bad_input(
+                "--schedule",
+                "combined-1f1b",
+                &format!(
+                    "1f1b: {framework} runs no combined 1F1B (Megatron-Core's \
+                     --overlap-moe-expert-parallel-comm)"
+                ),
             ));
         }
         if !d.sharded_pipeline {

@@ -172,6 +172,10 @@ pub enum Schedule {
     /// extension of format 1).
     #[serde(rename = "dualpipe")]
     Dualpipe,
+    /// Megatron-Core's combined 1F1B ([`crate::mesh::Schedule::Combined1F1B`]; an extension
+    /// of format 1), interleaved where the run has a pipeline.
+    #[serde(rename = "combined-1f1b")]
+    Combined1F1B,
 }
 
 /// Measurements of a run.
@@ -420,7 +424,10 @@ impl Run {
     /// force.
     fn constraints(&self, framework: Framework) -> Constraints {
         let l = &self.layout;
-        let interleaved = l.schedule == Some(Schedule::Interleaved) && l.pp > 1;
+        let interleaved = matches!(
+            l.schedule,
+            Some(Schedule::Interleaved | Schedule::Combined1F1B)
+        ) && l.pp > 1;
         // An interleaved schedule without a published split: torchtitan's
         // `generate_split_points` then builds 2 stages per rank ("the default if no pipeline
         // split is specified"); Megatron has no default (its interleaving needs
@@ -444,6 +451,7 @@ impl Run {
             sequence_parallel: l.sequence_parallel,
             schedule: Some(match l.schedule {
                 Some(Schedule::Dualpipe) => crate::mesh::Schedule::Dualpipe,
+                Some(Schedule::Combined1F1B) => crate::mesh::Schedule::Combined1F1B,
                 _ => crate::mesh::Schedule::OneFOneB,
             }),
             first_stage_layers: l.first_stage_layers,

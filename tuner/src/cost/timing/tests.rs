@@ -476,3 +476,59 @@ fn the_last_stage_runs_the_mtp_module_and_its_output_layer() {
     let (light, heavy) = (at(3, 2), at(1, 4));
     assert!(heavy > light * 5.0 / 4.0, "{heavy} vs {light}");
 }
+
+/// Mixtral 8x7B on 32 H100 at EP 8 (four nodes, so the all-to-all crosses the network),
+/// 4,096-token sequences, a 256-sequence batch, under `schedule` with `pp` x `v` stages.
+fn mixtral(schedule: crate::mesh::Schedule, pp: u32, v: u32) -> crate::cost::Evaluation {
+    let model = catalog::model("mixtral-8x7b").unwrap().shape;
+    let cluster = catalog::cluster("dgx-h100").unwrap();
+    let scenario =
+        crate::cost::Scenario::nominal(model, Training::megatron(4096, 256), cluster, 32, NOMINAL);
+    scenario.evaluate(&Mesh {
+        pp,
+        ep: 8,
+        virtual_stages: v,
+        schedule,
+        ..mesh(1, 32 / pp, 1, 1, false)
+    })
+}
+
+#[test]
+fn combined_1f1b_hides_all_but_the_unpaired_all_to_alls_at_the_same_compute() {
+    use crate::mesh::Schedule;
+    for (pp, v, m) in [(1, 1, 8.0), (4, 2, 32.0)] {
+        let plain = mixtral(Schedule::OneFOneB, pp, v);
+        let combined = mixtral(Schedule::Combined1F1B, pp, v);
+        let (p, c) = (&plain.breakdown, &combined.breakdown);
+        assert_eq!(c.compute.time_s, p.compute.time_s);
+        assert_eq!(c.pipeline_bubble.exposed_s, p.pipeline_bubble.exposed_s);
+        assert_eq!(c.ep_all_to_all.time_s, p.ep_all_to_all.time_s);
+        assert_eq!(p.ep_all_to_all.exposed_s, p.ep_all_to_all.time_s);
+        // Without a pipeline the first forward and the last backward run alone: 1 of 8
+        // microbatches' all-to-alls. PP 4 x v 2: 2 x 3 + 1 x 4 + 1 = 11 warm-up chunks of
+        // 32 x 2. The rest hides under the paired compute, at 20 of 132 SMs.
+        let unpaired = if pp == 1 { 1.0 / m } else { 11.0 / (m * 2.0) };
+        let a2a = c.ep_all_to_all.time_s;
+        let hidden = ((1.0 - unpaired) * a2a).min((1.0 - unpaired) * c.compute.time_s);
+        let expected = unpaired * a2a + ((1.0 - unpaired) * a2a - hidden) + hidden * 20.0 / 132.0;
+        assert!(
+            (c.ep_all_to_all.exposed_s / expected - 1.0).abs() < 1e-9,
+            "pp {pp}: {} against {expected}",
+            c.ep_all_to_all.exposed_s
+        );
+        assert!(c.ep_all_to_all.exposed_s < 0.5 * p.ep_all_to_all.exposed_s);
+        // One more chunk of activations: one layer of 32 without a pipeline, one virtual
+        // stage of the first rank's two with PP 4 x v 2 (of its 4 + 3/2 in flight).
+        let grown = combined.memory.activations / plain.memory.activations;
+        assert!(grown > 1.0, "pp {pp}: {grown}");
+        assert!(
+            grown
+                < if pp == 1 {
+                    1.0 + 1.5 / 32.0
+                } else {
+                    1.0 + 1.0 / 5.5
+                }
+        );
+        assert!(combined.step_time_s < plain.step_time_s);
+    }
+}
