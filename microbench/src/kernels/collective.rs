@@ -363,9 +363,23 @@ pub(crate) fn measure_loops(
         ty: nccl_type(dtype),
     };
     let shared: &Communicators = group;
+    let members: Vec<(ncclComm_t, u32)> = shared
+        .comms
+        .iter()
+        .copied()
+        .zip(shared.gpus.iter().copied())
+        .collect();
     let check = || shared.async_error();
     let timed = |in_place: bool| -> Result<Vec<f64>> {
-        let step = || issue(shared.api, &shared.comms, &ranks, &point, in_place);
+        let step = || {
+            issue(
+                shared.api,
+                (&shared.comms, &members),
+                &ranks,
+                (&point, in_place),
+                shared.timeout,
+            )
+        };
         time_loops(
             &streams,
             (LOOPS, iters),
@@ -393,32 +407,22 @@ struct Point {
 }
 
 /// Enqueues one collective on every rank of this process inside one NCCL group, as a single
-/// thread driving several GPUs must (and harmless for one).
+/// thread driving several GPUs must (and harmless for one), and waits, at most `timeout`, for
+/// the group to be enqueued: the communicators are non-blocking, so `ncclGroupEnd` may
+/// return `ncclInProgress` while it connects to the peers (see [`nonblocking::group`]).
+/// `members` are `comms` with their GPUs; on an error the caller aborts them.
 fn issue(
     api: &'static Api,
-    comms: &[ncclComm_t],
+    (comms, members): (&[ncclComm_t], &[(ncclComm_t, u32)]),
     ranks: &[Rank],
-    point: &Point,
-    in_place: bool,
+    (point, in_place): (&Point, bool),
+    timeout: Duration,
 ) -> Result<()> {
-    let gpu = ranks.first().map_or(0, |r| r.gpu);
-    // SAFETY: group calls take no arguments.
-    checked(api, "ncclGroupStart", gpu, unsafe {
-        (api.ncclGroupStart)()
-    })?;
-    let enqueued = ranks
-        .iter()
-        .zip(comms)
-        .try_for_each(|(rank, &comm)| enqueue(api, comm, rank, point, in_place));
-    // The group is closed even when an enqueue failed: an open group would swallow the calls
-    // of the next point. The enqueue's error, the first, is the one reported.
-    // SAFETY: as above.
-    let closed = checked(api, "ncclGroupEnd", gpu, unsafe { (api.ncclGroupEnd)() });
-    enqueued.and(closed)?;
-    // Communicators are non-blocking: the group may still be enqueueing (connecting to
-    // peers) and must be done before the next call on them.
-    ranks.iter().zip(comms).try_for_each(|(rank, &comm)| {
-        nonblocking::ready(api, comm, ("ncclGroupEnd", rank.gpu), HUNG_AFTER, false)
+    nonblocking::group(api, members, timeout, || {
+        ranks
+            .iter()
+            .zip(comms)
+            .try_for_each(|(rank, &comm)| enqueue(api, comm, rank, point, in_place))
     })
 }
 

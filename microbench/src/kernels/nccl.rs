@@ -94,17 +94,24 @@ pub(crate) fn checked(api: &Api, call: &'static str, gpu: u32, status: ncclResul
 }
 
 /// An NCCL of test functions at the table's boundary, for what the code does with
-/// communicators without a GPU: the communicator calls made, in order, and the state
-/// `ncclCommGetAsyncError` reports, both per thread (tests run in parallel). A communicator
-/// is a number ([`fake::comm`]); calls the tests do not drive fail.
+/// communicators without a GPU: the communicator and group calls made, in order, and the
+/// state `ncclCommGetAsyncError` reports, both per thread (tests run in parallel). A
+/// communicator is a number ([`fake::comm`]). It behaves as NCCL does with non-blocking
+/// communicators: an init makes rank r's communicator r + 1, a split of communicator p makes
+/// p + 100 (none for `NCCL_SPLIT_NOCOLOR`), and both, finalize and a group end return
+/// `ncclInProgress`, leaving the state to say when they are done. Calls the tests do not
+/// drive fail.
 #[cfg(test)]
 pub(crate) mod fake {
     use super::*;
     use std::cell::{Cell, RefCell};
+    use std::collections::HashMap;
 
     thread_local! {
         static CALLS: RefCell<Vec<(&'static str, usize)>> = const { RefCell::new(Vec::new()) };
         static STATE: Cell<ncclResult_t> = const { Cell::new(ncclResult_t::ncclSuccess) };
+        static STATE_OF: RefCell<Option<HashMap<usize, ncclResult_t>>> = const { RefCell::new(None) };
+        static PENDING: Cell<u32> = const { Cell::new(0) };
     }
 
     /// Communicator `n`.
@@ -112,9 +119,24 @@ pub(crate) mod fake {
         std::ptr::without_provenance_mut(n)
     }
 
-    /// What `ncclCommGetAsyncError` reports from now on, on this thread.
+    /// What `ncclCommGetAsyncError` reports from now on, on this thread, for every
+    /// communicator; forgets the states set for one ([`set_state_of`]) and pending polls
+    /// ([`set_pending`]).
     pub(crate) fn set_state(state: ncclResult_t) {
         STATE.set(state);
+        STATE_OF.set(None);
+        PENDING.set(0);
+    }
+
+    /// What `ncclCommGetAsyncError` reports for communicator `n` alone, from now on.
+    pub(crate) fn set_state_of(n: usize, state: ncclResult_t) {
+        STATE_OF.with_borrow_mut(|s| s.get_or_insert_with(HashMap::new).insert(n, state));
+    }
+
+    /// The next `polls` calls of `ncclCommGetAsyncError`, on any communicator, report
+    /// `ncclInProgress`; the state set before, after them.
+    pub(crate) fn set_pending(polls: u32) {
+        PENDING.set(polls);
     }
 
     /// The communicator calls made on this thread since the last look, with their
@@ -139,41 +161,68 @@ pub(crate) mod fake {
     unsafe extern "C" fn abort(comm: ncclComm_t) -> ncclResult_t {
         log("ncclCommAbort", comm)
     }
-    unsafe extern "C" fn async_error(_: ncclComm_t, state: *mut ncclResult_t) -> ncclResult_t {
+    unsafe extern "C" fn async_error(comm: ncclComm_t, state: *mut ncclResult_t) -> ncclResult_t {
+        let pending = PENDING.get();
+        let now = if pending > 0 {
+            PENDING.set(pending - 1);
+            ncclResult_t::ncclInProgress
+        } else {
+            STATE_OF
+                .with_borrow(|s| s.as_ref().and_then(|s| s.get(&comm.addr()).copied()))
+                .unwrap_or(STATE.get())
+        };
         // SAFETY: the caller passes a valid place for the state, as NCCL's callers must.
-        unsafe { *state = STATE.get() };
+        unsafe { *state = now };
         ncclResult_t::ncclSuccess
     }
     unsafe extern "C" fn error_string(_: ncclResult_t) -> *const c_char {
         c"fake NCCL error".as_ptr()
     }
 
-    const NO: ncclResult_t = ncclResult_t::ncclInternalError;
-    unsafe extern "C" fn none() -> ncclResult_t {
-        NO
+    /// A group's start is taken at once; its end, as a non-blocking group's, is in progress.
+    unsafe extern "C" fn group_start() -> ncclResult_t {
+        log("ncclGroupStart", std::ptr::null_mut())
     }
-    unsafe extern "C" fn int_out(_: *mut c_int) -> ncclResult_t {
-        NO
+    unsafe extern "C" fn group_end() -> ncclResult_t {
+        log("ncclGroupEnd", std::ptr::null_mut());
+        ncclResult_t::ncclInProgress
     }
     unsafe extern "C" fn unique(_: *mut ncclUniqueId) -> ncclResult_t {
-        NO
+        ncclResult_t::ncclSuccess
     }
     unsafe extern "C" fn init(
-        _: *mut ncclComm_t,
+        made: *mut ncclComm_t,
         _: c_int,
         _: ncclUniqueId,
-        _: c_int,
+        rank: c_int,
         _: *mut c_void,
     ) -> ncclResult_t {
-        NO
+        let comm = comm(rank as usize + 1);
+        // SAFETY: the caller passes a valid place for the handle, as NCCL's callers must.
+        unsafe { *made = comm };
+        log("ncclCommInitRankConfig", comm);
+        ncclResult_t::ncclInProgress
     }
     unsafe extern "C" fn split(
-        _: ncclComm_t,
+        parent: ncclComm_t,
+        color: c_int,
         _: c_int,
-        _: c_int,
-        _: *mut ncclComm_t,
+        made: *mut ncclComm_t,
         _: *mut c_void,
     ) -> ncclResult_t {
+        log("ncclCommSplit", parent);
+        let child = if color == -1 {
+            std::ptr::null_mut()
+        } else {
+            comm(parent.addr() + 100)
+        };
+        // SAFETY: as for `init`.
+        unsafe { *made = child };
+        ncclResult_t::ncclInProgress
+    }
+
+    const NO: ncclResult_t = ncclResult_t::ncclInternalError;
+    unsafe extern "C" fn int_out(_: *mut c_int) -> ncclResult_t {
         NO
     }
     unsafe extern "C" fn comm_int(_: ncclComm_t, _: *mut c_int) -> ncclResult_t {
@@ -234,8 +283,8 @@ pub(crate) mod fake {
         ncclCommFinalize: finalize,
         ncclCommAbort: abort,
         ncclCommDestroy: destroy,
-        ncclGroupStart: none,
-        ncclGroupEnd: none,
+        ncclGroupStart: group_start,
+        ncclGroupEnd: group_end,
         ncclAllReduce: reduce,
         ncclAllGather: gather,
         ncclReduceScatter: reduce,

@@ -92,16 +92,39 @@ fn state(api: &Api, comm: ncclComm_t) -> ncclResult_t {
     }
 }
 
-/// Waits for `comm`, made or used by `call` on `gpu`, at most `timeout`; on failure or
+/// When a wait that may span several communicators ends, and how long it was, for the
+/// message.
+#[derive(Debug, Clone, Copy)]
+struct Deadline {
+    at: Instant,
+    of: Duration,
+}
+
+impl Deadline {
+    /// `of` from now.
+    fn after(of: Duration) -> Deadline {
+        Deadline {
+            at: Instant::now() + of,
+            of,
+        }
+    }
+
+    /// What is left of it (none once it passed: a communicator is then polled once).
+    fn left(&self) -> Duration {
+        self.at.saturating_duration_since(Instant::now())
+    }
+}
+
+/// Waits for `comm`, made or used by `call` on `gpu`, until `deadline`; on failure or
 /// timeout the error names the call, and `comm` is aborted when `abort` is set.
-pub(super) fn ready(
+fn ready(
     api: &'static Api,
     comm: ncclComm_t,
     (call, gpu): (&'static str, u32),
-    timeout: Duration,
+    deadline: Deadline,
     abort: bool,
 ) -> Result<()> {
-    let waited = wait(&|| state(api, comm), timeout);
+    let waited = wait(&|| state(api, comm), deadline.left());
     let message = match waited {
         Ok(()) => return Ok(()),
         Err(Unfinished::Failed(e)) => describe(api, e),
@@ -109,7 +132,7 @@ pub(super) fn ready(
             "not done after {} s: a rank of the job stopped or never called it, or the ranks \
              cannot reach each other (check NCCL_SOCKET_IFNAME and the firewall; \
              NCCL_DEBUG=INFO shows where it waits)",
-            timeout.as_secs_f64()
+            deadline.of.as_secs_f64()
         ),
     };
     if abort {
@@ -117,6 +140,56 @@ pub(super) fn ready(
         unsafe { (api.ncclCommAbort)(comm) };
     }
     Err(Error::Cuda { call, gpu, message })
+}
+
+/// Waits for every one of `comms` (each with its GPU), made or used by `call`, under one
+/// deadline `timeout` away, so that n communicators wait no longer than one; the first that
+/// fails or is still pending at the deadline ends the wait. None is aborted here: the
+/// caller aborts them all.
+fn ready_all(
+    api: &'static Api,
+    comms: &[(ncclComm_t, u32)],
+    call: &'static str,
+    timeout: Duration,
+) -> Result<()> {
+    let deadline = Deadline::after(timeout);
+    comms
+        .iter()
+        .try_for_each(|&(comm, gpu)| ready(api, comm, (call, gpu), deadline, false))
+}
+
+/// Runs `enqueue` inside one NCCL group (`gpu` names the group's calls in errors); the
+/// group is closed even when `enqueue` fails, so that it does not swallow the next calls,
+/// and `enqueue`'s error, the first, is the one reported. A group of non-blocking
+/// communicators may end in progress (`ncclInProgress`): the caller then waits for them.
+fn grouped(api: &'static Api, gpu: u32, enqueue: impl FnOnce() -> Result<()>) -> Result<()> {
+    // SAFETY: group calls take no arguments.
+    taken(
+        api,
+        unsafe { (api.ncclGroupStart)() },
+        "ncclGroupStart",
+        gpu,
+    )?;
+    let enqueued = enqueue();
+    // SAFETY: as above.
+    let ended = taken(api, unsafe { (api.ncclGroupEnd)() }, "ncclGroupEnd", gpu);
+    enqueued.and(ended)
+}
+
+/// Runs `enqueue`, which enqueues work on `comms` (each with its GPU), inside one NCCL
+/// group, and waits for them all, under one deadline `timeout` away, to be done with it:
+/// as NCCL asks of non-blocking communicators, whose `ncclGroupEnd` may return
+/// `ncclInProgress` while it connects to the peers and enqueues. On an error or at the
+/// deadline the caller aborts `comms`, which may still be enqueueing.
+pub(super) fn group(
+    api: &'static Api,
+    comms: &[(ncclComm_t, u32)],
+    timeout: Duration,
+    enqueue: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    let gpu = comms.first().map_or(0, |&(_, g)| g);
+    grouped(api, gpu, enqueue)?;
+    ready_all(api, comms, "ncclGroupEnd", timeout)
 }
 
 /// Fails unless NCCL took the call, done or in progress.
@@ -155,20 +228,36 @@ pub(super) fn init_rank(
         )
     };
     taken(api, status, call, gpu)?;
-    ready(api, comm, (call, gpu), timeout, true)?;
+    ready(api, comm, (call, gpu), Deadline::after(timeout), true)?;
     Ok(comm)
 }
 
 /// One communicator per context of `gpus`, all driven by this thread, ranks 0 to n-1 in
 /// their order: what `ncclCommInitAll` makes, here as n non-blocking inits in one NCCL group
-/// (`ncclCommInitAll` has no deadline); each ready, or all aborted past `timeout`.
+/// (`ncclCommInitAll` has no deadline); all ready, or all aborted past `timeout`.
 pub(super) fn init_all(
     api: &'static Api,
     gpus: &[(Arc<CudaContext>, u32)],
     timeout: Duration,
 ) -> Result<Vec<ncclComm_t>> {
+    let ids: Vec<u32> = gpus.iter().map(|&(_, g)| g).collect();
+    // NCCL takes the current context as the rank's device.
+    let bind = |rank: usize| {
+        let (ctx, gpu) = &gpus[rank];
+        ctx.bind_to_thread().map_err(cuda("cuCtxSetCurrent", *gpu))
+    };
+    init_each(api, &ids, &bind, timeout)
+}
+
+/// [`init_all`] on `gpus`, with `bind` making rank r's GPU the thread's current device.
+fn init_each(
+    api: &'static Api,
+    gpus: &[u32],
+    bind: &dyn Fn(usize) -> Result<()>,
+    timeout: Duration,
+) -> Result<Vec<ncclComm_t>> {
     let call = "ncclCommInitRankConfig (one process, every GPU)";
-    let first = gpus.first().map_or(0, |(_, g)| *g);
+    let first = gpus.first().copied().unwrap_or(0);
     let mut unique = ncclUniqueId { internal: [0; 128] };
     // SAFETY: `unique` is a valid place for the id.
     taken(
@@ -181,41 +270,29 @@ pub(super) fn init_all(
     let mut comms: Vec<ncclComm_t> = vec![std::ptr::null_mut(); gpus.len()];
     // One config per rank, alive until every init is done.
     let mut configs: Vec<Config> = gpus.iter().map(|_| Config::nonblocking()).collect();
-    // SAFETY: group calls take no arguments.
-    taken(
-        api,
-        unsafe { (api.ncclGroupStart)() },
-        "ncclGroupStart",
-        first,
-    )?;
-    let started = gpus
-        .iter()
-        .zip(comms.iter_mut().zip(configs.iter_mut()))
-        .zip(0..)
-        .try_for_each(|(((ctx, gpu), (comm, config)), rank)| {
-            // NCCL takes the current context as the rank's device.
-            ctx.bind_to_thread()
-                .map_err(cuda("cuCtxSetCurrent", *gpu))?;
-            // SAFETY: `comm` and `config` are valid and outlive the group.
-            let status = unsafe {
-                (api.ncclCommInitRankConfig)(
-                    comm,
-                    n,
-                    unique,
-                    rank,
-                    (config as *mut Config).cast::<c_void>(),
-                )
-            };
-            taken(api, status, call, *gpu)
-        });
-    // Closed even when an init failed, so the group does not swallow the next calls.
-    // SAFETY: as above.
-    let ended = taken(api, unsafe { (api.ncclGroupEnd)() }, "ncclGroupEnd", first);
-    let made = started.and(ended).and_then(|()| {
-        comms
-            .iter()
-            .zip(gpus)
-            .try_for_each(|(&comm, (_, gpu))| ready(api, comm, (call, *gpu), timeout, false))
+    let made = grouped(api, first, || {
+        gpus.iter()
+            .zip(comms.iter_mut().zip(configs.iter_mut()))
+            .enumerate()
+            .try_for_each(|(rank, (gpu, (comm, config)))| {
+                bind(rank)?;
+                // SAFETY: `comm` and `config` are valid and outlive the group.
+                let status = unsafe {
+                    (api.ncclCommInitRankConfig)(
+                        comm,
+                        n,
+                        unique,
+                        rank as c_int,
+                        (config as *mut Config).cast::<c_void>(),
+                    )
+                };
+                taken(api, status, call, *gpu)
+            })
+    })
+    .and_then(|()| {
+        let each: Vec<(ncclComm_t, u32)> =
+            comms.iter().copied().zip(gpus.iter().copied()).collect();
+        ready_all(api, &each, call, timeout)
     });
     if let Err(e) = made {
         for &comm in comms.iter().filter(|c| !c.is_null()) {
@@ -243,9 +320,9 @@ pub(super) fn split(
         unsafe { (api.ncclCommSplit)(parent, color, key, &mut comm, std::ptr::null_mut()) };
     taken(api, status, call, gpu)?;
     // The parent's part first: a rank without a color gets no communicator to poll.
-    ready(api, parent, (call, gpu), timeout, false)?;
+    ready(api, parent, (call, gpu), Deadline::after(timeout), false)?;
     if !comm.is_null() {
-        ready(api, comm, (call, gpu), timeout, true)?;
+        ready(api, comm, (call, gpu), Deadline::after(timeout), true)?;
     }
     Ok(comm)
 }
@@ -263,7 +340,7 @@ pub(super) fn close(
     timeout: Duration,
 ) -> Result<()> {
     let call = "ncclCommFinalize";
-    let deadline = Instant::now() + timeout;
+    let deadline = Deadline::after(timeout);
     let finalized = comms
         .iter()
         .try_for_each(|&(comm, gpu)| {
@@ -271,10 +348,9 @@ pub(super) fn close(
             taken(api, unsafe { (api.ncclCommFinalize)(comm) }, call, gpu)
         })
         .and_then(|()| {
-            comms.iter().try_for_each(|&(comm, gpu)| {
-                let left = deadline.saturating_duration_since(Instant::now());
-                ready(api, comm, (call, gpu), left, false)
-            })
+            comms
+                .iter()
+                .try_for_each(|&(comm, gpu)| ready(api, comm, (call, gpu), deadline, false))
         });
     if let Err(e) = finalized {
         for &(comm, _) in comms {
@@ -322,6 +398,144 @@ mod tests {
             wait(&|| ncclResult_t::ncclRemoteError, Duration::from_secs(60)),
             Err(Unfinished::Failed(ncclResult_t::ncclRemoteError))
         );
+    }
+
+    use crate::kernels::nccl::fake;
+
+    /// Two communicators, 1 and 2, on GPUs 0 and 1.
+    const PAIR: [(ncclComm_t, u32); 2] = [
+        (std::ptr::without_provenance_mut(1), 0),
+        (std::ptr::without_provenance_mut(2), 1),
+    ];
+
+    /// A group of collectives on non-blocking communicators whose `ncclGroupEnd` returns
+    /// `ncclInProgress`, as NCCL's does while it connects to the peers, is waited for until
+    /// every communicator says done (issue 29: it was refused as an error at once); one still
+    /// in progress is given up at one deadline for all of them, not one each, with an error
+    /// naming ncclGroupEnd; an asynchronous error ends the wait.
+    #[test]
+    fn a_group_end_in_progress_is_waited_for_until_done_or_the_deadline() {
+        fake::set_state(ncclResult_t::ncclSuccess);
+        fake::set_pending(3);
+        let enqueued = Cell::new(false);
+        group(&fake::API, &PAIR, Duration::from_secs(5), || {
+            enqueued.set(true);
+            Ok(())
+        })
+        .unwrap();
+        assert!(enqueued.get());
+        assert_eq!(fake::calls(), [("ncclGroupStart", 0), ("ncclGroupEnd", 0)]);
+
+        fake::set_state(ncclResult_t::ncclInProgress);
+        let timeout = Duration::from_millis(300);
+        let start = Instant::now();
+        let err = group(&fake::API, &PAIR, timeout, || Ok(()))
+            .unwrap_err()
+            .to_string();
+        let took = start.elapsed();
+        assert!(took >= timeout && took < 2 * timeout, "{took:?}");
+        assert!(err.contains("ncclGroupEnd"), "{err}");
+        assert!(err.contains("not done after 0.3 s"), "{err}");
+
+        fake::set_state(ncclResult_t::ncclRemoteError);
+        let err = group(&fake::API, &PAIR, Duration::from_secs(60), || Ok(()))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("ncclRemoteError"), "{err}");
+        // Nothing aborted here: the caller aborts the group (measure_loops).
+        assert_eq!(
+            fake::calls(),
+            [
+                ("ncclGroupStart", 0),
+                ("ncclGroupEnd", 0),
+                ("ncclGroupStart", 0),
+                ("ncclGroupEnd", 0)
+            ]
+        );
+    }
+
+    /// A communicator that is done late leaves the next only what is left of the one
+    /// deadline: 2 still pending when 1 is done after at least 1,000 polls (200 us each) is
+    /// given up 0.6 s after the start, where a deadline each would wait 0.8 s or more.
+    #[test]
+    fn one_deadline_spans_every_communicator_of_a_group() {
+        fake::set_state(ncclResult_t::ncclSuccess);
+        fake::set_state_of(2, ncclResult_t::ncclInProgress);
+        fake::set_pending(1_000);
+        let timeout = Duration::from_millis(600);
+        let start = Instant::now();
+        let err = group(&fake::API, &PAIR, timeout, || Ok(())).unwrap_err();
+        let took = start.elapsed();
+        assert!(
+            took >= timeout && took < Duration::from_millis(800),
+            "{took:?}"
+        );
+        assert!(
+            matches!(
+                err,
+                Error::Cuda {
+                    call: "ncclGroupEnd",
+                    gpu: 1,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        fake::calls();
+    }
+
+    /// An enqueue that fails still has its group closed, and its error is the one reported.
+    #[test]
+    fn a_failed_enqueue_still_closes_the_group() {
+        fake::set_state(ncclResult_t::ncclSuccess);
+        let err = group(&fake::API, &PAIR, Duration::from_secs(5), || {
+            Err(Error::Cuda {
+                call: "ncclAllReduce",
+                gpu: 1,
+                message: "refused".into(),
+            })
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("ncclAllReduce"), "{err}");
+        assert_eq!(fake::calls(), [("ncclGroupStart", 0), ("ncclGroupEnd", 0)]);
+    }
+
+    /// One process's inits of every GPU, in one group that ends in progress, are waited for
+    /// until done; still in progress at the deadline, one deadline for all of them, every
+    /// one is aborted.
+    #[test]
+    fn a_one_process_init_is_waited_for_or_aborted_at_the_deadline() {
+        let bound = Cell::new(0);
+        let bind = |_: usize| {
+            bound.set(bound.get() + 1);
+            Ok(())
+        };
+        fake::set_state(ncclResult_t::ncclSuccess);
+        fake::set_pending(4);
+        let comms = init_each(&fake::API, &[0, 1], &bind, Duration::from_secs(5)).unwrap();
+        assert_eq!(comms, [fake::comm(1), fake::comm(2)]);
+        assert_eq!(bound.get(), 2);
+        let made = [
+            ("ncclGroupStart", 0),
+            ("ncclCommInitRankConfig", 1),
+            ("ncclCommInitRankConfig", 2),
+            ("ncclGroupEnd", 0),
+        ];
+        assert_eq!(fake::calls(), made);
+
+        fake::set_state(ncclResult_t::ncclInProgress);
+        let timeout = Duration::from_millis(300);
+        let start = Instant::now();
+        let err = init_each(&fake::API, &[0, 1], &bind, timeout)
+            .unwrap_err()
+            .to_string();
+        let took = start.elapsed();
+        assert!(took >= timeout && took < 2 * timeout, "{took:?}");
+        assert!(err.contains("not done after 0.3 s"), "{err}");
+        let mut aborted = made.to_vec();
+        aborted.extend([("ncclCommAbort", 1), ("ncclCommAbort", 2)]);
+        assert_eq!(fake::calls(), aborted);
     }
 
     /// The config NCCL_CONFIG_INITIALIZER makes, with blocking = 0, on 64-bit Linux: 48 bytes
