@@ -305,7 +305,9 @@ fn init_each(
 }
 
 /// This rank's part of `ncclCommSplit` of `parent` (non-blocking, as the parent is: a null
-/// config inherits its settings); the new communicator, ready, or null for no color.
+/// config inherits its settings); the new communicator, ready, or null for no color. The
+/// parent and the new one are waited for under one deadline; a new one that is not ready
+/// by then, or whose parent is not, is aborted (the parent is its owner's to close).
 pub(super) fn split(
     api: &'static Api,
     parent: ncclComm_t,
@@ -319,10 +321,17 @@ pub(super) fn split(
     let status =
         unsafe { (api.ncclCommSplit)(parent, color, key, &mut comm, std::ptr::null_mut()) };
     taken(api, status, call, gpu)?;
+    let deadline = Deadline::after(timeout);
     // The parent's part first: a rank without a color gets no communicator to poll.
-    ready(api, parent, (call, gpu), Deadline::after(timeout), false)?;
+    if let Err(e) = ready(api, parent, (call, gpu), deadline, false) {
+        if !comm.is_null() {
+            // SAFETY: `comm` is the split's pending communicator, never handed out.
+            unsafe { (api.ncclCommAbort)(comm) };
+        }
+        return Err(e);
+    }
     if !comm.is_null() {
-        ready(api, comm, (call, gpu), Deadline::after(timeout), true)?;
+        ready(api, comm, (call, gpu), deadline, true)?;
     }
     Ok(comm)
 }
@@ -536,6 +545,98 @@ mod tests {
         let mut aborted = made.to_vec();
         aborted.extend([("ncclCommAbort", 1), ("ncclCommAbort", 2)]);
         assert_eq!(fake::calls(), aborted);
+    }
+
+    /// A job rank's init still in progress at its deadline is aborted, and so is one that
+    /// reports an asynchronous error; one done after a few polls is handed out.
+    #[test]
+    fn a_job_rank_s_init_is_aborted_at_the_deadline() {
+        let unique = ncclUniqueId { internal: [0; 128] };
+        fake::set_state(ncclResult_t::ncclSuccess);
+        fake::set_pending(3);
+        let comm = init_rank(&fake::API, 3, (2, 4), unique, Duration::from_secs(5)).unwrap();
+        assert_eq!(comm, fake::comm(3));
+        assert_eq!(fake::calls(), [("ncclCommInitRankConfig", 3)]);
+
+        fake::set_state(ncclResult_t::ncclInProgress);
+        let timeout = Duration::from_millis(30);
+        let start = Instant::now();
+        let err = init_rank(&fake::API, 3, (2, 4), unique, timeout).unwrap_err();
+        assert!(start.elapsed() >= timeout);
+        assert!(
+            matches!(&err, Error::Cuda { call: "ncclCommInitRankConfig", gpu: 3, message }
+                if message.starts_with("not done after 0.03 s")),
+            "{err}"
+        );
+        let aborted = [("ncclCommInitRankConfig", 3), ("ncclCommAbort", 3)];
+        assert_eq!(fake::calls(), aborted);
+
+        fake::set_state(ncclResult_t::ncclRemoteError);
+        let err = init_rank(&fake::API, 3, (2, 4), unique, Duration::from_secs(60))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("ncclRemoteError"), "{err}");
+        assert_eq!(fake::calls(), aborted);
+    }
+
+    /// A split whose new communicator (101, of parent 1) is still in progress at the
+    /// deadline has it aborted, and so when the parent's part is (issue 29: it was left
+    /// pending, never aborted nor handed out); the parent is its owner's to close. A rank
+    /// without a color gets none; a finished split hands the new one out.
+    #[test]
+    fn a_split_not_done_at_the_deadline_aborts_its_new_communicator() {
+        let parent = fake::comm(1);
+        let timeout = Duration::from_millis(30);
+        let aborted = [("ncclCommSplit", 1), ("ncclCommAbort", 101)];
+        fake::set_state(ncclResult_t::ncclSuccess);
+        fake::set_state_of(101, ncclResult_t::ncclInProgress);
+        let err = split(&fake::API, parent, 0, (0, 5), timeout).unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                Error::Cuda {
+                    call: "ncclCommSplit",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(fake::calls(), aborted);
+
+        fake::set_state(ncclResult_t::ncclInProgress);
+        let start = Instant::now();
+        assert!(split(&fake::API, parent, 0, (0, 5), timeout).is_err());
+        assert!(start.elapsed() >= timeout);
+        assert_eq!(fake::calls(), aborted);
+
+        fake::set_state(ncclResult_t::ncclSuccess);
+        let none = split(&fake::API, parent, 0, (-1, 5), timeout).unwrap();
+        assert!(none.is_null());
+        let made = split(&fake::API, parent, 0, (0, 5), timeout).unwrap();
+        assert_eq!(made, fake::comm(101));
+        assert_eq!(fake::calls(), [("ncclCommSplit", 1), ("ncclCommSplit", 1)]);
+    }
+
+    /// The parent's part and the new communicator's share one deadline: the new one still
+    /// pending when the parent is done after at least 1,000 polls (200 us each) is given up
+    /// 0.6 s after the start, where a deadline each would wait 0.8 s or more.
+    #[test]
+    fn a_split_waits_under_one_deadline() {
+        fake::set_state(ncclResult_t::ncclSuccess);
+        fake::set_state_of(101, ncclResult_t::ncclInProgress);
+        fake::set_pending(1_000);
+        let timeout = Duration::from_millis(600);
+        let start = Instant::now();
+        assert!(split(&fake::API, fake::comm(1), 0, (0, 5), timeout).is_err());
+        let took = start.elapsed();
+        assert!(
+            took >= timeout && took < Duration::from_millis(800),
+            "{took:?}"
+        );
+        assert_eq!(
+            fake::calls(),
+            [("ncclCommSplit", 1), ("ncclCommAbort", 101)]
+        );
     }
 
     /// The config NCCL_CONFIG_INITIALIZER makes, with blocking = 0, on 64-bit Linux: 48 bytes
