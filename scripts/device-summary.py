@@ -6,7 +6,8 @@ GPU's datasheet, and every step that failed, with the first line of its error.
     scripts/device-summary.py OUT_DIR
     scripts/device-summary.py --self-test     checks the summary on a made-up folder
 
-A figure of 0.0 is a value (a one-rank all-reduce has busbw 0), not a missing one."""
+A figure of 0.0 is a value (a one-rank all-reduce has busbw 0), not a missing one; a link
+NVML could not place (null in topo.json) shows as ?."""
 
 import json
 import os
@@ -80,8 +81,11 @@ def summary(out):
     topo = document(os.path.join(out, "topo.json")) or {}
     gpus = topo.get("gpus", [])
     model = gpus[0]["name"] if gpus else None
+    links = topo.get("links") or []
     for g in gpus:
-        row = " ".join(topo.get("links", [[]])[g["index"]]) if topo.get("links") else ""
+        row = links[g["index"]] if g["index"] < len(links) else None
+        # A pair NVML could not place is null (topo.json's notes say why).
+        row = " ".join("?" if link is None else str(link) for link in row or [])
         text.append(
             "GPU %d %s, %.0f GiB, cc %s, links %s"
             % (
@@ -134,8 +138,13 @@ def self_test():
             with open(os.path.join(out, name), "w") as f:
                 f.write(content)
 
-        write("topo.json", json.dumps({"gpus": [{"index": 0, "name": "NVIDIA H200",
-              "memory_bytes": 150 * 2**30, "compute_capability": [9, 0]}], "links": [["X"]]}))
+        gpu = {"name": "NVIDIA H200", "memory_bytes": 150 * 2**30, "compute_capability": [9, 0]}
+        # GPU 1 reaches 2 over NVLink, the pair 0-2 NVML could not place (null), and GPU 3
+        # has no row at all.
+        write("topo.json", json.dumps({
+            "gpus": [dict(gpu, index=i) for i in range(4)],
+            "links": [["X", "NV18", None], ["NV18", "X", "NV18"], [None, "NV18", "X"]],
+        }))
         write("gemm.jsonl", json.dumps({"kind": "gemm", "flops": 791.5e12}) + "\n")
         write("all_reduce.jsonl", json.dumps({"kind": "all_reduce", "busbw": 0.0}) + "\n")
         write("steps.tsv", "step\texit\tseconds\nlibs\t1\t0\ngemm\t0\t3\np2p\tskip\t0\n")
@@ -145,7 +154,10 @@ def self_test():
             "gemm bf16 8192^3   791.50 TFLOP/s (80% of the datasheet's 989.4)",
             "all_reduce busbw   0.00 GB/s",
             "hbm copy busbw     missing",
-            "GPU 0 NVIDIA H200, 150 GiB, cc 9.0, links X",
+            "GPU 0 NVIDIA H200, 150 GiB, cc 9.0, links X NV18 ?",
+            "GPU 1 NVIDIA H200, 150 GiB, cc 9.0, links NV18 X NV18",
+            "GPU 2 NVIDIA H200, 150 GiB, cc 9.0, links ? NV18 X",
+            "GPU 3 NVIDIA H200, 150 GiB, cc 9.0, links -",
             "FAILED libs (exit 1): microbench: NCCL not found: tried libnccl.so.2",
         ):
             assert want in got, "%r not in:\n%s" % (want, got)
