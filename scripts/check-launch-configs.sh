@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the launch configs `tuner --emit` writes through each framework's own parser
-# (scripts/launch_configs.py): torchtitan v0.2.2's ConfigManager and pipeline split, DeepSpeed
-# 0.19.8's DeepSpeedConfig, Megatron-LM core_v0.19.0's parse_args and validate_args.
+# (scripts/launch_configs.py): torchtitan 0.3.0's and v0.2.2's ConfigManager and pipeline
+# split, DeepSpeed 0.19.8's DeepSpeedConfig, Megatron-LM core_v0.19.0's parse_args and
+# validate_args.
 #
 # The frameworks install into a virtual environment in the user's cache, outside the
 # repository (MESHFIT_FRAMEWORKS overrides where): about 6 GB and 4 minutes the first time
@@ -39,6 +40,23 @@ if [ "$(cat "$venv/.meshfit-pins" 2>/dev/null)" != "$pins" ]; then
   echo "$pins" >"$venv/.meshfit-pins"
 fi
 
+# torchtitan 0.3 beside 0.2.2, without a second torch: its own files first on PYTHONPATH,
+# with the small packages it adds to 0.2.2's dependencies (torchao for its float8 configs).
+titan03=$cache/torchtitan-0.3
+titan03_pins="torchtitan==0.3.0 spmd_types==0.2.3 torch_checkpointing==0.1.1 torchao==0.18.0"
+if [ "$(cat "$titan03/.meshfit-pins" 2>/dev/null)" != "$titan03_pins" ]; then
+  if online https://pypi.org/simple/pip/; then
+    say "launch configs: installing $titan03_pins into $titan03"
+    rm -rf "$titan03"
+    # shellcheck disable=SC2086 # the pins are words
+    "$venv/bin/pip" install -q --disable-pip-version-check --no-deps --target "$titan03" $titan03_pins
+    echo "$titan03_pins" >"$titan03/.meshfit-pins"
+  else
+    say "launch configs: torchtitan 0.3 skipped: PyPI unreachable"
+    titan03=
+  fi
+fi
+
 megatron=${MEGATRON_LM_SRC:-$cache/megatron-lm-$megatron_tag}
 if [ ! -d "$megatron/megatron/training" ]; then
   url=https://github.com/NVIDIA/Megatron-LM/archive/refs/tags/$megatron_tag.tar.gz
@@ -60,7 +78,7 @@ trap 'rm -rf "$out"' EXIT
 check() {
   local name=$1 kind=$2 file=$3
   shift 3
-  if ! PYTHONPATH=$megatron "$venv/bin/python" scripts/launch_configs.py "$kind" "$file" "$@" >"$out/log" 2>&1; then
+  if ! PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$megatron "$venv/bin/python" scripts/launch_configs.py "$kind" "$file" "$@" >"$out/log" 2>&1; then
     cat "$file" "$out/log" >&2
     say "launch configs: $kind refused $name"
     exit 1
@@ -69,30 +87,50 @@ check() {
 }
 
 # Layouts that exercise each mapping: an interleaved pipeline, an uneven split (126 layers on
-# 16 stages), an MoE model with leading dense layers, fp8, and the search's own choices.
+# 16 stages), an MoE model with leading dense layers, fp8, combined 1F1B, and the search's own
+# choices.
 layouts=(
   "70b-interleaved|explain --model 70b --gpus 512 --tp 8 --pp 8 --dp 8 --zero 1"
   "405b-uneven|explain --model 405b --gpus 2048 --tp 8 --pp 16 --dp 16 --virtual-stages 1"
+  "405b-fp8-rowwise|explain --model 405b --gpus 2048 --tp 8 --pp 16 --dp 16 --virtual-stages 1 --precision fp8-rowwise"
   "8b-fp8|recommend --model 8b --gpus 64 --precision fp8"
   "8b|recommend --model 8b --gpus 64"
   "deepseek-v3|recommend --model deepseek-v3 --gpus 1024"
+  "mixtral-combined|explain --model 8x7b --gpus 32 --tp 1 --pp 1 --dp 32 --ep 8 --schedule combined-1f1b"
+)
+declare -A refusals=(
+  [405b-uneven:torchtitan]="not emitted: bf16 was priced"
+  [8b-fp8:torchtitan]="not emitted: tensorwise fp8 was priced"
+  [mixtral-combined:torchtitan]="fsdp runs no combined 1F1B"
+  [mixtral-combined:torchtitan-0.2]="fsdp runs no combined 1F1B"
+  [mixtral-combined:deepspeed]="deepspeed runs no combined 1F1B"
 )
 for entry in "${layouts[@]}"; do
   name=${entry%%|*}
   read -ra args <<<"${entry#*|}"
-  # torchtitan 0.3's form (`--emit torchtitan`) needs a second torch of several GB to parse,
-  # more than CI's disk has spare; its argument lists are pinned by the tuner's own tests.
-  for kind in torchtitan-0.2 deepspeed megatron; do
+  for kind in torchtitan torchtitan-0.2 deepspeed megatron; do
     [ "$kind" = megatron ] && [ -z "$megatron" ] && continue
+    [ "$kind" = torchtitan ] && [ -z "$titan03" ] && continue
     file=$out/$name.$kind
     if ! "$tuner" "${args[@]}" --emit "$kind" >"$file" 2>"$out/notes"; then
+      # torchtitan 0.3 ships 405B in rowwise fp8 only and scales fp8 per row only, and only
+      # Megatron-LM runs combined 1F1B: those are refused by design.
+      expected=${refusals["$name:$kind"]:-}
+      if [ -n "$expected" ] && grep -qF "$expected" "$out/notes"; then
+        say "launch configs: $name $kind: refused as expected ($expected)"
+        continue
+      fi
       cat "$out/notes" >&2
       say "launch configs: tuner ${args[*]} --emit $kind failed"
       exit 1
     fi
-    # Megatron reads the world size from the launcher.
+    # Megatron and torchtitan 0.3 take the world size from the launcher.
     world=$(sed -n 's/.*--gpus \([0-9]*\).*/\1/p' <<<"${args[*]}")
-    check "$name" "${kind%-0.2}" "$file" $([ "$kind" = megatron ] && echo "$world")
+    case $kind in
+      megatron) check "$name" "$kind" "$file" "$world" ;;
+      torchtitan) PYTHONPATH=$titan03 check "$name" "$kind" "$file" "$world" ;;
+      *) check "$name" "$kind" "$file" ;;
+    esac
   done
 done
 say "launch configs: every emitted file read by its framework's parser"

@@ -1,6 +1,7 @@
 """Reads launch configs `tuner --emit` wrote with each framework's own parser.
 
-    python launch_configs.py torchtitan FILE
+    python launch_configs.py torchtitan-0.2 FILE
+    python launch_configs.py torchtitan FILE WORLD_SIZE      (0.3's command line)
     python launch_configs.py deepspeed FILE
     python launch_configs.py megatron FILE WORLD_SIZE
 
@@ -60,6 +61,42 @@ def torchtitan(path: str) -> None:
     )
 
 
+def torchtitan_0_3(path: str, world: str) -> None:
+    """torchtitan 0.3's command line: the registry function, then the overrides."""
+    from torchtitan.config import ConfigManager
+    from torchtitan.distributed import pipeline_parallel as pp_split
+    from torchtitan.distributed.parallel_dims import ParallelDims
+
+    import torchtitan.components.quantization.float8 as float8
+
+    # Registry functions with float8 converters build them at parse time, which asks the GPU
+    # whether it runs float8: answer as the Hopper the config is for.
+    float8.has_cuda_capability = lambda major, minor: (9, 0) >= (major, minor)
+    words = shlex.split(" ".join(line for line in open(path) if not line.startswith("#")))
+    cfg = ConfigManager().parse_args(words)
+    spec, p, t = cfg.model_spec, cfg.parallelism, cfg.training
+    dims = ParallelDims.from_config(p, int(world))
+    # The Trainer's own batch check (trainer.py): the global batch is whole local batches of
+    # every batch rank.
+    batch_ranks = dims.dp_replicate * dims.dp_shard
+    if t.global_batch_size % (t.local_batch_size * batch_ranks):
+        fail(f"global batch {t.global_batch_size} is not local {t.local_batch_size} x {batch_ranks} x n")
+    if p.pipeline_parallel_degree > 1:
+        if t.local_batch_size % p.pipeline_parallel_microbatch_size:
+            fail("local batch is not a whole number of pipeline microbatches")
+        # torchtitan 0.3's own stage count and split (pipeline_parallel.py), which raise on
+        # a split the ranks cannot take.
+        stages, layers, first, last = pp_split._get_pipeline_metadata(dims, p, spec.model)
+        parts = pp_split._generate_llm_fqn_per_model_part(stages, layers, first, last)
+        held = [sum(m.startswith("layers.") for m in part) for part in parts]
+        print(f"read: stages hold {held} layers")
+    print(
+        f"read: {spec.name} {spec.flavor}: {len(spec.model.layers)} layers; TP {p.tensor_parallel_degree}"
+        f" PP {p.pipeline_parallel_degree} EP {p.expert_parallel_degree} over {world} GPUs;"
+        f" activation checkpointing {type(cfg.activation_checkpoint).__qualname__}"
+    )
+
+
 def deepspeed(path: str) -> None:
     import deepspeed.runtime.config as ds_config
 
@@ -113,4 +150,10 @@ def megatron(path: str, world: str) -> None:
 
 if __name__ == "__main__":
     kind, rest = sys.argv[1], sys.argv[2:]
-    {"torchtitan": torchtitan, "deepspeed": deepspeed, "megatron": megatron}[kind](*rest)
+    checks = {
+        "torchtitan-0.2": torchtitan,
+        "torchtitan": torchtitan_0_3,
+        "deepspeed": deepspeed,
+        "megatron": megatron,
+    }
+    checks[kind](*rest)
