@@ -197,13 +197,50 @@ mod tests {
     use super::*;
     use std::cell::RefCell;
 
-    /// Records what would be enqueued where.
+    /// Streams as the driver runs them: work on a stream runs in its order, one copy takes
+    /// one unit of time, and a stream told to wait for an event recorded on another
+    /// (`cuEventRecord`, then `cuStreamWaitEvent`) runs nothing more until that other
+    /// stream's work up to the event is done. Records each copy with its stream, the GPU it
+    /// reads and its start.
     #[derive(Default)]
-    struct Fake(RefCell<Vec<(usize, u32, u32)>>);
+    struct Streams {
+        /// When each stream's queued work ends.
+        ends: RefCell<Vec<u32>>,
+        copies: RefCell<Vec<Copied>>,
+    }
 
-    impl PeerQueue for Fake {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    struct Copied {
+        stream: usize,
+        from: u32,
+        start: u32,
+    }
+
+    impl Streams {
+        fn end(&self, stream: usize) -> u32 {
+            let mut ends = self.ends.borrow_mut();
+            if ends.len() <= stream {
+                ends.resize(stream + 1, 0);
+            }
+            ends[stream]
+        }
+
+        /// `stream` waits for an event recorded on `on` now.
+        fn wait(&self, stream: usize, on: usize) {
+            let at = self.end(on).max(self.end(stream));
+            self.ends.borrow_mut()[stream] = at;
+        }
+    }
+
+    impl PeerQueue for Streams {
         fn copy(&self, stream: usize, d: &Direction, _bytes: u64) -> Result<()> {
-            self.0.borrow_mut().push((stream, d.from.gpu, d.to.gpu));
+            let start = self.end(stream);
+            self.ends.borrow_mut()[stream] = start + 1;
+            self.copies.borrow_mut().push(Copied {
+                stream,
+                from: d.from.gpu,
+                start,
+            });
             Ok(())
         }
     }
@@ -216,13 +253,9 @@ mod tests {
         }
     }
 
-    /// p2p-bidir between GPUs 0 and 1: 0 -> 1 and 1 -> 0 go on two different streams, both
-    /// enqueued in one iteration, and nothing else is enqueued between them (no event wait
-    /// that would serialize them).
-    #[test]
-    fn both_directions_go_on_their_own_streams() {
-        let fake = Fake::default();
-        let both = [
+    /// 0 -> 1 and 1 -> 0.
+    fn both() -> [Direction; 2] {
+        [
             Direction {
                 from: end(0),
                 to: end(1),
@@ -231,8 +264,67 @@ mod tests {
                 from: end(1),
                 to: end(0),
             },
-        ];
-        peer_copies(&fake, &both, 1 << 20).unwrap();
-        assert_eq!(*fake.0.borrow(), [(0, 0, 1), (1, 1, 0)]);
+        ]
+    }
+
+    /// Where the copies of `iterations` iterations started, by direction: each direction
+    /// on its own stream, and both starting together in every iteration, or not.
+    fn starts(streams: &Streams, iterations: u32) -> Vec<(usize, u32, u32)> {
+        let copies = streams.copies.borrow();
+        assert_eq!(copies.len(), 2 * iterations as usize);
+        copies.iter().map(|c| (c.stream, c.from, c.start)).collect()
+    }
+
+    /// p2p-bidir between GPUs 0 and 1, three iterations: 0 -> 1 and 1 -> 0 each run on
+    /// their own stream and start together in every iteration, so both directions' bytes
+    /// move at once (issue 29, item 1). Each direction waited on the other's stream before
+    /// (cudarc's `memcpy_dtod` across contexts: see the next test), and each iteration's
+    /// reverse copy started when its forward one ended.
+    #[test]
+    fn both_directions_go_on_their_own_streams() {
+        let streams = Streams::default();
+        for _ in 0..3 {
+            peer_copies(&streams, &both(), 1 << 20).unwrap();
+        }
+        assert_eq!(
+            starts(&streams, 3),
+            [
+                (0, 0, 0),
+                (1, 1, 0),
+                (0, 0, 1),
+                (1, 1, 1),
+                (0, 0, 2),
+                (1, 1, 2)
+            ]
+        );
+    }
+
+    /// What the copies were before the fix, on the same streams: cudarc 0.19's
+    /// `memcpy_dtod` with a source in another context records an event on the source's
+    /// stream and makes the copy's stream wait for it, and the source of each direction
+    /// lived on the other direction's stream (0 -> 1 reads GPU 0's buffer of stream 1, and
+    /// the reverse GPU 1's of stream 0). The check above reads that as serialized: each
+    /// reverse copy starts when its forward one ends, three iterations take six copies' time.
+    #[test]
+    fn the_old_memcpy_dtod_waits_serialize_the_directions() {
+        let streams = Streams::default();
+        let sources_stream = [1, 0];
+        for _ in 0..3 {
+            for (stream, d) in both().iter().enumerate() {
+                streams.wait(stream, sources_stream[stream]);
+                streams.copy(stream, d, 1 << 20).unwrap();
+            }
+        }
+        assert_eq!(
+            starts(&streams, 3),
+            [
+                (0, 0, 0),
+                (1, 1, 1),
+                (0, 0, 2),
+                (1, 1, 3),
+                (0, 0, 4),
+                (1, 1, 5)
+            ]
+        );
     }
 }
