@@ -7,7 +7,7 @@
 use super::cublaslt::{cublaslt, Api};
 use super::fill::fill_random;
 use super::settle::warm_up;
-use super::timer::{cuda, time_iterations, Wait};
+use super::timer::{cuda, time_iterations, Timed, Wait};
 use super::{check_gemm_layout, summarize};
 use crate::discovery::SmClock;
 use crate::error::{Error, Result};
@@ -259,7 +259,7 @@ pub(super) fn measure(
         .result()
         .map_err(blas_err("cublasLtMatmul", gpu, &what))
     };
-    time_gemm(&stream, gpu, iterations, clock, step)
+    time_gemm(&(gpu, stream.clone()), iterations, clock, step)
 }
 
 /// Converts a cuBLASLt error into ours, naming the GEMM (`what`) as well as the call.
@@ -481,9 +481,8 @@ impl Drop for Owned {
 /// Runs `step` `warmup` times, then until the SM clock settles (see [`warm_up`]), then times
 /// `iters` iterations, reading the clock while they run; gives the timing and how the warm-up
 /// went.
-fn time_gemm(
-    stream: &Arc<CudaStream>,
-    gpu: u32,
+fn time_gemm<S: Timed>(
+    stream: &S,
     (iters, warmup): (u32, u32),
     clock: &dyn Fn() -> SmClock,
     mut step: impl FnMut() -> Result<()>,
@@ -491,16 +490,11 @@ fn time_gemm(
     for _ in 0..warmup {
         step()?;
     }
-    let sync = || {
-        stream
-            .synchronize()
-            .map_err(cuda("cuStreamSynchronize", gpu))
-    };
-    let settle = warm_up(&mut step, &|| clock().mhz, &sync)?;
+    let settle = warm_up(&mut step, &|| clock().mhz, &|| stream.synchronize())?;
     let during = std::cell::Cell::new(SmClock::default());
     let sample = || during.set(clock());
     let mut samples = time_iterations(
-        &[(gpu, stream.clone())],
+        std::slice::from_ref(stream),
         iters,
         0,
         Wait::Block(&sample),
@@ -516,6 +510,7 @@ fn time_gemm(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::{Cell, RefCell};
 
     /// A non-square GEMM, m = 4096, n = 1024, k = 512, as cuBLAS (column-major) stores it in
     /// each layout. C is 4096 x 1024 (ldc 4096) throughout.
@@ -637,5 +632,54 @@ mod tests {
             GemmLayout::Tn,
         );
         assert!(check_alignment(&aligned, &types(Dtype::Fp8E4m3).unwrap(), 2).is_ok());
+    }
+
+    /// The clock a GEMM's record carries (`ended_at`) is the one read after its timed
+    /// iterations are enqueued and before its stream is synchronized, while they run, not
+    /// one read on the idle GPU after the wait (issue 29, item 6). The fake clock holds at
+    /// 1755 MHz, so the warm-up settles after its 200 ms, and counts its readings in the
+    /// throttle reasons, so the record's reading can be told from the others.
+    #[test]
+    fn a_gemm_records_the_clock_read_while_its_timed_iterations_run() {
+        use super::super::timer::fake;
+        let log = RefCell::new(Vec::new());
+        let stream = fake::Stream { gpu: 3, log: &log };
+        let readings = Cell::new(0u64);
+        let clock = || {
+            readings.set(readings.get() + 1);
+            log.borrow_mut().push(("clock", 0));
+            SmClock {
+                mhz: Some(1755),
+                throttle_reasons: Some(readings.get()),
+            }
+        };
+        // Back-to-back steps are logged as one, as the warm-up runs thousands.
+        let step = || {
+            let mut log = log.borrow_mut();
+            if log.last() != Some(&("step", 0)) {
+                log.push(("step", 0));
+            }
+            Ok(())
+        };
+        let (timing, warmed) = time_gemm(&stream, (3, 2), &clock, step).unwrap();
+        assert_eq!(timing.time_s, 1e-3);
+        let log = log.into_inner();
+        let timed = [
+            ("record", 3),
+            ("step", 0),
+            ("record", 3),
+            ("record", 3),
+            ("step", 0),
+            ("record", 3),
+            ("record", 3),
+            ("step", 0),
+            ("record", 3),
+            ("clock", 0),
+            ("sync", 3),
+        ];
+        assert!(log.ends_with(&timed), "{:?}", &log[log.len() - 12..]);
+        assert_eq!(warmed.ended_at.throttle_reasons, Some(readings.get()));
+        // The warm-up read the clock while its rounds ran too (settle.rs), and waited.
+        assert!(log.contains(&("sync", 3)) && log.len() > timed.len());
     }
 }
