@@ -111,18 +111,6 @@ impl GpuBackend {
             .map_or_else(SmClock::default, |l| l.sm_clock(gpu))
     }
 
-    /// The errors cudarc kept from the drop guards of a point's buffers (each records an
-    /// event on its stream when released): cudarc hands them to the next call that checks,
-    /// which would name a later point's call and GPU; read here, they name this point's.
-    fn deferred_errors(&self, gpus: &[u32]) -> Result<()> {
-        gpus.iter().try_for_each(|&g| match self.context(g) {
-            Ok(ctx) => ctx
-                .check_err()
-                .map_err(cuda("cuEventRecord (releasing this point's buffers)", g)),
-            Err(_) => Ok(()),
-        })
-    }
-
     /// GPU `gpu`'s CUDA context (by NVML index).
     pub(crate) fn context(&self, gpu: u32) -> Result<Arc<CudaContext>> {
         self.contexts
@@ -135,6 +123,47 @@ impl GpuBackend {
                 message: "not visible to CUDA (check CUDA_VISIBLE_DEVICES)".into(),
             })
     }
+}
+
+/// Where cudarc keeps the errors of a context's drop guards (each buffer's guard records an
+/// event on its stream when released, and cannot return the error): until the next call on
+/// the context that checks, which then fails with it under its own name.
+trait KeptErrors {
+    /// Takes the kept error, if any, as the driver's message (`CudaContext::check_err`).
+    fn take_kept(&self) -> Option<String>;
+}
+
+impl KeptErrors for Arc<CudaContext> {
+    fn take_kept(&self) -> Option<String> {
+        self.check_err().err().map(|e| e.to_string())
+    }
+}
+
+/// The call a kept error is reported under: the release of the point's buffers.
+const RELEASING: &str = "cuEventRecord (releasing this point's buffers)";
+
+/// Runs a point's `work` (its buffers released by the time it returns), then takes the
+/// errors `contexts` (the point's GPUs') kept from it: they fail this point, which caused
+/// them, under [`RELEASING`] and their GPU, rather than the next point's first call under
+/// that call's name. The point's own error comes first; the kept ones are taken either way.
+fn released<T, C: KeptErrors>(
+    contexts: &[(u32, C)],
+    work: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    let measured = work();
+    let kept = contexts
+        .iter()
+        .try_for_each(|(gpu, ctx)| match ctx.take_kept() {
+            None => Ok(()),
+            Some(message) => Err(Error::Cuda {
+                call: RELEASING,
+                gpu: *gpu,
+                message,
+            }),
+        });
+    let out = measured?;
+    kept?;
+    Ok(out)
 }
 
 /// `cuInit`'s failure as one line: the driver's code, and what it usually means.
@@ -204,13 +233,13 @@ impl Backend for GpuBackend {
             let clocks: Vec<SmClock> = gpus_of_point.iter().map(|&g| self.sm_clock(g)).collect();
             during.set(SmClock::slowest(&clocks));
         };
-        // The point's own work, its buffers released by the time it returns.
-        let measured = self.measure_point(point, (iters, warmup), &mut versions, &sample);
-        let released = self.deferred_errors(&gpus_of_point);
-        // The point's own error comes first; a deferred one otherwise fails this point, which
-        // caused it, rather than the next point's first call.
-        let mut records = measured?;
-        released?;
+        let contexts: Vec<(u32, Arc<CudaContext>)> = gpus_of_point
+            .iter()
+            .filter_map(|&g| Some((g, self.context(g).ok()?)))
+            .collect();
+        let mut records = released(&contexts, || {
+            self.measure_point(point, (iters, warmup), &mut versions, &sample)
+        })?;
         if !matches!(point, Point::Gemm { .. }) {
             for r in &mut records {
                 set_conditions(r, during.get());
@@ -328,5 +357,90 @@ impl GpuBackend {
             point,
             timing,
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    /// A context's error slot as cudarc keeps it: a drop guard stores its error there
+    /// (`record_err`), and every call that checks takes it first and fails with it.
+    #[derive(Default)]
+    struct Context(RefCell<Option<String>>);
+
+    impl KeptErrors for Context {
+        fn take_kept(&self) -> Option<String> {
+            self.0.borrow_mut().take()
+        }
+    }
+
+    impl Context {
+        /// A buffer's guard whose event record failed, as it is dropped.
+        fn release_failing(&self) {
+            *self.0.borrow_mut() = Some("CUDA_ERROR_LAUNCH_FAILED".into());
+        }
+
+        /// A point's first call on the context (`cuStreamCreate`), which checks the slot
+        /// first, as cudarc's calls do.
+        fn first_call(&self, gpu: u32) -> Result<()> {
+            match self.take_kept() {
+                None => Ok(()),
+                Some(message) => Err(Error::Cuda {
+                    call: "cuStreamCreate",
+                    gpu,
+                    message,
+                }),
+            }
+        }
+    }
+
+    /// Point 1 on GPU 5 measures, and one of its buffers' guards fails as it is released:
+    /// point 1 fails under the release and GPU 5, and point 2, on the same context, runs
+    /// (issue 29, item 8). Unread, the error failed point 2's first call, named
+    /// cuStreamCreate. A point's own error comes first, and the kept one is still taken.
+    #[test]
+    fn an_error_kept_from_a_point_s_buffers_fails_that_point_under_their_release() {
+        let contexts = [(5, Context::default())];
+        let ctx = &contexts[0].1;
+        let point_1 = released(&contexts, || {
+            ctx.first_call(5)?;
+            ctx.release_failing();
+            Ok("point 1's records")
+        });
+        assert!(
+            matches!(
+                &point_1,
+                Err(Error::Cuda { call, gpu: 5, message })
+                    if *call == RELEASING && message == "CUDA_ERROR_LAUNCH_FAILED"
+            ),
+            "{point_1:?}"
+        );
+        let point_2 = released(&contexts, || {
+            ctx.first_call(5)?;
+            Ok("point 2's records")
+        });
+        assert_eq!(point_2.unwrap(), "point 2's records");
+
+        let own: Result<()> = released(&contexts, || {
+            ctx.release_failing();
+            Err(Error::Cuda {
+                call: "cublasLtMatmul",
+                gpu: 5,
+                message: "failed".into(),
+            })
+        });
+        assert!(
+            matches!(
+                own,
+                Err(Error::Cuda {
+                    call: "cublasLtMatmul",
+                    ..
+                })
+            ),
+            "{own:?}"
+        );
+        assert!(ctx.first_call(5).is_ok());
     }
 }
