@@ -21,22 +21,14 @@ use super::nonblocking;
 use super::timer::{cuda, time_loops, Wait, HUNG_AFTER};
 use super::{loop_timing, LOOPS};
 use crate::error::{Error, Result};
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtrMut};
-use cudarc::nccl::sys::{self, ncclComm_t, ncclDataType_t, ncclRedOp_t, ncclResult_t};
+use cudarc::driver::{CudaContext, CudaSlice, DevicePtrMut};
+use cudarc::nccl::sys::{
+    self, cudaStream_t, ncclComm_t, ncclDataType_t, ncclRedOp_t, ncclResult_t,
+};
 use record::{Clock, Dtype, Kind, Timing};
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The NCCL call that enqueues `kind` (all-to-all and send/recv are grouped sends and receives).
-fn call_of(kind: Kind) -> &'static str {
-    match kind {
-        Kind::AllReduce => "ncclAllReduce",
-        Kind::AllGather => "ncclAllGather",
-        Kind::ReduceScatter => "ncclReduceScatter",
-        _ => "ncclSend/ncclRecv",
-    }
-}
 
 fn nccl_type(dtype: Dtype) -> ncclDataType_t {
     match dtype {
@@ -273,12 +265,12 @@ impl Communicators {
     }
 }
 
-/// One rank's buffers: send and receive, as device addresses, and its rank index in the
-/// communicator.
+/// One rank's buffers: send and receive, as device addresses, its stream, as NCCL takes it
+/// (its owner keeps it alive), and its rank index in the communicator.
 struct Rank {
     gpu: u32,
     index: u32,
-    stream: Arc<CudaStream>,
+    stream: cudaStream_t,
     send: u64,
     recv: u64,
 }
@@ -350,7 +342,7 @@ pub(crate) fn measure_loops(
         ranks.push(Rank {
             gpu: *gpu,
             index,
-            stream: stream.clone(),
+            stream: stream.cu_stream() as cudaStream_t,
             send: s,
             recv: r,
         });
@@ -418,11 +410,11 @@ fn issue(
     (point, in_place): (&Point, bool),
     timeout: Duration,
 ) -> Result<()> {
-    nonblocking::group(api, members, timeout, || {
+    nonblocking::group(api, members, timeout, |open| {
         ranks
             .iter()
             .zip(comms)
-            .try_for_each(|(rank, &comm)| enqueue(api, comm, rank, point, in_place))
+            .try_for_each(|(rank, &comm)| enqueue(api, open, comm, rank, (point, in_place)))
     })
 }
 
@@ -466,13 +458,14 @@ pub(crate) fn exchanges(kind: Kind, rank: u32, world: u32, peer: Option<u32>) ->
     }
 }
 
-/// Enqueues one rank's share of the point, inside an open group.
+/// Enqueues one rank's share of the point, inside the `open` group; each call's answer is
+/// checked as it comes ([`nonblocking::Open::taken`]).
 fn enqueue(
     api: &'static Api,
+    open: &nonblocking::Open,
     comm: ncclComm_t,
     rank: &Rank,
-    point: &Point,
-    in_place: bool,
+    (point, in_place): (&Point, bool),
 ) -> Result<()> {
     let (kind, peer) = point.traffic;
     let Point {
@@ -483,14 +476,15 @@ fn enqueue(
         ..
     } = *point;
     let per_rank = (elems / u64::from(world)) as usize;
-    let stream = rank.stream.cu_stream() as _;
+    let stream = rank.stream;
+    let taken = |call, status| open.taken(comm, call, rank.gpu, status);
 
     let send = if in_place { rank.recv } else { rank.send };
     let chunk = per_rank as u64 * es;
     // SAFETY (every call below): the addresses are live device buffers of this rank's GPU,
     // sized for the counts passed (see `measure_loops`), and `comm` is this rank's
     // communicator.
-    let exchange = |count: usize, bytes: u64| {
+    let exchange = |count: usize, bytes: u64| -> Result<()> {
         for x in exchanges(kind, rank.index, world, peer) {
             let at = share_offset(x.slot, bytes);
             let sent = unsafe {
@@ -503,9 +497,7 @@ fn enqueue(
                     stream,
                 )
             };
-            if sent != ncclResult_t::ncclSuccess {
-                return sent;
-            }
+            taken("ncclSend", sent)?;
             let received = unsafe {
                 (api.ncclRecv)(
                     (rank.recv + at) as *mut c_void,
@@ -516,14 +508,12 @@ fn enqueue(
                     stream,
                 )
             };
-            if received != ncclResult_t::ncclSuccess {
-                return received;
-            }
+            taken("ncclRecv", received)?;
         }
-        ncclResult_t::ncclSuccess
+        Ok(())
     };
-    let status = match kind {
-        Kind::AllReduce => unsafe {
+    match kind {
+        Kind::AllReduce => taken("ncclAllReduce", unsafe {
             (api.ncclAllReduce)(
                 send as *const c_void,
                 rank.recv as *mut c_void,
@@ -533,14 +523,14 @@ fn enqueue(
                 comm,
                 stream,
             )
-        },
+        }),
         Kind::AllGather => {
             let src = if in_place {
                 rank.recv + share_offset(rank.index, chunk)
             } else {
                 rank.send
             };
-            unsafe {
+            taken("ncclAllGather", unsafe {
                 (api.ncclAllGather)(
                     src as *const c_void,
                     rank.recv as *mut c_void,
@@ -549,7 +539,7 @@ fn enqueue(
                     comm,
                     stream,
                 )
-            }
+            })
         }
         Kind::ReduceScatter => {
             let dst = if in_place {
@@ -557,7 +547,7 @@ fn enqueue(
             } else {
                 rank.recv
             };
-            unsafe {
+            taken("ncclReduceScatter", unsafe {
                 (api.ncclReduceScatter)(
                     rank.send as *const c_void,
                     dst as *mut c_void,
@@ -567,19 +557,16 @@ fn enqueue(
                     comm,
                     stream,
                 )
-            }
+            })
         }
         Kind::AllToAll => exchange(per_rank, chunk),
         Kind::SendRecv => exchange(elems as usize, 0),
-        other => {
-            return Err(Error::BadValue {
-                field: "collective",
-                value: other.to_string(),
-                expected: "all_reduce, all_gather, reduce_scatter, all_to_all or send_recv".into(),
-            })
-        }
-    };
-    checked(api, call_of(kind), rank.gpu, status)
+        other => Err(Error::BadValue {
+            field: "collective",
+            value: other.to_string(),
+            expected: "all_reduce, all_gather, reduce_scatter, all_to_all or send_recv".into(),
+        }),
+    }
 }
 
 #[cfg(test)]
@@ -669,6 +656,82 @@ mod tests {
         assert!(err.contains("ncclCommFinalize"), "{err}");
         assert!(err.contains("ncclRemoteError"), "{err}");
         assert_eq!(fake::calls(), aborted);
+    }
+
+    /// An all-reduce and an all-to-all whose enqueue calls answer `ncclInProgress`, which
+    /// NCCL's guide lets any call on a non-blocking communicator answer, have the
+    /// communicator polled until done before the next call, and the group goes on (issue 29:
+    /// they were refused as errors); one still in progress at the group's deadline fails it
+    /// naming the call, before any other call is made; an error is named as before.
+    #[test]
+    fn an_enqueue_in_progress_is_waited_for_under_the_group_s_deadline() {
+        use super::super::nccl::fake;
+        let comms = [fake::comm(1), fake::comm(2)];
+        let members = [(comms[0], 0), (comms[1], 1)];
+        let ranks: Vec<Rank> = (0..2)
+            .map(|i| Rank {
+                gpu: i,
+                index: i,
+                stream: std::ptr::null_mut(),
+                send: 0,
+                recv: 0,
+            })
+            .collect();
+        let point = |kind| Point {
+            traffic: (kind, None),
+            world: 2,
+            elems: 1024,
+            es: 2,
+            ty: ncclDataType_t::ncclBfloat16,
+        };
+        let run = |kind, timeout| {
+            issue(
+                &fake::API,
+                (&comms, &members),
+                &ranks,
+                (&point(kind), false),
+                timeout,
+            )
+        };
+        let (start, end) = (("ncclGroupStart", 0), ("ncclGroupEnd", 0));
+
+        fake::set_state(ncclResult_t::ncclSuccess);
+        fake::set_enqueue(ncclResult_t::ncclInProgress);
+        fake::set_pending(3);
+        run(Kind::AllReduce, Duration::from_secs(5)).unwrap();
+        let reduced = [start, ("ncclAllReduce", 1), ("ncclAllReduce", 2), end];
+        assert_eq!(fake::calls(), reduced);
+        run(Kind::AllToAll, Duration::from_secs(5)).unwrap();
+        let mut exchanged = vec![start];
+        for comm in [1, 2] {
+            for _ in 0..2 {
+                exchanged.extend([("ncclSend", comm), ("ncclRecv", comm)]);
+            }
+        }
+        exchanged.push(end);
+        assert_eq!(fake::calls(), exchanged);
+
+        fake::set_state_of(1, ncclResult_t::ncclInProgress);
+        let timeout = Duration::from_millis(300);
+        let began = std::time::Instant::now();
+        let err = run(Kind::AllReduce, timeout).unwrap_err();
+        assert!(began.elapsed() >= timeout);
+        assert!(
+            matches!(&err, Error::Cuda { call: "ncclAllReduce", gpu: 0, message }
+                if message.starts_with("not done after 0.3 s")),
+            "{err}"
+        );
+        assert_eq!(fake::calls(), [start, ("ncclAllReduce", 1), end]);
+
+        fake::set_state(ncclResult_t::ncclSuccess);
+        fake::set_enqueue(ncclResult_t::ncclInvalidArgument);
+        let err = run(Kind::AllReduce, Duration::from_secs(5)).unwrap_err();
+        assert!(
+            matches!(&err, Error::Cuda { call: "ncclAllReduce", gpu: 0, message }
+                if message.contains("ncclInvalidArgument")),
+            "{err}"
+        );
+        assert_eq!(fake::calls(), [start, ("ncclAllReduce", 1), end]);
     }
 
     fn x(to: u32, from: u32, slot: u32) -> Exchange {

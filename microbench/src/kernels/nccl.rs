@@ -99,8 +99,9 @@ pub(crate) fn checked(api: &Api, call: &'static str, gpu: u32, status: ncclResul
 /// communicator is a number ([`fake::comm`]). It behaves as NCCL does with non-blocking
 /// communicators: an init makes rank r's communicator r + 1, a split of communicator p makes
 /// p + 100 (none for `NCCL_SPLIT_NOCOLOR`), and both, finalize and a group end return
-/// `ncclInProgress`, leaving the state to say when they are done. Calls the tests do not
-/// drive fail.
+/// `ncclInProgress`, leaving the state to say when they are done. The enqueue calls are
+/// logged and answer what a test sets ([`fake::set_enqueue`]). Calls the tests do not drive
+/// fail.
 #[cfg(test)]
 pub(crate) mod fake {
     use super::*;
@@ -112,6 +113,7 @@ pub(crate) mod fake {
         static STATE: Cell<ncclResult_t> = const { Cell::new(ncclResult_t::ncclSuccess) };
         static STATE_OF: RefCell<Option<HashMap<usize, ncclResult_t>>> = const { RefCell::new(None) };
         static PENDING: Cell<u32> = const { Cell::new(0) };
+        static ENQUEUE: Cell<ncclResult_t> = const { Cell::new(ncclResult_t::ncclInternalError) };
     }
 
     /// Communicator `n`.
@@ -137,6 +139,12 @@ pub(crate) mod fake {
     /// `ncclInProgress`; the state set before, after them.
     pub(crate) fn set_pending(polls: u32) {
         PENDING.set(polls);
+    }
+
+    /// What the enqueue calls (`ncclAllReduce`, `ncclSend`, ...) answer from now on, on this
+    /// thread; they fail until set.
+    pub(crate) fn set_enqueue(result: ncclResult_t) {
+        ENQUEUE.set(result);
     }
 
     /// The communicator calls made on this thread since the last look, with their
@@ -228,46 +236,63 @@ pub(crate) mod fake {
     unsafe extern "C" fn comm_int(_: ncclComm_t, _: *mut c_int) -> ncclResult_t {
         NO
     }
-    unsafe extern "C" fn reduce(
+
+    /// An enqueue call: logged, answered as [`set_enqueue`] says.
+    fn enqueued(call: &'static str, comm: ncclComm_t) -> ncclResult_t {
+        log(call, comm);
+        ENQUEUE.get()
+    }
+    unsafe extern "C" fn all_reduce(
         _: *const c_void,
         _: *mut c_void,
         _: usize,
         _: ncclDataType_t,
         _: ncclRedOp_t,
-        _: ncclComm_t,
+        comm: ncclComm_t,
         _: cudaStream_t,
     ) -> ncclResult_t {
-        NO
+        enqueued("ncclAllReduce", comm)
+    }
+    unsafe extern "C" fn reduce_scatter(
+        _: *const c_void,
+        _: *mut c_void,
+        _: usize,
+        _: ncclDataType_t,
+        _: ncclRedOp_t,
+        comm: ncclComm_t,
+        _: cudaStream_t,
+    ) -> ncclResult_t {
+        enqueued("ncclReduceScatter", comm)
     }
     unsafe extern "C" fn gather(
         _: *const c_void,
         _: *mut c_void,
         _: usize,
         _: ncclDataType_t,
-        _: ncclComm_t,
+        comm: ncclComm_t,
         _: cudaStream_t,
     ) -> ncclResult_t {
-        NO
+        enqueued("ncclAllGather", comm)
     }
     unsafe extern "C" fn send(
         _: *const c_void,
         _: usize,
         _: ncclDataType_t,
         _: c_int,
-        _: ncclComm_t,
+        comm: ncclComm_t,
         _: cudaStream_t,
     ) -> ncclResult_t {
-        NO
+        enqueued("ncclSend", comm)
     }
     unsafe extern "C" fn recv(
         _: *mut c_void,
         _: usize,
         _: ncclDataType_t,
         _: c_int,
-        _: ncclComm_t,
+        comm: ncclComm_t,
         _: cudaStream_t,
     ) -> ncclResult_t {
-        NO
+        enqueued("ncclRecv", comm)
     }
 
     /// The fake's table.
@@ -285,9 +310,9 @@ pub(crate) mod fake {
         ncclCommDestroy: destroy,
         ncclGroupStart: group_start,
         ncclGroupEnd: group_end,
-        ncclAllReduce: reduce,
+        ncclAllReduce: all_reduce,
         ncclAllGather: gather,
-        ncclReduceScatter: reduce,
+        ncclReduceScatter: reduce_scatter,
         ncclSend: send,
         ncclRecv: recv,
     };

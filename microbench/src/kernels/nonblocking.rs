@@ -143,16 +143,15 @@ fn ready(
 }
 
 /// Waits for every one of `comms` (each with its GPU), made or used by `call`, under one
-/// deadline `timeout` away, so that n communicators wait no longer than one; the first that
-/// fails or is still pending at the deadline ends the wait. None is aborted here: the
-/// caller aborts them all.
+/// `deadline`, so that n communicators wait no longer than one; the first that fails or is
+/// still pending at the deadline ends the wait. None is aborted here: the caller aborts
+/// them all.
 fn ready_all(
     api: &'static Api,
     comms: &[(ncclComm_t, u32)],
     call: &'static str,
-    timeout: Duration,
+    deadline: Deadline,
 ) -> Result<()> {
-    let deadline = Deadline::after(timeout);
     comms
         .iter()
         .try_for_each(|&(comm, gpu)| ready(api, comm, (call, gpu), deadline, false))
@@ -176,20 +175,62 @@ fn grouped(api: &'static Api, gpu: u32, enqueue: impl FnOnce() -> Result<()>) ->
     enqueued.and(ended)
 }
 
+/// An open group of [`group`]: what its enqueue calls' answers are checked against, under
+/// the group's one deadline.
+pub(super) struct Open {
+    api: &'static Api,
+    deadline: Deadline,
+}
+
+impl Open {
+    /// NCCL's answer `status` to `call` on `comm` (on `gpu`) inside the group. Done, or in
+    /// progress: NCCL's guide lets any call on a non-blocking communicator answer
+    /// `ncclInProgress` (`ncclCommGetAsyncError`: the call is still being enqueued in the
+    /// background) and asks that the communicator then be polled until done before any
+    /// other call, which is done here under the group's deadline. (NCCL's own enqueue, 2.14
+    /// to 2.29, answers with the communicator's state, which inside a group is in progress
+    /// only where it already was, and that it refuses: this keeps to the guide, not to an
+    /// answer seen.) Otherwise the error names the call.
+    pub(super) fn taken(
+        &self,
+        comm: ncclComm_t,
+        call: &'static str,
+        gpu: u32,
+        status: ncclResult_t,
+    ) -> Result<()> {
+        match status {
+            ncclResult_t::ncclSuccess => Ok(()),
+            ncclResult_t::ncclInProgress => {
+                ready(self.api, comm, (call, gpu), self.deadline, false)
+            }
+            failed => Err(Error::Cuda {
+                call,
+                gpu,
+                message: describe(self.api, failed),
+            }),
+        }
+    }
+}
+
 /// Runs `enqueue`, which enqueues work on `comms` (each with its GPU), inside one NCCL
-/// group, and waits for them all, under one deadline `timeout` away, to be done with it:
-/// as NCCL asks of non-blocking communicators, whose `ncclGroupEnd` may return
+/// group, and waits for them all to be done with it, under one deadline `timeout` away
+/// from the group's start, which the enqueue's calls also wait under ([`Open::taken`]): as
+/// NCCL asks of non-blocking communicators, whose `ncclGroupEnd` may return
 /// `ncclInProgress` while it connects to the peers and enqueues. On an error or at the
 /// deadline the caller aborts `comms`, which may still be enqueueing.
 pub(super) fn group(
     api: &'static Api,
     comms: &[(ncclComm_t, u32)],
     timeout: Duration,
-    enqueue: impl FnOnce() -> Result<()>,
+    enqueue: impl FnOnce(&Open) -> Result<()>,
 ) -> Result<()> {
     let gpu = comms.first().map_or(0, |&(_, g)| g);
-    grouped(api, gpu, enqueue)?;
-    ready_all(api, comms, "ncclGroupEnd", timeout)
+    let open = Open {
+        api,
+        deadline: Deadline::after(timeout),
+    };
+    grouped(api, gpu, || enqueue(&open))?;
+    ready_all(api, comms, "ncclGroupEnd", open.deadline)
 }
 
 /// Fails unless NCCL took the call, done or in progress.
@@ -292,7 +333,7 @@ fn init_each(
     .and_then(|()| {
         let each: Vec<(ncclComm_t, u32)> =
             comms.iter().copied().zip(gpus.iter().copied()).collect();
-        ready_all(api, &each, call, timeout)
+        ready_all(api, &each, call, Deadline::after(timeout))
     });
     if let Err(e) = made {
         for &comm in comms.iter().filter(|c| !c.is_null()) {
@@ -427,7 +468,7 @@ mod tests {
         fake::set_state(ncclResult_t::ncclSuccess);
         fake::set_pending(3);
         let enqueued = Cell::new(false);
-        group(&fake::API, &PAIR, Duration::from_secs(5), || {
+        group(&fake::API, &PAIR, Duration::from_secs(5), |_| {
             enqueued.set(true);
             Ok(())
         })
@@ -438,7 +479,7 @@ mod tests {
         fake::set_state(ncclResult_t::ncclInProgress);
         let timeout = Duration::from_secs(1);
         let start = Instant::now();
-        let err = group(&fake::API, &PAIR, timeout, || Ok(()))
+        let err = group(&fake::API, &PAIR, timeout, |_| Ok(()))
             .unwrap_err()
             .to_string();
         let took = start.elapsed();
@@ -451,7 +492,7 @@ mod tests {
         assert!(err.contains("not done after 1 s"), "{err}");
 
         fake::set_state(ncclResult_t::ncclRemoteError);
-        let err = group(&fake::API, &PAIR, Duration::from_secs(60), || Ok(()))
+        let err = group(&fake::API, &PAIR, Duration::from_secs(60), |_| Ok(()))
             .unwrap_err()
             .to_string();
         assert!(err.contains("ncclRemoteError"), "{err}");
@@ -478,7 +519,7 @@ mod tests {
         fake::set_pending(5_000);
         let timeout = Duration::from_secs(2);
         let start = Instant::now();
-        let err = group(&fake::API, &PAIR, timeout, || Ok(())).unwrap_err();
+        let err = group(&fake::API, &PAIR, timeout, |_| Ok(())).unwrap_err();
         let took = start.elapsed();
         assert!(
             took >= timeout && took < Duration::from_millis(2_900),
@@ -502,7 +543,7 @@ mod tests {
     #[test]
     fn a_failed_enqueue_still_closes_the_group() {
         fake::set_state(ncclResult_t::ncclSuccess);
-        let err = group(&fake::API, &PAIR, Duration::from_secs(5), || {
+        let err = group(&fake::API, &PAIR, Duration::from_secs(5), |_| {
             Err(Error::Cuda {
                 call: "ncclAllReduce",
                 gpu: 1,
