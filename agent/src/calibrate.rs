@@ -303,7 +303,15 @@ impl Calibrator<'_> {
         let measured = records.len();
         let mut calibration = (*self.cache.snapshot().calibration).clone();
         calibration.node = self.cache.snapshot().node_name;
-        calibration.absorb(run.clone(), records);
+        let collapsed = calibration.absorb(run.clone(), records);
+        if collapsed > 0 {
+            // Every record the child emits is a point of its own: one that replaced another
+            // of this run is a measurement lost (issue 31, item 1).
+            tracing::warn!(
+                "calibration: {collapsed} of {measured} records measured a point another \
+                 record of this run measured too, and only the later of each is kept"
+            );
+        }
         let dir = self.config.state_dir.clone();
         let saved = Arc::new(calibration);
         let to_save = saved.clone();
@@ -618,6 +626,33 @@ mod tests {
         ] {
             assert_eq!(log.matches(line).count(), 1, "{log}");
         }
+    }
+
+    /// Issue 31, item 1: records of one run that collapse into one point when stored were
+    /// dropped unseen; the run's log line says how many.
+    #[tokio::test]
+    async fn r31_1_records_a_run_collapses_on_store_are_counted_in_the_log() {
+        let s = setup();
+        let twice = script(
+            &s.dir,
+            "twice",
+            &format!("echo '{RECORD}'\necho '{RECORD}'"),
+        );
+        let (_, log) = logged(s.run(&twice)).await;
+        assert_eq!(s.cache.snapshot().calibration.records.len(), 1);
+        assert!(
+            log.contains(
+                "calibration: 1 of 2 records measured a point another record of this run \
+                 measured too, and only the later of each is kept"
+            ),
+            "{log}"
+        );
+        // A run whose records are distinct points says nothing of the kind, and a later run
+        // replacing the stored point is no loss.
+        let once = script(&s.dir, "once", &format!("echo '{RECORD}'"));
+        let (_, log) = logged(s.run(&once)).await;
+        assert_eq!(s.cache.snapshot().calibration.records.len(), 1);
+        assert!(!log.contains("only the later of each is kept"), "{log}");
     }
 
     #[test]

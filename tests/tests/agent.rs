@@ -845,3 +845,197 @@ fn prometheus_scrapes_two_sim_agents_as_two_nodes() {
     let links = prom.query("meshfit_gpu_link_info{hostname=\"node-b\",gpu=\"0\",peer_gpu=\"3\"}");
     assert_eq!(links[0]["metric"]["link"], "NV2");
 }
+
+/// The labels of one exposition line, `name{k="v",...} value`, and its value.
+fn labels_and_value(line: &str) -> (std::collections::BTreeMap<String, String>, f64) {
+    let (head, value) = line.rsplit_once(' ').expect("a value");
+    let inner = head
+        .split_once('{')
+        .and_then(|(_, rest)| rest.strip_suffix('}'))
+        .unwrap_or_default();
+    let mut labels = std::collections::BTreeMap::new();
+    let mut rest = inner;
+    while let Some((key, after)) = rest.split_once("=\"") {
+        let mut v = String::new();
+        let mut chars = after.char_indices();
+        let mut end = after.len();
+        while let Some((i, c)) = chars.next() {
+            match c {
+                '\\' => v.extend(chars.next().map(|(_, c)| c)),
+                '"' => {
+                    end = i + 1;
+                    break;
+                }
+                c => v.push(c),
+            }
+        }
+        labels.insert(key.trim_start_matches(',').to_string(), v);
+        rest = &after[end..];
+    }
+    (labels, value.parse().expect("a number"))
+}
+
+/// A GEMM point of a record: GPU, dtype, shape and layout.
+type GemmPoint = (u64, String, [u64; 3], Option<String>);
+
+fn gemm_points(records: &[serde_json::Value]) -> Vec<GemmPoint> {
+    let mut points: Vec<GemmPoint> = records
+        .iter()
+        .filter(|r| r["kind"] == "gemm")
+        .map(|r| {
+            let n = |k: &str| r[k].as_u64().expect("a GEMM dimension");
+            (
+                r["gpus"][0].as_u64().expect("a GPU"),
+                r["dtype"].as_str().expect("a dtype").to_string(),
+                [n("m"), n("n"), n("k")],
+                r["layout"].as_str().map(str::to_string),
+            )
+        })
+        .collect();
+    points.sort();
+    points
+}
+
+/// Issue 31, item 1: of the 5,120 records the calibration child emitted, `calibration.json`
+/// kept 5,024 (a shape's tn, nn and nt GEMMs were one point) and `/metrics` lacked the
+/// 8192^3 and 8192x4096x8192 series. The real child's stdout is kept by a wrapper as the
+/// agent reads it: every record it emitted is stored and served by `/v1/results`, and every
+/// stored GEMM of the exported shape set in the forward layout (tn) is a series of
+/// `/metrics` with the stored figure, as docs/design.md states the subset.
+#[test]
+fn r31_1_every_record_the_child_emits_is_stored_and_its_gemms_exported() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let real = meshfit_e2e::agent_bin().with_file_name("microbench");
+    let (out, rc) = (dir.path().join("child.out"), dir.path().join("child.rc"));
+    let wrapper = dir.path().join("microbench");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n{{ '{}' \"$@\"; echo $? > '{}'; }} | tee '{}'\nexit \"$(cat '{}')\"\n",
+            real.display(),
+            rc.display(),
+            out.display(),
+            rc.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let state = dir.path().join("state");
+    let agent = Agent::start(
+        &sim(
+            &state,
+            "node-a",
+            &["--microbench-bin", wrapper.to_str().unwrap()],
+        ),
+        &[],
+        &dir.path().join("log"),
+    );
+    wait_calibrated(&agent);
+    let log = agent.log_text();
+
+    let emitted: Vec<serde_json::Value> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}\n{log}")))
+        .collect();
+    let file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(state.join("calibration.json")).unwrap())
+            .unwrap();
+    let stored = file["calibration"]["records"].as_array().unwrap();
+    assert!(emitted.len() > 1000, "{} records\n{log}", emitted.len());
+    assert_eq!(stored.len(), emitted.len(), "{log}");
+    let results: serde_json::Value = serde_json::from_str(&agent.get("/v1/results").body).unwrap();
+    assert_eq!(
+        results["records"].as_array().map(Vec::len),
+        Some(emitted.len())
+    );
+    assert!(
+        log.contains(&format!("{} records", emitted.len())),
+        "the run's line counts what the child emitted:\n{log}"
+    );
+    assert!(!log.contains("only the later of each is kept"), "{log}");
+
+    // Every GEMM point the child emitted is stored, each shape in all of its layouts.
+    let (emitted_gemms, stored_gemms) = (gemm_points(&emitted), gemm_points(stored));
+    assert_eq!(stored_gemms, emitted_gemms);
+    let gpus_and_dtypes: std::collections::BTreeSet<(u64, String)> = stored_gemms
+        .iter()
+        .map(|(gpu, dtype, ..)| (*gpu, dtype.clone()))
+        .collect();
+    assert!(gpus_and_dtypes.len() >= 8 * 3, "{gpus_and_dtypes:?}");
+    for shape in [[8192, 8192, 8192], [8192, 4096, 8192]] {
+        for (gpu, dtype) in &gpus_and_dtypes {
+            let layouts = |points: &[GemmPoint]| -> Vec<String> {
+                points
+                    .iter()
+                    .filter(|(g, d, s, _)| (g, d, *s) == (gpu, dtype, shape))
+                    .filter_map(|(.., l)| l.clone())
+                    .collect()
+            };
+            // The child times tn, nn and nt where the dtype has them (fp8: tn only).
+            let emitted = layouts(&emitted_gemms);
+            if dtype != "fp8_e4m3" {
+                assert_eq!(emitted, ["nn", "nt", "tn"], "{gpu} {dtype} {shape:?}");
+            }
+            assert_eq!(layouts(&stored_gemms), emitted, "{gpu} {dtype} {shape:?}");
+        }
+    }
+
+    // /metrics: one series per GPU, dtype and shape of the fixed set, the tn record's.
+    let exported_shapes = [
+        [1024, 1024, 1024],
+        [4096, 4096, 4096],
+        [8192, 8192, 8192],
+        [8192, 3072, 8192],
+        [8192, 8192, 1024],
+        [8192, 4096, 8192],
+        [8192, 8192, 4096],
+    ];
+    let mut expected = std::collections::BTreeMap::new();
+    for r in stored.iter().filter(|r| r["kind"] == "gemm") {
+        let shape = ["m", "n", "k"].map(|k| r[k].as_u64().unwrap());
+        if exported_shapes.contains(&shape) && r["layout"].as_str().is_none_or(|l| l == "tn") {
+            let key = (
+                r["gpus"][0].to_string(),
+                r["dtype"].as_str().unwrap().to_string(),
+                shape.map(|d| d.to_string()),
+            );
+            let flops = r["flops"].as_f64().unwrap();
+            assert!(expected.insert(key, flops).is_none(), "two tn records: {r}");
+        }
+    }
+    let text = agent.metrics();
+    let mut exported = std::collections::BTreeMap::new();
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("meshfit_gemm_flops_per_second{"))
+    {
+        let (labels, v) = labels_and_value(line);
+        let key = (
+            labels["gpu"].clone(),
+            labels["dtype"].clone(),
+            ["m", "n", "k"].map(|k| labels[k].clone()),
+        );
+        assert!(exported.insert(key, v).is_none(), "twice: {line}");
+    }
+    assert_eq!(
+        exported.keys().collect::<Vec<_>>(),
+        expected.keys().collect::<Vec<_>>()
+    );
+    for (key, flops) in &expected {
+        let got = exported[key];
+        assert!(
+            (got - flops).abs() <= 1e-9 * flops,
+            "{key:?}: {got} vs {flops}"
+        );
+    }
+    for shape in [[8192, 8192, 8192], [8192, 4096, 8192]] {
+        let shape = shape.map(|d: u64| d.to_string());
+        for (gpu, dtype) in &gpus_and_dtypes {
+            let key = (gpu.to_string(), dtype.clone(), shape.clone());
+            assert!(exported.contains_key(&key), "{key:?} not exported");
+        }
+    }
+}
