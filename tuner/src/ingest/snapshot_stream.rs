@@ -3,6 +3,7 @@
 //! the records it holds and never that of its text too. What bounds it is the records held,
 //! [`MAX_RECORDS`], not the file's size.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
@@ -184,6 +185,9 @@ impl<'de> Visitor<'de> for NodesSeed<'_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        // Each node's GPUs by index, over every listing of the node: a node listed twice
+        // (issue 31, item 2) must not take the model of whichever listing came last.
+        let mut models: BTreeMap<String, BTreeMap<u32, String>> = BTreeMap::new();
         while let Some(node) = seq.next_element::<Node>()? {
             // As JSON lines: a record no measurement can have (ranks 0, a time of 0 or less)
             // refuses the file, named by node and record (issue 13).
@@ -206,10 +210,28 @@ impl<'de> Visitor<'de> for NodesSeed<'_> {
                     node.name
                 )));
             }
+            let gpus = models.entry(node.name.clone()).or_default();
             for gpu in &node.gpus {
-                self.into
-                    .gpu_models
-                    .insert(node.name.clone(), gpu.model.clone());
+                match gpus.get(&gpu.index) {
+                    None => {
+                        gpus.insert(gpu.index, gpu.model.clone());
+                    }
+                    Some(model) if *model == gpu.model => {}
+                    Some(model) => {
+                        // Which GPU the node's records ran on cannot be told: refused, in
+                        // words that do not depend on which listing came first.
+                        let (a, b) = if *model < gpu.model {
+                            (model.as_str(), gpu.model.as_str())
+                        } else {
+                            (gpu.model.as_str(), model.as_str())
+                        };
+                        return Err(de::Error::custom(format!(
+                            "node {} GPU {} is listed as two models, {a:?} and {b:?}: the node \
+                             is listed twice and the listings disagree on what it is",
+                            node.name, gpu.index
+                        )));
+                    }
+                }
             }
             let name = node.name;
             self.into
@@ -218,6 +240,24 @@ impl<'de> Visitor<'de> for NodesSeed<'_> {
                     r.group.node.get_or_insert_with(|| name.clone());
                     r
                 }));
+        }
+        // A node's model is its GPUs' model; where they name more than one, that of its
+        // lowest GPU index, named in a note.
+        for (node, gpus) in models {
+            let mut named = gpus.values();
+            let Some(first) = named.next() else {
+                continue;
+            };
+            if named.any(|m| m != first) {
+                let each: Vec<String> = gpus.iter().map(|(i, m)| format!("{i}: {m}")).collect();
+                self.into.notes.push(format!(
+                    "node {node}'s GPUs name more than one model ({}); its records that name \
+                     no GPU model of their own are taken as GPU {}'s, {first}",
+                    each.join(", "),
+                    gpus.keys().next().copied().unwrap_or_default()
+                ));
+            }
+            self.into.gpu_models.insert(node, first.clone());
         }
         Ok(())
     }
@@ -266,5 +306,111 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("`nodes` before `format_version`"), "{err}");
+    }
+
+    /// One node of a version 1 snapshot: its GPUs and one all-reduce of `time_s` measured at
+    /// `timestamp`.
+    fn listing(name: &str, gpus: &[(u32, &str)], time_s: f64, timestamp: f64) -> String {
+        let gpus: Vec<String> = gpus
+            .iter()
+            .map(|(i, m)| format!(r#"{{"index": {i}, "model": "{m}"}}"#))
+            .collect();
+        format!(
+            r#"{{"name": "{name}", "gpus": [{}], "records": [
+              {{"kind":"all_reduce","backend":"nccl","gpus":[0,1],"scope":"intra_node",
+               "ranks":2,"bytes":1048576,"dtype":"bf16","time_s":{time_s},"iters":20,
+               "clock":"cuda_event","timestamp":{timestamp}}}]}}"#,
+            gpus.join(", ")
+        )
+    }
+
+    /// Records (as JSON, sorted), GPU models by node and notes.
+    type ReadBack = (Vec<String>, Vec<(String, String)>, Vec<String>);
+
+    /// What a snapshot of `nodes` comes to once read and screened, as the commands read it:
+    /// its records (sorted), the GPU models by node and the notes; or the refusal.
+    fn outcome(nodes: &[&String]) -> Result<ReadBack, String> {
+        let text = format!(
+            r#"{{"format_version": 1, "created": 0, "source": "s",
+                "time_range": {{"start": 0, "end": 0}}, "nodes": [{}]}}"#,
+            nodes
+                .iter()
+                .map(|n| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let mut m = Measurements::default();
+        files::read(&text, "twice.json", &mut m).map_err(|e| e.to_string())?;
+        m.screen(1.8e9, None);
+        let mut records: Vec<String> = m
+            .records
+            .iter()
+            .map(|r| serde_json::to_string(r).unwrap())
+            .collect();
+        records.sort();
+        Ok((records, m.gpu_models.into_iter().collect(), m.notes))
+    }
+
+    /// Issue 31, item 2: a snapshot that lists one node twice. An identical second listing is
+    /// the first; records of one point that differ keep the newer; GPUs of one index named
+    /// as two models refuse the file; a node whose listings name different GPUs takes the
+    /// lowest index's model. Each outcome is the same in either order (the model was the
+    /// last listing's).
+    #[test]
+    fn r31_2_a_node_listed_twice_reads_the_same_in_either_order() {
+        let h100 = "NVIDIA H100 80GB HBM3";
+        let a100 = "NVIDIA A100-SXM4-80GB";
+        let once = listing("n1", &[(0, h100), (1, h100)], 1e-3, 1.7e9);
+        let single = outcome(&[&once]).unwrap();
+        let (records, models, notes) = outcome(&[&once, &once]).unwrap();
+        assert_eq!((&records, &models), (&single.0, &single.1));
+        assert_eq!(records.len(), 1);
+        assert_eq!(models, [("n1".to_string(), h100.to_string())]);
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with("1 duplicate records dropped")),
+            "{notes:?}"
+        );
+
+        let older = listing("n1", &[(0, h100), (1, h100)], 1e-3, 1.7e9);
+        let newer = listing("n1", &[(0, h100), (1, h100)], 2e-3, 1.7e9 + 60.0);
+        let first = outcome(&[&older, &newer]).unwrap();
+        assert_eq!(first, outcome(&[&newer, &older]).unwrap());
+        assert!(first.0[0].contains(r#""time_s":0.002"#), "{:?}", first.0);
+        assert!(
+            first
+                .2
+                .iter()
+                .any(|n| n.starts_with("conflicting measurements of all_reduce")
+                    && n.contains("on node n1")
+                    && n.ends_with("kept 0.002 s measured at 1700000060, the newer")),
+            "{:?}",
+            first.2
+        );
+
+        let h = listing("n1", &[(0, h100), (1, h100)], 1e-3, 1.7e9);
+        let a = listing("n1", &[(0, h100), (1, a100)], 1e-3, 1.7e9);
+        let err = outcome(&[&h, &a]).unwrap_err();
+        assert_eq!(err, outcome(&[&a, &h]).unwrap_err());
+        assert!(
+            err.contains(&format!(
+                "node n1 GPU 1 is listed as two models, {a100:?} and {h100:?}"
+            )),
+            "{err}"
+        );
+
+        let low = listing("n1", &[(0, a100)], 1e-3, 1.7e9);
+        let high = listing("n1", &[(1, h100)], 1e-3, 1.7e9);
+        let mixed = outcome(&[&high, &low]).unwrap();
+        assert_eq!(mixed, outcome(&[&low, &high]).unwrap());
+        assert_eq!(mixed.1, [("n1".to_string(), a100.to_string())]);
+        assert!(
+            mixed.2.iter().any(|n| n.starts_with(&format!(
+                "node n1's GPUs name more than one model (0: {a100}, 1: {h100})"
+            ))),
+            "{:?}",
+            mixed.2
+        );
     }
 }
