@@ -1182,6 +1182,48 @@ fn r31_12_zero_3_pinned_with_a_pipeline_is_a_usage_error() {
     }
 }
 
+/// Issue 31, item 12: `--emit megatron` for a layout Megatron-LM cannot express printed
+/// `# not emitted: ...` and exited 0. The binary now fails with the reason on stderr and
+/// writes no config: 126 layers priced with one fewer on the first and last of 8 stages x 8
+/// virtual stages, which Megatron's equal virtual chunks cannot hold.
+#[test]
+fn r31_12_emit_megatron_of_a_layout_it_cannot_express_fails_saying_why() {
+    let args = [
+        "explain",
+        "--model",
+        "405b",
+        "--gpus",
+        "1024",
+        "--tp",
+        "8",
+        "--pp",
+        "8",
+        "--dp",
+        "8",
+        "--cp",
+        "2",
+        "--virtual-stages",
+        "8",
+        "--emit",
+        "megatron",
+    ];
+    let out = tuner().args(args).output().expect("runs");
+    let (stdout, stderr) = (
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    );
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert_eq!(stdout, "", "no config is written: {stderr}");
+    assert!(
+        stderr
+            .contains("--emit megatron: not emitted: 126 layers over 8 stages x 8 virtual stages"),
+        "{stderr}"
+    );
+    // The refusal is Megatron's: torchtitan's TOML writes the same layout.
+    let titan = stdout_of(&[&args[..args.len() - 1], &["torchtitan-0.2"]].concat());
+    assert!(titan.contains("pipeline_parallel_degree = 8"), "{titan}");
+}
+
 #[test]
 fn deepseek_v3_s_own_layout_explains_and_a_split_that_cannot_hold_is_named() {
     // 61 layers on 16 stages: refused before; the edge stages now take what 14 inner stages
