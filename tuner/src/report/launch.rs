@@ -160,7 +160,8 @@ pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, No
             framework: "megatron",
             why: format!(
                 "{} layers over {} stages x {} virtual stages split unevenly, which Megatron-LM \
-                 cannot express; pin --virtual-stages 1 or use --emit torchtitan",
+                 cannot express; pin --virtual-stages 1, or use --emit torchtitan-0.2 (or \
+                 --emit torchtitan where torchtitan 0.3 ships the model in this precision)",
                 model.layers, m.pp, m.virtual_stages
             ),
         });
