@@ -22,6 +22,16 @@ def fail(msg: str) -> None:
     sys.exit(f"{sys.argv[2]}: {msg}")
 
 
+def batches_divide(t, p, batch_ranks: int) -> None:
+    """torchtitan's Trainer asserts that the global batch is whole local batches of every
+    batch rank (train.py, trainer.py), and its pipeline that a local batch is whole
+    microbatches."""
+    if t.global_batch_size % (t.local_batch_size * batch_ranks):
+        fail(f"global batch {t.global_batch_size} is not local {t.local_batch_size} x {batch_ranks} x n")
+    if p.pipeline_parallel_degree > 1 and t.local_batch_size % p.pipeline_parallel_microbatch_size:
+        fail("local batch is not a whole number of pipeline microbatches")
+
+
 def torchtitan(path: str) -> None:
     from torchtitan.config import ConfigManager
     from torchtitan.distributed.pipeline_parallel import generate_llm_fqn_per_model_part
@@ -39,13 +49,8 @@ def torchtitan(path: str) -> None:
     if unknown := set(cfg.model.converters) - set(converters):
         fail(f"torchtitan registers no converter {sorted(unknown)}; it has {sorted(converters)}")
     p, t = cfg.parallelism, cfg.training
-    dp = p.data_parallel_replicate_degree * p.data_parallel_shard_degree
-    # torchtitan's Trainer asserts this (train.py).
-    if t.global_batch_size % (t.local_batch_size * dp):
-        fail(f"global batch {t.global_batch_size} is not local {t.local_batch_size} x dp {dp} x n")
+    batches_divide(t, p, p.data_parallel_replicate_degree * p.data_parallel_shard_degree)
     if p.pipeline_parallel_degree > 1:
-        if t.local_batch_size % p.pipeline_parallel_microbatch_size:
-            fail("local batch is not a whole number of pipeline microbatches")
         # torchtitan's own split (pipeline_parallel_split, v0.2.2).
         first = p.pipeline_parallel_first_stage_less_layers
         last = p.pipeline_parallel_last_stage_less_layers
@@ -76,14 +81,8 @@ def torchtitan_0_3(path: str, world: str) -> None:
     cfg = ConfigManager().parse_args(words)
     spec, p, t = cfg.model_spec, cfg.parallelism, cfg.training
     dims = ParallelDims.from_config(p, int(world))
-    # The Trainer's own batch check (trainer.py): the global batch is whole local batches of
-    # every batch rank.
-    batch_ranks = dims.dp_replicate * dims.dp_shard
-    if t.global_batch_size % (t.local_batch_size * batch_ranks):
-        fail(f"global batch {t.global_batch_size} is not local {t.local_batch_size} x {batch_ranks} x n")
+    batches_divide(t, p, dims.dp_replicate * dims.dp_shard)
     if p.pipeline_parallel_degree > 1:
-        if t.local_batch_size % p.pipeline_parallel_microbatch_size:
-            fail("local batch is not a whole number of pipeline microbatches")
         # torchtitan 0.3's own stage count and split (pipeline_parallel.py), which raise on
         # a split the ranks cannot take.
         stages, layers, first, last = pp_split._get_pipeline_metadata(dims, p, spec.model)
