@@ -35,7 +35,8 @@ impl Identity {
     }
 
     fn environ_has_token(&self, pid: u32) -> bool {
-        // Unreadable (another user's process without CAP_SYS_PTRACE, or gone): not ours.
+        // Unreadable (another user's process without CAP_SYS_PTRACE, or gone): not ours. Read
+        // through the bounded reader, not procfs's `environ()`, which takes the whole file.
         let environ = self.host_proc.join(pid.to_string()).join("environ");
         crate::input::read(&environ, crate::input::MAX_ENVIRON_BYTES)
             .is_ok_and(|environ| environ.split(|&b| b == 0).any(|v| v == self.marker))

@@ -140,22 +140,39 @@ impl ProcessTable {
 /// True while `pid` runs: it exists and is not a zombie waiting to be reaped (a killed child
 /// holds no GPU memory, even before its parent reaps it).
 fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+    i32::try_from(pid)
         .ok()
-        .and_then(|stat| {
-            // The state follows the command name, which is in parentheses and may hold spaces.
-            let after = stat.rsplit_once(')')?.1;
-            after
-                .split_whitespace()
-                .next()
-                .map(|s| s != "Z" && s != "X")
+        .and_then(|pid| procfs::process::Process::new(pid).ok()?.stat().ok())
+        .and_then(|stat| stat.state().ok())
+        .is_some_and(|state| {
+            !matches!(
+                state,
+                procfs::process::ProcState::Zombie | procfs::process::ProcState::Dead
+            )
         })
-        .unwrap_or(false)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_running_process_is_alive_and_an_unreaped_one_is_not() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        assert!(alive(child.id()));
+        child.kill().unwrap();
+        // Killed but not yet reaped: a zombie, which holds no GPU.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while alive(child.id()) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(!alive(child.id()));
+        child.wait().unwrap();
+        assert!(!alive(u32::MAX));
+    }
 
     #[test]
     fn a_registered_process_shows_until_its_entry_drops() {
