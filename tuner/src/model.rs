@@ -51,9 +51,34 @@ pub struct Moe {
     /// DeepSeek-V3's tokens reach at most 4 nodes).
     #[serde(default)]
     pub topk_group: Option<u32>,
+    /// Tokens one expert takes at most, as a multiple of the mean share (GShard's and
+    /// Switch Transformer's capacity factor, Megatron's `--moe-expert-capacity-factor`); the
+    /// router drops the rest. Absent: dropless.
+    #[serde(default)]
+    pub capacity_factor: Option<f64>,
+    /// Every expert's input padded to its capacity (Megatron's
+    /// `--moe-pad-expert-input-to-capacity`): the exchange and the expert GEMMs carry the
+    /// capacity whatever the routing, and no token count waits on the host.
+    #[serde(default)]
+    pub pad_to_capacity: bool,
 }
 
+/// Largest capacity factor taken: past the expert count over top-k every token fits anyway.
+const MAX_CAPACITY_FACTOR: f64 = 1024.0;
+
 impl Moe {
+    /// The busiest expert's tokens against the mean share where a dropless router leaves
+    /// `imbalance`: capped at the capacity where the router drops tokens, and the capacity
+    /// itself where every input is padded to it (Fedus et al. 2022, Switch Transformer §2.2:
+    /// expert capacity = tokens per expert x capacity factor).
+    pub fn load(&self, imbalance: f64) -> f64 {
+        match self.capacity_factor {
+            Some(c) if self.pad_to_capacity => c,
+            Some(c) => imbalance.min(c),
+            None => imbalance,
+        }
+    }
+
     /// Most nodes one token's experts can span when the EP group covers `nodes` nodes: the
     /// router picks `topk_group` of `n_group` groups, each spread over nodes / n_group nodes
     /// (one node a group where they are equal); no bound without grouped routing.
@@ -276,6 +301,21 @@ impl ModelShape {
                     "moe.n_group",
                     format!("{:?} with topk_group {:?}", moe.n_group, moe.topk_group),
                     "both set or both left out",
+                ));
+            }
+            if let Some(c) = moe.capacity_factor {
+                if !(c > 0.0 && c <= MAX_CAPACITY_FACTOR) {
+                    return Err(self.bad(
+                        "moe.capacity_factor",
+                        c.to_string(),
+                        "above 0 and at most 1024, or left out for a dropless router",
+                    ));
+                }
+            } else if moe.pad_to_capacity {
+                return Err(self.bad(
+                    "moe.pad_to_capacity",
+                    "true".into(),
+                    "false without moe.capacity_factor: padding needs a capacity",
                 ));
             }
             if moe.dense_layers >= self.layers {
@@ -602,6 +642,8 @@ mod tests {
                 dense_layers: 0,
                 n_group: None,
                 topk_group: None,
+                capacity_factor: None,
+                pad_to_capacity: false,
             }),
             mla: None,
             mtp_layers: 0,
@@ -642,6 +684,37 @@ mod tests {
         }
         .validate()
         .is_err());
+    }
+
+    /// Switch Transformer §2.2: an expert takes at most capacity factor x tokens / experts.
+    /// Dropless, the busiest expert carries the imbalance left; a capacity caps it; padding
+    /// to the capacity carries it whatever the routing, balanced or not.
+    #[test]
+    fn the_busiest_expert_carries_its_capacity_or_the_imbalance() {
+        let base = qwen3_30b_a3b().moe.unwrap();
+        let with = |capacity_factor, pad_to_capacity| Moe {
+            capacity_factor,
+            pad_to_capacity,
+            ..base.clone()
+        };
+        assert_eq!(with(None, false).load(1.25), 1.25);
+        assert_eq!(with(Some(1.0), false).load(1.25), 1.0);
+        assert_eq!(with(Some(2.0), false).load(1.25), 1.25);
+        assert_eq!(with(Some(2.0), true).load(1.25), 2.0);
+        assert_eq!(with(Some(1.5), true).load(1.0), 1.5);
+        let model = |moe| ModelShape {
+            moe: Some(moe),
+            ..qwen3_30b_a3b()
+        };
+        for (moe, field) in [
+            (with(Some(0.0), false), "moe.capacity_factor"),
+            (with(Some(f64::NAN), false), "moe.capacity_factor"),
+            (with(None, true), "moe.pad_to_capacity"),
+        ] {
+            let err = model(moe).validate().unwrap_err().to_string();
+            assert!(err.contains(field), "{err}");
+        }
+        model(with(Some(1.25), true)).validate().unwrap();
     }
 
     fn deepseek_v3() -> ModelShape {

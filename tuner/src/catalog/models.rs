@@ -124,7 +124,7 @@ pub const MODELS: &[(&str, CatalogModel)] = &[
     }),
     ("mixtral-8x7b", CatalogModel {
         shape: || ModelShape {
-            moe: Some(Moe { experts: 8, top_k: 2, shared_experts: 0, expert_ffn_hidden: 14336, dense_layers: 0, n_group: None, topk_group: None }),
+            moe: Some(Moe { experts: 8, top_k: 2, shared_experts: 0, expert_ffn_hidden: 14336, dense_layers: 0, n_group: None, topk_group: None, capacity_factor: None, pad_to_capacity: false }),
             ..dense("mixtral-8x7b", 32, 4096, 32, 8, 14336, FfnAct::Swiglu, 32000, 32768, false)
         },
         arch: llama(1_000_000, None),
@@ -132,7 +132,7 @@ pub const MODELS: &[(&str, CatalogModel)] = &[
     }),
     ("mixtral-8x22b", CatalogModel {
         shape: || ModelShape {
-            moe: Some(Moe { experts: 8, top_k: 2, shared_experts: 0, expert_ffn_hidden: 16384, dense_layers: 0, n_group: None, topk_group: None }),
+            moe: Some(Moe { experts: 8, top_k: 2, shared_experts: 0, expert_ffn_hidden: 16384, dense_layers: 0, n_group: None, topk_group: None, capacity_factor: None, pad_to_capacity: false }),
             ..dense("mixtral-8x22b", 56, 6144, 48, 8, 16384, FfnAct::Swiglu, 32768, 65536, false)
         },
         arch: llama(1_000_000, None),
@@ -143,7 +143,7 @@ pub const MODELS: &[(&str, CatalogModel)] = &[
         // rotary, values of 128) and its one multi-token-prediction module
         // (num_nextn_predict_layers = 1).
         shape: || ModelShape {
-            moe: Some(Moe { experts: 256, top_k: 8, shared_experts: 1, expert_ffn_hidden: 2048, dense_layers: 3, n_group: Some(8), topk_group: Some(4) }),
+            moe: Some(Moe { experts: 256, top_k: 8, shared_experts: 1, expert_ffn_hidden: 2048, dense_layers: 3, n_group: Some(8), topk_group: Some(4), capacity_factor: None, pad_to_capacity: false }),
             mla: Some(Mla { q_lora_rank: Some(1536), kv_lora_rank: 512, qk_nope_head_dim: 128, qk_rope_head_dim: 64, v_head_dim: 128 }),
             mtp_layers: 1,
             ..dense("deepseek-v3", 61, 7168, 128, 128, 18432, FfnAct::Swiglu, 129280, 4096, false)

@@ -119,7 +119,8 @@ fn dense_mlp_gemms(c: &dyn ComputeModel, t: f64, h: f64, f: f64, up: f64, tp: f6
 
 /// The GEMMs of an MoE block over `t` tokens, and how many launches each expert projection
 /// takes. The busiest expert sets the pace: its tokens are the mean share times `imbalance`
-/// (the capacity factor where the router drops tokens). Megatron-Core (`--moe-grouped-gemm`,
+/// ([`Moe::load`]: capped by the capacity where the router drops tokens, the capacity where
+/// inputs are padded to it). Megatron-Core (`--moe-grouped-gemm`,
 /// Transformer Engine's GroupedLinear) and torchtitan (`torch._grouped_mm`) run every local
 /// expert's projection in one launch whose tiles spread over the SMs together; DeepSpeed-MoE
 /// loops over them (`looped`). Shared experts see every token; the router is one GEMM to the
@@ -428,8 +429,15 @@ pub(super) fn layer(x: &Inputs, moe_layer: bool) -> Layer {
         Some(moe) => {
             let looped = x.training.framework.defaults().looped_experts;
             let ep = f64::from(mesh.ep);
-            let (gemms, launches) =
-                moe_mlp_gemms(c, moe, t, h, up, (tp, ep), (eff.moe_imbalance, looped));
+            let (gemms, launches) = moe_mlp_gemms(
+                c,
+                moe,
+                t,
+                h,
+                up,
+                (tp, ep),
+                (moe.load(eff.moe_imbalance), looped),
+            );
             kernels += MOE_KERNELS + 2.0 * launches;
             gemms
         }
@@ -477,7 +485,7 @@ pub(super) fn layer(x: &Inputs, moe_layer: bool) -> Layer {
                 ep,
                 act_bytes,
                 (top_k, tp),
-                eff.moe_imbalance,
+                moe.load(eff.moe_imbalance),
                 (share, dispatch_width(x.training.precision)),
             )
         }

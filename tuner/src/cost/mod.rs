@@ -265,7 +265,7 @@ impl Scenario {
             if a2a > 0.2 {
                 w.push(Pitfall::MoeSpread(SpreadReason::AllToAllBound {
                     share: a2a,
-                    imbalance: self.efficiency.moe_imbalance,
+                    imbalance: moe.load(self.efficiency.moe_imbalance),
                 }));
             }
             if per_expert < 256.0 {

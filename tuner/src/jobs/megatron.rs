@@ -423,7 +423,8 @@ fn attention(args: &Args, job: &mut Job) {
 }
 
 /// Mixture of experts: `num_experts`, `moe_router_topk`, `moe_ffn_hidden_size`,
-/// `moe_shared_expert_intermediate_size` and `moe_layer_freq`; `None` experts (or
+/// `moe_shared_expert_intermediate_size`, `moe_layer_freq`, `moe_expert_capacity_factor` and
+/// `moe_pad_expert_input_to_capacity`; `None` experts (or
 /// Megatron-DeepSpeed's `[1]`) is dense.
 fn moe(args: &Args, job: &mut Job) {
     let m = &mut job.model;
@@ -460,6 +461,13 @@ fn moe(args: &Args, job: &mut Job) {
             .push("moe null: num_experts is set but no expert FFN size is stated".into());
         return;
     }
+    // A capacity (`moe_expert_capacity_factor`, None when dropless) and the padding to it,
+    // which Megatron applies only where a capacity is set.
+    let capacity_factor = raw(args, "moe_expert_capacity_factor")
+        .and_then(|(v, _)| v.parse::<f64>().ok())
+        .filter(|c| c.is_finite() && *c > 0.0);
+    let pad_to_capacity = capacity_factor.is_some()
+        && flag(args, "moe_pad_expert_input_to_capacity").is_some_and(|(on, _)| on);
     state(
         &mut m.moe,
         Some(Moe {
@@ -470,6 +478,8 @@ fn moe(args: &Args, job: &mut Job) {
             dense_layers: dense,
             n_group: None,
             topk_group: None,
+            capacity_factor,
+            pad_to_capacity,
         }),
         *line,
     );
@@ -540,6 +550,7 @@ using world size: 16, data-parallel size: 2, context-parallel size: 1 tensor-mod
             (moe.experts, moe.top_k, moe.expert_ffn_hidden),
             (8, 2, 14336)
         );
+        assert_eq!((moe.capacity_factor, moe.pad_to_capacity), (None, false));
         assert_eq!(
             job.steps
                 .iter()
@@ -550,6 +561,24 @@ using world size: 16, data-parallel size: 2, context-parallel size: 1 tensor-mod
         assert_eq!(job.steps[0].tflops, Some(239.8));
         assert_eq!(job.skipped.len(), 1, "{:?}", job.skipped);
         assert!(job.skipped[0].starts_with("line 31: iteration 46 without its time"));
+    }
+
+    #[test]
+    fn a_capacity_and_its_padding_are_read_from_the_arguments() {
+        let capped = |factor: &str, pad: &str| {
+            let log = LOG.replace(
+                "  moe_router_topk",
+                &format!(
+                    "  moe_expert_capacity_factor ...... {factor}\n  moe_pad_expert_input_to_capacity ... {pad}\n  moe_router_topk"
+                ),
+            );
+            let moe = read(&log).unwrap().model.moe.unwrap().value.unwrap();
+            (moe.capacity_factor, moe.pad_to_capacity)
+        };
+        assert_eq!(capped("1.25", "True"), (Some(1.25), true));
+        assert_eq!(capped("1.0", "False"), (Some(1.0), false));
+        // Megatron pads only where a capacity is set.
+        assert_eq!(capped("None", "True"), (None, false));
     }
 
     #[test]

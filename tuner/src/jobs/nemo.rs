@@ -447,6 +447,8 @@ fn moe(c: &Config, job: &mut Job) {
                     dense_layers: 0,
                     n_group: None,
                     topk_group: None,
+                    capacity_factor: None,
+                    pad_to_capacity: false,
                 }),
                 n,
             );

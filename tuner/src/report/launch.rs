@@ -97,6 +97,12 @@ fn megatron_moe_args(moe: &Moe, layers: u32, t: &Training, m: &Mesh) -> Vec<Stri
     }
     // The experts' projections were priced as one grouped launch each.
     a.push("--moe-grouped-gemm".into());
+    if let Some(c) = moe.capacity_factor {
+        a.push(format!("--moe-expert-capacity-factor {c}"));
+        if moe.pad_to_capacity {
+            a.push("--moe-pad-expert-input-to-capacity".into());
+        }
+    }
     // Megatron's default dispatcher all-gathers; the price is for one of these two.
     a.push(match t.moe_dispatch {
         MoeDispatch::AllToAll => "--moe-token-dispatcher-type alltoall".into(),
@@ -1037,7 +1043,16 @@ mod tests {
                 a.get("moe-flex-dispatcher-backend").map(|v| v[0].as_str()),
                 (dispatch == MoeDispatch::NodeDedup).then_some("deepep")
             );
+            assert!(!a.contains_key("moe-expert-capacity-factor"));
         }
+        // A priced capacity and its padding reach Megatron by its own flags.
+        let mut capped = model.clone();
+        let moe = capped.moe.as_mut().unwrap();
+        moe.capacity_factor = Some(1.25);
+        moe.pad_to_capacity = true;
+        let a = megatron_args(&megatron(&capped, &training(ReduceDtype::Fp32), &m).unwrap());
+        assert_eq!(a["moe-expert-capacity-factor"], ["1.25"]);
+        assert!(a.contains_key("moe-pad-expert-input-to-capacity"));
     }
 
     #[test]

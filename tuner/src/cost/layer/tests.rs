@@ -229,6 +229,8 @@ fn node_limited_routing_bounds_the_nodes_a_token_reaches() {
         dense_layers: 3,
         n_group: Some(8),
         topk_group: Some(4),
+        capacity_factor: None,
+        pad_to_capacity: false,
     }
     .node_limit(8.0);
     assert_eq!(limit, Some(4.0));

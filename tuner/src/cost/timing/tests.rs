@@ -532,3 +532,39 @@ fn combined_1f1b_hides_all_but_the_unpaired_all_to_alls_at_the_same_compute() {
         assert!(combined.step_time_s < plain.step_time_s);
     }
 }
+
+#[test]
+fn a_capacity_caps_the_busiest_expert_and_padding_carries_it_whatever_the_routing() {
+    // Mixtral 8x7B at EP 8 on 4 nodes: dropless, the busiest expert carries 1.25 x its
+    // share; a capacity factor of 1.0 drops what exceeds the share; padded to a capacity of
+    // 2.0, every expert computes and exchanges twice its share.
+    let priced = |capacity_factor, pad_to_capacity| {
+        let mut model = catalog::model("mixtral-8x7b").unwrap().shape;
+        let moe = model.moe.as_mut().unwrap();
+        moe.capacity_factor = capacity_factor;
+        moe.pad_to_capacity = pad_to_capacity;
+        let cluster = catalog::cluster("dgx-h100").unwrap();
+        let training = Training::megatron(4096, 256);
+        let scenario = crate::cost::Scenario::nominal(model, training, cluster, 32, NOMINAL);
+        scenario
+            .evaluate(&Mesh {
+                ep: 8,
+                ..mesh(1, 32, 1, 1, false)
+            })
+            .breakdown
+    };
+    let dropless = priced(None, false);
+    let capped = priced(Some(1.0), false);
+    let roomy = priced(Some(2.0), false);
+    let padded = priced(Some(2.0), true);
+    // A capacity above the imbalance changes nothing.
+    assert_eq!(roomy.ep_all_to_all.time_s, dropless.ep_all_to_all.time_s);
+    assert_eq!(roomy.compute.time_s, dropless.compute.time_s);
+    // The exchange grows with the bytes: 1.0 / 1.25 and 2.0 / 1.25 of them, less the
+    // per-call latency that does not grow.
+    let ratio = |b: &Breakdown| b.ep_all_to_all.time_s / dropless.ep_all_to_all.time_s;
+    assert!((0.8..0.85).contains(&ratio(&capped)), "{}", ratio(&capped));
+    assert!((1.45..=1.6).contains(&ratio(&padded)), "{}", ratio(&padded));
+    assert!(capped.compute.time_s < dropless.compute.time_s);
+    assert!(padded.compute.time_s > dropless.compute.time_s);
+}
