@@ -176,7 +176,8 @@ impl MeasureArgs {
             m.records.extend(pm.records);
             m.notes.extend(pm.notes);
             m.sources.extend(pm.sources);
-            m.gpu_models.extend(pm.gpu_models);
+            // The files after it list their GPUs against its, by one rule (issue 31, item 2).
+            m.add_gpus(pm.gpus)?;
             m.fleet = pm.fleet;
             snapshot = Some(snap);
         }

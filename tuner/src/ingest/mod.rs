@@ -2,6 +2,7 @@
 //! Prometheus HTTP API. Each source ends as records plus notes on what was odd.
 
 pub mod files;
+pub mod node_gpus;
 mod points;
 pub mod prometheus;
 pub mod snapshot;
@@ -10,6 +11,9 @@ mod snapshot_stream;
 use std::collections::BTreeMap;
 
 use record::{Backend, Record};
+
+use crate::error::TunerError;
+use node_gpus::{GpuConflict, NodeGpus};
 
 /// Records from every source, with what the user must be told about them.
 #[derive(Debug, Clone, Default)]
@@ -20,8 +24,10 @@ pub struct Measurements {
     pub notes: Vec<String>,
     /// What was read.
     pub sources: Vec<String>,
-    /// GPU model per node, where the source says.
+    /// GPU model per node, where the source says: its lowest GPU index's.
     pub gpu_models: BTreeMap<String, String>,
+    /// Each node's GPUs by index, over every source that lists them.
+    pub gpus: NodeGpus,
     /// Where the records are a fleet's aggregate (`fleet/<model>` nodes) rather than every
     /// node's: what they stand for.
     pub fleet: Option<FleetSummary>,
@@ -40,6 +46,30 @@ pub struct FleetSummary {
 }
 
 impl Measurements {
+    /// Takes in the GPUs one source lists, `listed`, under [`node_gpus`]' rule, and sets the
+    /// model of each node it lists. One GPU index listed as another model by a source read
+    /// before is refused, naming the node, the GPU, both models and both sources, in the same
+    /// words whichever was read first (issue 31, item 2); nothing is taken then.
+    pub fn add_gpus(&mut self, listed: NodeGpus) -> Result<(), TunerError> {
+        let named =
+            self.gpus
+                .merge(listed)
+                .map_err(|c: Box<GpuConflict>| TunerError::BadInput {
+                    field: "the measurements".into(),
+                    value: c.to_string(),
+                    allowed: "one model for each GPU of a node, over every source that lists it: \
+                          which GPU the node's records ran on cannot be told"
+                        .into(),
+                })?;
+        for node in named {
+            if let Some(model) = self.gpus.model_of(&node) {
+                let model = model.to_string();
+                self.gpu_models.insert(node, model);
+            }
+        }
+        Ok(())
+    }
+
     /// The GPU model a record ran on, as its source names it: the record's own statement
     /// (tables, logs, microbench's records), else its node's (snapshots, Prometheus).
     pub fn gpu_model_of<'a>(&'a self, r: &'a Record) -> Option<&'a str> {
@@ -53,7 +83,8 @@ impl Measurements {
     }
 
     /// Drops records older than `max_age_s` at `now` (records without a timestamp, such as
-    /// imported logs, are kept) and names what was dropped and what is simulated.
+    /// imported logs, are kept) and names what was dropped, what is simulated and the nodes
+    /// whose GPUs name more than one model.
     pub fn screen(&mut self, now: f64, max_age_s: Option<f64>) {
         if let Some(max_age) = max_age_s {
             let before = self.records.len();
@@ -81,6 +112,8 @@ impl Measurements {
         // order they came in (issue 31, item 2).
         let resolved = points::one_per_point(&mut self.records);
         self.notes.extend(resolved);
+        // Named once, over every source read.
+        self.notes.extend(self.gpus.mixed_notes());
         let sim = self
             .records
             .iter()

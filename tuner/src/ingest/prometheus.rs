@@ -11,6 +11,7 @@ use std::time::Duration;
 use record::{Backend, Clock, Dtype, Family, Gemm, Group, Kind, Record, Scope, Timing};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
+use super::node_gpus::NodeGpus;
 use super::snapshot::{GpuInfo, LinkInfo, Node, Snapshot, TimeRange};
 use super::Measurements;
 use crate::error::TunerError;
@@ -250,6 +251,19 @@ impl PromSource {
         }
     }
 
+    /// The source as notes and snapshots name it: its URL, passwords and tokens hidden, and
+    /// its selector.
+    fn described(&self) -> String {
+        format!(
+            "prometheus {}{}",
+            self.redacted_url(),
+            self.selector
+                .as_deref()
+                .map(|s| format!(" {s}"))
+                .unwrap_or_default()
+        )
+    }
+
     /// Runs one query per family and returns every node's records, plus a snapshot of them.
     pub fn fetch(&self, now: f64) -> Result<(Measurements, Snapshot), TunerError> {
         self.fetch_raw(&self.client()?, now)
@@ -283,7 +297,7 @@ impl PromSource {
             pairs: read(Family::FabricPairBusbw)?,
             fabric_runs: read(Family::FabricLastRun)?,
         };
-        Ok(to_measurements(self, now, families))
+        to_measurements(self, now, families)
     }
 }
 
@@ -843,7 +857,11 @@ fn hbm_record(s: &Sample) -> Option<Record> {
     ))
 }
 
-fn to_measurements(src: &PromSource, now: f64, f: Families) -> (Measurements, Snapshot) {
+fn to_measurements(
+    src: &PromSource,
+    now: f64,
+    f: Families,
+) -> Result<(Measurements, Snapshot), TunerError> {
     let mut m = Measurements::default();
     // A node's newest time where two servers or agents report it, so that the stamp does not
     // depend on the order of the reply (issue 31, item 2).
@@ -906,20 +924,33 @@ fn to_measurements(src: &PromSource, now: f64, f: Families) -> (Measurements, Sn
             if skipped.len() > SHOWN { "; ..." } else { "" }
         ));
     }
-    let nodes = snapshot_nodes(&f, &mut m);
+    let what = src.described();
+    // A GPU exported twice alike is one GPU; one exported as two models is refused,
+    // whatever the order of the series (issue 31, item 2), as a snapshot's listings are.
+    let mut gpus = NodeGpus::default();
+    for s in &f.gpus {
+        if let (Some(idx), Some(model)) = (
+            label(s, "gpu").and_then(|g| g.parse().ok()),
+            label(s, "model_name"),
+        ) {
+            gpus.list(&node(s), idx, model, &what)
+                .map_err(|c| TunerError::Prometheus {
+                    url: src.redacted_url(),
+                    query: src.query_for(Family::GpuInfo.as_str()),
+                    message: format!(
+                        "{c}: two series disagree on what the GPU is (two agents or targets \
+                         export the node?), and which GPU its records ran on cannot be told"
+                    ),
+                })?;
+        }
+    }
+    let nodes = snapshot_nodes(&f, &gpus, &m.records);
+    m.add_gpus(gpus)?;
     let oldest = stamps
         .values()
         .chain(fabric_stamps.values())
         .copied()
         .fold(now, f64::min);
-    let what = format!(
-        "prometheus {}{}",
-        src.redacted_url(),
-        src.selector
-            .as_deref()
-            .map(|s| format!(" {s}"))
-            .unwrap_or_default()
-    );
     m.sources.push(format!(
         "{what} ({} records from {} nodes)",
         m.records.len(),
@@ -930,29 +961,23 @@ fn to_measurements(src: &PromSource, now: f64, f: Families) -> (Measurements, Sn
         end: now,
     };
     let snapshot = Snapshot::per_node(what, now, range, nodes.into_values().collect());
-    (m, snapshot)
+    Ok((m, snapshot))
 }
 
-/// The snapshot's nodes: each node's GPUs and links as the agents export them, and its records.
-/// Records the GPU models into `m` as it goes.
-fn snapshot_nodes(f: &Families, m: &mut Measurements) -> BTreeMap<String, Node> {
+/// The snapshot's nodes: each node's GPUs, as `gpus` lists them, and links as the agents
+/// export them, and its records.
+fn snapshot_nodes(f: &Families, gpus: &NodeGpus, records: &[Record]) -> BTreeMap<String, Node> {
     let mut nodes: BTreeMap<String, Node> = BTreeMap::new();
-    for s in &f.gpus {
-        let (Some(idx), Some(model)) = (
-            label(s, "gpu").and_then(|g| g.parse().ok()),
-            label(s, "model_name"),
-        ) else {
-            continue;
-        };
-        m.gpu_models.insert(node(s), model.to_string());
-        nodes
-            .entry(node(s))
-            .or_insert_with(|| empty_node(node(s)))
-            .gpus
-            .push(GpuInfo {
-                index: idx,
+    for name in gpus.nodes() {
+        let mut node = empty_node(name.to_string());
+        node.gpus = gpus
+            .gpus_of(name)
+            .map(|(index, model)| GpuInfo {
+                index,
                 model: model.to_string(),
-            });
+            })
+            .collect();
+        nodes.insert(name.to_string(), node);
     }
     for s in &f.links {
         let (Some(gpu), Some(peer), Some(link)) = (
@@ -972,7 +997,7 @@ fn snapshot_nodes(f: &Families, m: &mut Measurements) -> BTreeMap<String, Node> 
                 link: link.to_string(),
             });
     }
-    for r in &m.records {
+    for r in records {
         let n = r.group.node.clone().unwrap_or_default();
         nodes
             .entry(n.clone())

@@ -3,13 +3,13 @@
 //! the records it holds and never that of its text too. What bounds it is the records held,
 //! [`MAX_RECORDS`], not the file's size.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
+use super::node_gpus::NodeGpus;
 use super::snapshot::{FleetSection, Node, TimeRange, FORMAT_VERSION};
 use super::{FleetSummary, Measurements};
 use crate::error::TunerError;
@@ -46,7 +46,7 @@ where
     D: Deserializer<'de, Error = serde_json::Error>,
 {
     let before = into.records.len();
-    let seed = SnapshotSeed { into };
+    let seed = SnapshotSeed { into, origin };
     let read = seed.deserialize(de).map_err(|e| {
         // The records of a file refused are not kept.
         super::files::bad(origin, e)
@@ -58,17 +58,27 @@ where
                  ({FORMAT_VERSION}); skipped"
             ));
         }
-        Ok(Outcome::Done { source, fleet }) => {
+        Ok(Outcome::Done {
+            source,
+            fleet,
+            gpus,
+        }) => {
+            if fleet.is_some() && into.fleet.is_some() {
+                into.records.truncate(before);
+                return Err(super::files::bad(
+                    origin,
+                    "a second compact snapshot: one fleet is priced at a time",
+                ));
+            }
+            // A node another source lists too is one node: its GPUs by the same rule as one
+            // snapshot's listings of it (issue 31, item 2).
+            if let Err(e) = into.add_gpus(gpus) {
+                into.records.truncate(before);
+                return Err(e);
+            }
             into.sources
                 .push(format!("{origin} (snapshot of {source})"));
             if let Some(section) = fleet {
-                if into.fleet.is_some() {
-                    into.records.truncate(before);
-                    return Err(super::files::bad(
-                        origin,
-                        "a second compact snapshot: one fleet is priced at a time",
-                    ));
-                }
                 into.fleet = Some(FleetSummary { section, all: None });
             }
         }
@@ -85,11 +95,15 @@ enum Outcome {
     Done {
         source: String,
         fleet: Option<FleetSection>,
+        /// The GPUs its nodes list.
+        gpus: NodeGpus,
     },
 }
 
 struct SnapshotSeed<'a> {
     into: &'a mut Measurements,
+    /// The file's name, as its GPUs' source.
+    origin: &'a str,
 }
 
 impl<'de> DeserializeSeed<'de> for SnapshotSeed<'_> {
@@ -110,6 +124,7 @@ impl<'de> Visitor<'de> for SnapshotSeed<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Outcome, A::Error> {
         let (mut version, mut source, mut fleet) = (None::<u32>, None, None);
         let mut seen_nodes = false;
+        let mut gpus = NodeGpus::default();
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
                 "format_version" => {
@@ -136,6 +151,8 @@ impl<'de> Visitor<'de> for SnapshotSeed<'_> {
                 "nodes" => {
                     map.next_value_seed(NodesSeed {
                         into: &mut *self.into,
+                        origin: self.origin,
+                        gpus: &mut gpus,
                     })?;
                     seen_nodes = true;
                 }
@@ -161,12 +178,17 @@ impl<'de> Visitor<'de> for SnapshotSeed<'_> {
         Ok(Outcome::Done {
             source: source.ok_or_else(|| de::Error::missing_field("source"))?,
             fleet,
+            gpus,
         })
     }
 }
 
 struct NodesSeed<'a> {
     into: &'a mut Measurements,
+    origin: &'a str,
+    /// Each node's GPUs by index, over every listing of the node: a node listed twice
+    /// (issue 31, item 2) must not take the model of whichever listing came last.
+    gpus: &'a mut NodeGpus,
 }
 
 impl<'de> DeserializeSeed<'de> for NodesSeed<'_> {
@@ -185,9 +207,6 @@ impl<'de> Visitor<'de> for NodesSeed<'_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        // Each node's GPUs by index, over every listing of the node: a node listed twice
-        // (issue 31, item 2) must not take the model of whichever listing came last.
-        let mut models: BTreeMap<String, BTreeMap<u32, String>> = BTreeMap::new();
         while let Some(node) = seq.next_element::<Node>()? {
             // As JSON lines: a record no measurement can have (ranks 0, a time of 0 or less)
             // refuses the file, named by node and record (issue 13).
@@ -210,28 +229,17 @@ impl<'de> Visitor<'de> for NodesSeed<'_> {
                     node.name
                 )));
             }
-            let gpus = models.entry(node.name.clone()).or_default();
             for gpu in &node.gpus {
-                match gpus.get(&gpu.index) {
-                    None => {
-                        gpus.insert(gpu.index, gpu.model.clone());
-                    }
-                    Some(model) if *model == gpu.model => {}
-                    Some(model) => {
-                        // Which GPU the node's records ran on cannot be told: refused, in
-                        // words that do not depend on which listing came first.
-                        let (a, b) = if *model < gpu.model {
-                            (model.as_str(), gpu.model.as_str())
-                        } else {
-                            (gpu.model.as_str(), model.as_str())
-                        };
-                        return Err(de::Error::custom(format!(
-                            "node {} GPU {} is listed as two models, {a:?} and {b:?}: the node \
-                             is listed twice and the listings disagree on what it is",
-                            node.name, gpu.index
-                        )));
-                    }
-                }
+                // Which GPU the node's records ran on cannot be told: refused, in words that
+                // do not depend on which listing came first.
+                self.gpus
+                    .list(&node.name, gpu.index, &gpu.model, self.origin)
+                    .map_err(|c| {
+                        de::Error::custom(format!(
+                            "{c}: the node is listed twice and the listings disagree on what \
+                             it is"
+                        ))
+                    })?;
             }
             let name = node.name;
             self.into
@@ -240,24 +248,6 @@ impl<'de> Visitor<'de> for NodesSeed<'_> {
                     r.group.node.get_or_insert_with(|| name.clone());
                     r
                 }));
-        }
-        // A node's model is its GPUs' model; where they name more than one, that of its
-        // lowest GPU index, named in a note.
-        for (node, gpus) in models {
-            let mut named = gpus.values();
-            let Some(first) = named.next() else {
-                continue;
-            };
-            if named.any(|m| m != first) {
-                let each: Vec<String> = gpus.iter().map(|(i, m)| format!("{i}: {m}")).collect();
-                self.into.notes.push(format!(
-                    "node {node}'s GPUs name more than one model ({}); its records that name \
-                     no GPU model of their own are taken as GPU {}'s, {first}",
-                    each.join(", "),
-                    gpus.keys().next().copied().unwrap_or_default()
-                ));
-            }
-            self.into.gpu_models.insert(node, first.clone());
         }
         Ok(())
     }
@@ -327,10 +317,9 @@ mod tests {
     /// Records (as JSON, sorted), GPU models by node and notes.
     type ReadBack = (Vec<String>, Vec<(String, String)>, Vec<String>);
 
-    /// What a snapshot of `nodes` comes to once read and screened, as the commands read it:
-    /// its records (sorted), the GPU models by node and the notes; or the refusal.
-    fn outcome(nodes: &[&String]) -> Result<ReadBack, String> {
-        let text = format!(
+    /// A version 1 snapshot of `nodes`.
+    fn snapshot(nodes: &[&String]) -> String {
+        format!(
             r#"{{"format_version": 1, "created": 0, "source": "s",
                 "time_range": {{"start": 0, "end": 0}}, "nodes": [{}]}}"#,
             nodes
@@ -338,9 +327,22 @@ mod tests {
                 .map(|n| n.as_str())
                 .collect::<Vec<_>>()
                 .join(", ")
-        );
+        )
+    }
+
+    /// What a snapshot of `nodes` comes to once read and screened, as the commands read it:
+    /// its records (sorted), the GPU models by node and the notes; or the refusal.
+    fn outcome(nodes: &[&String]) -> Result<ReadBack, String> {
+        outcome_of(&[("twice.json", snapshot(nodes))])
+    }
+
+    /// What `files` (name and text) come to once read in that order and screened, as
+    /// [`outcome`].
+    fn outcome_of(files: &[(&str, String)]) -> Result<ReadBack, String> {
         let mut m = Measurements::default();
-        files::read(&text, "twice.json", &mut m).map_err(|e| e.to_string())?;
+        for (name, text) in files {
+            files::read(text, name, &mut m).map_err(|e| e.to_string())?;
+        }
         m.screen(1.8e9, None);
         let mut records: Vec<String> = m
             .records
@@ -404,6 +406,50 @@ mod tests {
         let high = listing("n1", &[(1, h100)], 1e-3, 1.7e9);
         let mixed = outcome(&[&high, &low]).unwrap();
         assert_eq!(mixed, outcome(&[&low, &high]).unwrap());
+        assert_eq!(mixed.1, [("n1".to_string(), a100.to_string())]);
+        assert!(
+            mixed.2.iter().any(|n| n.starts_with(&format!(
+                "node n1's GPUs name more than one model (0: {a100}, 1: {h100})"
+            ))),
+            "{:?}",
+            mixed.2
+        );
+    }
+
+    /// Issue 31, item 2, across files: two snapshots that list one node were read as the
+    /// model of whichever came last. Listed alike, the node is one node in either order;
+    /// one GPU listed as two models is refused naming the node, the GPU, both models and
+    /// both files, in the same words in either order; GPUs of different indices that name
+    /// different models take the lowest index's, with the note, in either order.
+    #[test]
+    fn r31_2_a_node_two_snapshots_list_reads_the_same_in_either_order() {
+        let h100 = "NVIDIA H100 80GB HBM3";
+        let a100 = "NVIDIA A100-SXM4-80GB";
+        let both = |a: &String, b: &String| {
+            let (a, b) = (("a.json", snapshot(&[a])), ("b.json", snapshot(&[b])));
+            let first = outcome_of(&[a.clone(), b.clone()]);
+            let reversed = outcome_of(&[b, a]);
+            assert_eq!(first, reversed);
+            first
+        };
+        let h = listing("n1", &[(0, h100), (1, h100)], 1e-3, 1.7e9);
+        let alike = both(&h, &h).unwrap();
+        assert_eq!(alike.1, [("n1".to_string(), h100.to_string())]);
+        assert_eq!(alike.0.len(), 1);
+
+        let a = listing("n1", &[(0, h100), (1, a100)], 1e-3, 1.7e9);
+        let err = both(&h, &a).unwrap_err();
+        assert!(
+            err.contains(&format!(
+                "node n1 GPU 1 is listed as two models, {a100:?} and {h100:?}, by b.json and \
+                 a.json respectively"
+            )),
+            "{err}"
+        );
+
+        let low = listing("n1", &[(0, a100)], 1e-3, 1.7e9);
+        let high = listing("n1", &[(1, h100)], 2e-3, 1.7e9 + 60.0);
+        let mixed = both(&low, &high).unwrap();
         assert_eq!(mixed.1, [("n1".to_string(), a100.to_string())]);
         assert!(
             mixed.2.iter().any(|n| n.starts_with(&format!(

@@ -16,6 +16,7 @@ use super::{
 };
 use crate::error::TunerError;
 use crate::fit::fleet::{Aggregate, Straggler};
+use crate::ingest::node_gpus::NodeGpus;
 use crate::ingest::snapshot::{FleetSection, GpuInfo, Node, Snapshot, TimeRange};
 use crate::ingest::{FleetSummary, Measurements};
 
@@ -664,10 +665,13 @@ fn reduced(r: &mut Reducer, census: &Census) -> Result<(Measurements, Snapshot),
     let (kept, all) = (records(kept), (!all.is_empty()).then(|| records(all)));
     let mut m = Measurements::default();
     let models: BTreeSet<&String> = census.models.keys().collect();
+    let what = r.src.described();
     let mut nodes: Vec<Node> = Vec::new();
+    let mut gpus = NodeGpus::default();
     for model in &models {
         let name = fleet_node(model);
-        m.gpu_models.insert(name.clone(), (*model).clone());
+        gpus.list(&name, 0, model, &what)
+            .expect("one pseudo-node per GPU model");
         nodes.push(Node {
             name: name.clone(),
             gpus: vec![GpuInfo {
@@ -704,15 +708,7 @@ fn reduced(r: &mut Reducer, census: &Census) -> Result<(Measurements, Snapshot),
              --max-age: those nodes are left out of the fleet's figures"
         ));
     }
-    let what = format!(
-        "prometheus {}{}",
-        r.src.redacted_url(),
-        r.src
-            .selector
-            .as_deref()
-            .map(|s| format!(" {s}"))
-            .unwrap_or_default()
-    );
+    m.add_gpus(gpus)?;
     m.sources.push(format!(
         "{what} (fleet of {fleet_nodes} nodes reduced to {} records)",
         kept.len()

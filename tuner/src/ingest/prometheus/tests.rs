@@ -134,7 +134,7 @@ fn a_collective_on_zero_ranks_is_skipped_by_name() {
         collectives: vec![sample],
         ..Families::default()
     };
-    let (m, _) = to_measurements(&src(None, None), 0.0, families);
+    let (m, _) = to_measurements(&src(None, None), 0.0, families).unwrap();
     assert!(m.records.is_empty());
     assert!(
         m.notes[0]
@@ -276,7 +276,8 @@ fn samples_become_records() {
             calibrated: stamp,
             ..Families::default()
         },
-    );
+    )
+    .unwrap();
     assert_eq!(m.records.len(), 3);
     let ar = &m.records[0];
     assert_eq!(
@@ -328,7 +329,8 @@ fn fabric_series_become_inter_node_records() {
             fabric_runs: vec![sample(&[("hostname", "n2")], "1700001500")],
             ..Families::default()
         },
-    );
+    )
+    .unwrap();
     assert_eq!(
         m.records.len(),
         2,
@@ -390,7 +392,7 @@ fn r31_2_one_series_from_two_instances_resolves_the_same_in_either_order() {
             calibrated,
             ..Families::default()
         };
-        let (mut m, _) = to_measurements(&src(None, None), 1_700_003_000.0, families);
+        let (mut m, _) = to_measurements(&src(None, None), 1_700_003_000.0, families).unwrap();
         m.screen(1_700_003_000.0, None);
         (m.records, m.notes)
     };
@@ -406,6 +408,124 @@ fn r31_2_one_series_from_two_instances_resolves_the_same_in_either_order() {
             && notes[0].contains("on node n1: 0.001 s measured at 1700002000 and 0.0001 s")
             && notes[0].ends_with("kept 0.001 s measured at 1700002000, the slower of the newest"),
         "{notes:?}"
+    );
+}
+
+/// What a reply of `meshfit_gpu_info` series (instance, GPU index, model) of node n1 comes
+/// to, in the order given: the GPU models by node, the snapshot's GPUs of n1, and the notes
+/// once screened; or the refusal.
+type GpusRead = (BTreeMap<String, String>, Vec<(u32, String)>, Vec<String>);
+
+fn gpus_read(series: &[(&str, &str, &str)]) -> Result<GpusRead, String> {
+    let gpus = series
+        .iter()
+        .map(|(instance, gpu, model)| {
+            sample(
+                &[
+                    ("hostname", "n1"),
+                    ("gpu", gpu),
+                    ("model_name", model),
+                    ("instance", instance),
+                ],
+                "1",
+            )
+        })
+        .collect();
+    let now = 1_700_003_000.0;
+    let families = Families {
+        gpus,
+        ..Families::default()
+    };
+    let (mut m, snap) =
+        to_measurements(&src(None, None), now, families).map_err(|e| e.to_string())?;
+    m.screen(now, None);
+    let listed = snap
+        .nodes
+        .iter()
+        .flat_map(|n| n.gpus.iter().map(|g| (g.index, g.model.clone())))
+        .collect();
+    Ok((m.gpu_models, listed, m.notes))
+}
+
+/// Issue 31, item 2: a node took the GPU model of whichever `meshfit_gpu_info` series came
+/// last in the reply. Whatever the order: a GPU two instances export alike is one GPU (in
+/// the snapshot too); one GPU exported as two models is refused naming the node, the GPU and
+/// both models; a node whose GPUs name two models is its lowest index's, with a note. A
+/// snapshot file that lists the GPU as another model than Prometheus does is refused by the
+/// same rule, naming both sources, in the same words whichever is read first.
+#[test]
+fn r31_2_a_gpu_exported_twice_reads_the_same_in_either_order() {
+    let h100 = "NVIDIA H100 80GB HBM3";
+    let a100 = "NVIDIA A100-SXM4-80GB";
+    let both = |series: &[(&str, &str, &str)]| {
+        let mut reversed = series.to_vec();
+        reversed.reverse();
+        let read = gpus_read(series);
+        assert_eq!(read, gpus_read(&reversed));
+        read
+    };
+    let (models, listed, _) = both(&[
+        ("a:9400", "0", h100),
+        ("a:9400", "1", h100),
+        ("b:9400", "0", h100),
+        ("b:9400", "1", h100),
+    ])
+    .unwrap();
+    assert_eq!(models, BTreeMap::from([("n1".into(), h100.into())]));
+    assert_eq!(listed, [(0, h100.to_string()), (1, h100.to_string())]);
+
+    let err = both(&[
+        ("a:9400", "0", h100),
+        ("a:9400", "1", h100),
+        ("b:9400", "0", h100),
+        ("b:9400", "1", a100),
+    ])
+    .unwrap_err();
+    assert!(
+        err.starts_with(&format!(
+            "prometheus http://p:9090: query `meshfit_gpu_info{{}}`: node n1 GPU 1 is listed \
+             as two models, {a100:?} and {h100:?}: two series disagree"
+        )),
+        "{err}"
+    );
+
+    let (models, _, notes) = both(&[("a:9400", "1", h100), ("a:9400", "0", a100)]).unwrap();
+    assert_eq!(models, BTreeMap::from([("n1".into(), a100.into())]));
+    assert!(
+        notes.iter().any(|n| n.starts_with(&format!(
+            "node n1's GPUs name more than one model (0: {a100}, 1: {h100})"
+        ))),
+        "{notes:?}"
+    );
+
+    // Prometheus and a snapshot file, in either order.
+    let exported = |model: &str| Families {
+        gpus: vec![sample(
+            &[("hostname", "n1"), ("gpu", "1"), ("model_name", model)],
+            "1",
+        )],
+        ..Families::default()
+    };
+    let (_, file) = to_measurements(&src(None, None), 0.0, exported(a100)).unwrap();
+    let file = serde_json::to_string(&file).unwrap();
+    let (prom, _) = to_measurements(&src(None, None), 0.0, exported(h100)).unwrap();
+    let mut file_last = prom.clone();
+    let err = crate::ingest::files::read(&file, "n1.json", &mut file_last)
+        .unwrap_err()
+        .to_string();
+    let mut prom_last = Measurements::default();
+    crate::ingest::files::read(&file, "n1.json", &mut prom_last).unwrap();
+    assert_eq!(prom_last.add_gpus(prom.gpus).unwrap_err().to_string(), err);
+    assert!(
+        err.contains(&format!(
+            "node n1 GPU 1 is listed as two models, {a100:?} and {h100:?}, by n1.json and \
+             prometheus http://p:9090 respectively"
+        )),
+        "{err}"
+    );
+    assert_eq!(
+        file_last.gpu_models["n1"], h100,
+        "a refused file changes nothing"
     );
 }
 
@@ -538,7 +658,8 @@ fn fleet_measurements() -> serde_json::Value {
         &src(Some("pool=\"train-a\""), None),
         1_764_500_000.0,
         families,
-    );
+    )
+    .unwrap();
     serde_json::json!({
         "snapshot": snapshot,
         "notes": m.notes,
