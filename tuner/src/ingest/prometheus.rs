@@ -1013,7 +1013,7 @@ fn snapshot_nodes(f: &Families, gpus: &NodeGpus, records: &[Record]) -> BTreeMap
 fn skip_reason(s: &Sample, family: &str) -> String {
     let raw = &s.value;
     let why = match raw.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => "lacks the labels of shared/design.md".to_string(),
+        Ok(v) if v.is_finite() && v > 0.0 => "lacks the labels of docs/design.md".to_string(),
         _ => format!("value `{raw}` is not a positive finite number"),
     };
     format!("{} {family}: {why}", node(s))

@@ -153,7 +153,7 @@ fn skipped_samples_name_node_family_and_reason() {
     );
     let unlabelled = sample(&[("hostname", "n7")], "1e12");
     assert!(skip_reason(&unlabelled, "meshfit_gemm_flops_per_second")
-        .ends_with("lacks the labels of shared/design.md"));
+        .ends_with("lacks the labels of docs/design.md"));
 }
 
 #[test]
