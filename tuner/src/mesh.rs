@@ -344,6 +344,10 @@ pub enum MoeDispatch {
     /// out over NVLink there (DeepSeek-V3, arXiv 2412.19437, §3.2.2; DeepEP and HybridEP
     /// behind Megatron's `flex` dispatcher).
     NodeDedup,
+    /// Every rank gathers every token of its expert-parallel group, computes those routed to
+    /// its experts, and reduce-scatters the outputs back (Megatron-Core's `allgather`
+    /// dispatcher, its default: `MoEAllGatherTokenDispatcher`).
+    AllGather,
 }
 
 impl fmt::Display for MoeDispatch {
@@ -351,6 +355,7 @@ impl fmt::Display for MoeDispatch {
         f.write_str(match self {
             MoeDispatch::AllToAll => "all-to-all",
             MoeDispatch::NodeDedup => "node-dedup",
+            MoeDispatch::AllGather => "all-gather",
         })
     }
 }

@@ -86,7 +86,7 @@ impl fmt::Display for SpreadReason {
         match self {
             SpreadReason::EpAcrossNodes { ep, nodes, dispatch } => {
                 let remedy = match dispatch {
-                    MoeDispatch::AllToAll => "; a deduplicating dispatcher (DeepEP, --moe-dispatch node-dedup) sends each token once per node",
+                    MoeDispatch::AllToAll | MoeDispatch::AllGather => "; a deduplicating dispatcher (DeepEP, --moe-dispatch node-dedup) sends each token once per node",
                     MoeDispatch::NodeDedup => "",
                 };
                 write!(f, "EP={ep} spreads the experts over {nodes} nodes, so every all-to-all crosses the network{remedy}")

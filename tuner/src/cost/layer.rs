@@ -321,6 +321,17 @@ fn ep_all_to_all(
         + coll.time_s(Collective::AllToAll, g, bytes)
 }
 
+/// The all-gather dispatcher's exchange of one pass: every rank gathers each EP rank's
+/// `rank_bytes` of tokens, routed anywhere or not, and reduce-scatters as many outputs back
+/// (Megatron-Core's `MoEAllGatherTokenDispatcher`: `gather_from_sequence_parallel_region`
+/// and `reduce_scatter_to_sequence_parallel_region` over its TP x EP group, priced over EP).
+/// The bytes grow with the group, not with top-k or the busiest expert's load.
+fn ep_all_gather(coll: &dyn CollectiveModel, g: &GroupSpan, rank_bytes: f64) -> f64 {
+    let gathered = rank_bytes * f64::from(g.ranks);
+    coll.time_s(Collective::AllGather, g, gathered)
+        + coll.time_s(Collective::ReduceScatter, g, gathered)
+}
+
 /// Bytes of a dispatched element against bf16's under `precision`.
 fn dispatch_width(precision: Precision) -> f64 {
     if precision == Precision::Fp8Blockwise {
@@ -480,14 +491,18 @@ pub(super) fn layer(x: &Inputs, moe_layer: bool) -> Layer {
                 x.training
                     .moe_dispatch
                     .network_share(experts, top_k, nodes, moe.node_limit(nodes));
-            ep_all_to_all(
-                x.collectives,
-                ep,
-                act_bytes,
-                (top_k, tp),
-                moe.load(eff.moe_imbalance),
-                (share, dispatch_width(x.training.precision)),
-            )
+            if x.training.moe_dispatch == MoeDispatch::AllGather {
+                ep_all_gather(x.collectives, ep, act_bytes / tp)
+            } else {
+                ep_all_to_all(
+                    x.collectives,
+                    ep,
+                    act_bytes,
+                    (top_k, tp),
+                    moe.load(eff.moe_imbalance),
+                    (share, dispatch_width(x.training.precision)),
+                )
+            }
         }
         _ => 0.0,
     };
@@ -526,7 +541,7 @@ impl MoeDispatch {
         nodes: f64,
         node_limit: Option<f64>,
     ) -> f64 {
-        if self == MoeDispatch::AllToAll || nodes <= 1.0 {
+        if self != MoeDispatch::NodeDedup || nodes <= 1.0 {
             return 1.0;
         }
         let elsewhere = experts - experts / nodes;

@@ -106,6 +106,7 @@ fn megatron_moe_args(moe: &Moe, layers: u32, t: &Training, m: &Mesh) -> Vec<Stri
     // Megatron's default dispatcher all-gathers; the price is for one of these two.
     a.push(match t.moe_dispatch {
         MoeDispatch::AllToAll => "--moe-token-dispatcher-type alltoall".into(),
+        MoeDispatch::AllGather => "--moe-token-dispatcher-type allgather".into(),
         MoeDispatch::NodeDedup => {
             "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep".into()
         }
@@ -391,6 +392,13 @@ fn titan_layout(
             ))
         }
         Schedule::OneFOneB => {}
+    }
+    if t.moe_dispatch == MoeDispatch::AllGather && m.ep > 1 && model.moe.is_some() {
+        return Err(refuse(
+            "the all-gather dispatcher was priced, and torchtitan's expert parallelism exchanges \
+             tokens by all-to-all; price --moe-dispatch all-to-all or use --emit megatron"
+                .into(),
+        ));
     }
     let split = if m.pp > 1 {
         // torchtitan counts the embedding and the output as `*_less_layers` layers of the
@@ -1021,6 +1029,24 @@ mod tests {
     }
 
     #[test]
+    fn torchtitan_refuses_the_all_gather_dispatcher_it_does_not_run() {
+        let model = catalog::model("deepseek-v3").unwrap().shape;
+        let t = Training {
+            moe_dispatch: MoeDispatch::AllGather,
+            ..training(ReduceDtype::Fp32)
+        };
+        let m = Mesh {
+            ep: 8,
+            ..mesh(1, 1, 1, Recompute::None)
+        };
+        let err = torchtitan(&model, &t, &m).unwrap_err().why;
+        assert!(
+            err.starts_with("the all-gather dispatcher was priced"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn megatron_names_the_moe_dispatcher_that_was_priced() {
         // Megatron's default dispatcher all-gathers, which neither price is for.
         let model = catalog::model("mixtral-8x7b").unwrap().shape;
@@ -1031,6 +1057,7 @@ mod tests {
         for (dispatch, expect) in [
             (MoeDispatch::AllToAll, vec!["alltoall"]),
             (MoeDispatch::NodeDedup, vec!["flex"]),
+            (MoeDispatch::AllGather, vec!["allgather"]),
         ] {
             let t = Training {
                 moe_dispatch: dispatch,

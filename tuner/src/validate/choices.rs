@@ -407,8 +407,12 @@ pub fn training(run: &Run, arch: Arch) -> (Training, BTreeMap<Choice, String>) {
     // DualPipe runs in DeepSeek's own framework, whose dispatch crosses the network once per
     // node and fans out over NVLink there (DeepSeek-V3 §3.2.2).
     let dualpipe = l.schedule == Some(super::Schedule::Dualpipe);
+    // Otherwise each framework's own: Megatron-Core's `moe_token_dispatcher_type` defaults to
+    // `allgather` (`TransformerConfig`); DeepSpeed-MoE and torchtitan exchange by all-to-all.
     let moe_dispatch = if bridge || dualpipe {
         MoeDispatch::NodeDedup
+    } else if framework == Framework::Megatron {
+        MoeDispatch::AllGather
     } else {
         MoeDispatch::AllToAll
     };

@@ -193,6 +193,22 @@ fn the_token_exchange_is_dispatch_and_combine() {
 }
 
 #[test]
+fn the_all_gather_dispatcher_moves_every_token_of_the_group_both_ways() {
+    // EP 8, 1 MB of tokens a rank: each gathers 8 MB and sends 7/8 of it over the wire, and
+    // the reduce-scatter back as much: 14 MB at 1 GB/s.
+    let t = ep_all_gather(&PerWireByte, &group(8), 1e6);
+    close(t, 2.0 * 8e6 * 7.0 / 8.0 / 1e9);
+    // Against the all-to-all of the same tokens at top 2 (balanced): EP / top-k = 4 times
+    // the bytes, whatever the load of the busiest expert.
+    let a2a = ep_all_to_all(&PerWireByte, &group(8), 1e6, (2.0, 1.0), 1.0, (1.0, 1.0));
+    close(t / a2a, 4.0);
+    assert_eq!(
+        MoeDispatch::AllGather.network_share(8.0, 2.0, 4.0, None),
+        1.0
+    );
+}
+
+#[test]
 fn ring_attention_sends_its_kv_once_per_other_rank() {
     // CP 4: 3 sends of 1,000 tokens x 1,024 K and V features in bf16 over TP 2.
     let t = cp_exchange(&PerWireByte, &group(4), 1000.0, 1024.0, (2, 4));
