@@ -103,6 +103,9 @@ cp check/grafana.ts check/monitoring.ts check/tsconfig.json "$tools/node/ts/"
 (cd "$tools/node/ts" && ../node_modules/.bin/tsc -p .)
 echo "   $(ls "$tools/node/ts"/dashboard_*.ts | wc -l) dashboards and $(grep -c '^export const' "$tools/node/ts/monitoring_objects.ts") CRD objects type-check"
 
+say "dashboard queries (issue 28): every selector by \$cluster, every join on cluster, no line per node"
+"$py" check/dashboard_queries.py
+
 say "Prometheus rules: promtool check rules, promtool test rules"
 promtool check rules helm/meshfit/rules/meshfit.rules.yaml
 promtool test rules prometheus/meshfit.rules.test.yaml

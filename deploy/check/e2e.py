@@ -21,8 +21,17 @@ and scraped less often so that 64 agents stay light on two cores. Checks, in ord
     with less busbw and fewer NVLinks than the H100s, are compared with A100s only and stay
     quiet, and the busy node, kept from calibrating by a job for minutes rather than a week,
     raises nothing;
-  - `tuner recommend --prometheus`, scoped to the measured H100 nodes, flags the degraded node.
-Results of every panel and annotation go to PANELS_JSON for render_dashboards.py.
+  - `tuner recommend --prometheus`, scoped to the measured H100 nodes, flags the degraded node;
+  - (small fleet) the dashboards over two clusters: a second Prometheus scrapes the same agents
+    twice, with the target label cluster="east" and cluster="west", so that every node is in both
+    clusters under one host name, the case where a join or grouping without `cluster` merges two
+    nodes or fails on duplicates. Every query of both dashboards returns data with $cluster All
+    and with $cluster east; with east no series of west comes back; with All every series that
+    names a node names its cluster too, and "Nodes below the fleet" lists each measured node
+    once per cluster.
+The first Prometheus sets no `cluster` label, as a single Prometheus does: the $cluster
+variable then has no values and stands at All, whose `.*` matches series without the label.
+Results of every panel and annotation of the first go to PANELS_JSON for render_dashboards.py.
 
 The rules are loaded as shipped except for timing: every group evaluates at each scrape and
 alerts have no `for:` hold, so that a check takes seconds rather than the half hour the hold asks
@@ -51,6 +60,8 @@ RULES = DEPLOY / "helm" / "meshfit" / "rules" / "meshfit.rules.yaml"
 DASHBOARDS = sorted((DEPLOY / "helm" / "meshfit" / "dashboards").glob("*.json"))
 BELOW_FLEET_PANEL = "Nodes below the fleet"
 BELOW_FLEET = 0.85
+# The second Prometheus's clusters: the same agents scraped once under each.
+CLUSTERS = ("east", "west")
 # Per kind of node: agent flags, and the alerts it must fire (every other node fires none).
 KINDS = {
     "healthy": ([], set()),
@@ -89,6 +100,8 @@ class Fleet:
     busy_retry_s: int
     # History gathered after the second calibration before the panels are queried.
     settle_s: int
+    # Also check the dashboards over two clusters (a second Prometheus; see the module doc).
+    two_clusters: bool = False
 
     @property
     def rate_interval(self) -> str:
@@ -101,7 +114,7 @@ def small_fleet() -> Fleet:
         Node("h4", "dgx-h100", "nvlink"), Node("h5", "dgx-h100", "busy"), Node("h6", "dgx-h100", "failing")]
     nodes += [Node("a1", "dgx-a100"), Node("a2", "dgx-a100"), Node("a3", "dgx-a100", "links")]
     return Fleet(nodes, "h4", ["h1", "h2", "h3", "h4"], scrape_s=1, sample_s=1, range_s=60, step_s=2, busy_retry_s=2,
-                 settle_s=4)
+                 settle_s=4, two_clusters=True)
 
 
 def screenshots_fleet() -> Fleet:
@@ -241,16 +254,21 @@ def test_rules(work: Path, scrape_s: int) -> Path:
     return path
 
 
-def start_prometheus(procs: Processes, work: Path, targets: list[str], scrape_s: int) -> str:
+def start_prometheus(procs: Processes, work: Path, targets: list[str], scrape_s: int,
+                     clusters: tuple[str, ...] = ()) -> str:
+    """A Prometheus in `work` scraping the targets with the shipped rules; with `clusters`, the
+    targets once under each, with the target label `cluster`."""
+    work.mkdir(exist_ok=True)
+    static = [{"targets": targets, "labels": {"cluster": c}} for c in clusters] or [{"targets": targets}]
     config = {
         "global": {"scrape_interval": f"{scrape_s}s", "evaluation_interval": f"{scrape_s}s"},
         "rule_files": [str(test_rules(work, scrape_s))],
-        "scrape_configs": [{"job_name": "meshfit", "static_configs": [{"targets": targets}]}],
+        "scrape_configs": [{"job_name": "meshfit", "static_configs": static}],
     }
     (work / "prometheus.yml").write_text(yaml.safe_dump(config))
     address = f"127.0.0.1:{free_port()}"
     log = work / "prometheus.log"
-    proc = procs.start("prometheus", [
+    proc = procs.start(f"prometheus {work.name}", [
         "prometheus", f"--config.file={work / 'prometheus.yml'}", f"--storage.tsdb.path={work / 'tsdb'}",
         f"--web.listen-address={address}", "--log.level=warn"], log)
 
@@ -260,7 +278,8 @@ def start_prometheus(procs: Processes, work: Path, targets: list[str], scrape_s:
         return http_get(f"http://{address}/-/ready")[0] == 200
 
     wait_until("Prometheus to be ready", ready, 60)
-    say(f"Prometheus {address} scraping {len(targets)} agents every {scrape_s} s, "
+    as_clusters = f" once as each of the clusters {', '.join(clusters)}" if clusters else " (no cluster label)"
+    say(f"Prometheus {address} scraping {len(targets)} agents{as_clusters} every {scrape_s} s, "
         f"rules from {RULES.relative_to(DEPLOY.parent)} (group interval {scrape_s} s, no for: hold)")
     return address
 
@@ -315,26 +334,35 @@ def interpolate(text: str, variables: dict[str, list[str]], rate_interval: str =
     return re.sub(r"\$\{(\w+)\}|\$(\w+)", value, text)
 
 
-def resolve_variables(prom: Prometheus, board: dict, chosen_by_user: dict[str, str]) -> dict[str, list[str]]:
+def resolve_variables(prom: Prometheus, board: dict, chosen_by_user: dict[str, str | list[str]]
+                      ) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     """Each query variable's values on first load: its saved current value, All, or with no saved
-    value the first option, as Grafana picks; `chosen_by_user` as if picked in the URL."""
-    variables: dict[str, list[str]] = {}
+    value the first option, as Grafana picks; `chosen_by_user` as if picked in the URL. A
+    variable with All and no options at all (the `cluster` label where no Prometheus sets it)
+    stands at All, as Grafana's does. Returns what each variable interpolates to (All as its
+    allValue where it has one, as Grafana sends it) and the options chosen (a repeated panel's)."""
+    scope: dict[str, list[str]] = {}
+    chosen_options: dict[str, list[str]] = {}
     for var in board["templating"]["list"]:
         if var["type"] != "query":
             continue
         query = var["query"]["query"] if isinstance(var["query"], dict) else var["query"]
-        options = prom.label_values(interpolate(query, variables))
-        if not options:
+        options = prom.label_values(interpolate(query, scope))
+        if not options and not var.get("includeAll"):
             raise SystemExit(f"e2e: {board['title']}: variable ${var['name']} has no values ({query})")
         current = chosen_by_user.get(var["name"], var.get("current", {}).get("value", "$__all"))
         current = current if isinstance(current, list) else [current]
         if current == [""]:
             current = options[:1]
-        chosen = options if "$__all" in current else [v for v in current if v in options]
-        if not chosen:
+        if "$__all" in current or not options:
+            chosen = options
+            values = [var["allValue"]] if var.get("allValue") else options
+        else:
+            chosen = values = [v for v in current if v in options]
+        if not values:
             raise SystemExit(f"e2e: {board['title']}: ${var['name']} default {current} is not among {options}")
-        variables[var["name"]] = chosen
-    return variables
+        scope[var["name"]], chosen_options[var["name"]] = values, chosen
+    return scope, chosen_options
 
 
 def run_query(prom: Prometheus, what: str, expr: str, instant: bool, end: float, range_s: int) -> list[dict]:
@@ -344,13 +372,14 @@ def run_query(prom: Prometheus, what: str, expr: str, instant: bool, end: float,
     return data
 
 
-def run_panels(prom: Prometheus, board: dict, fleet: Fleet) -> tuple[list[dict], list[dict]]:
-    variables = resolve_variables(prom, board, {"hostname": fleet.degraded})
+def run_panels(prom: Prometheus, board: dict, fleet: Fleet, chosen: dict[str, str | list[str]] | None = None
+               ) -> tuple[list[dict], list[dict]]:
+    variables, options = resolve_variables(prom, board, {"hostname": fleet.degraded, **(chosen or {})})
     end = time.time()
     results = []
     for panel in board["panels"]:
         repeat = panel.get("repeat")
-        for value in variables[repeat] if repeat else [None]:
+        for value in options[repeat] if repeat else [None]:
             scope = dict(variables, **({repeat: [value]} if repeat else {}))
             instance = {"panel": panel, "title": interpolate(panel["title"], scope), "targets": []}
             for target in panel["targets"]:
@@ -368,7 +397,8 @@ def run_panels(prom: Prometheus, board: dict, fleet: Fleet) -> tuple[list[dict],
         annotations.append({"annotation": annotation, "expr": expr, "data": data})
     queries = sum(len(r["targets"]) for r in results)
     say(f"{board['title']}: {queries} queries in {len(results)} panels (repeats included) and {len(annotations)} "
-        f"annotation queries; {', '.join(f'${k}={v[0] if len(v) == 1 else len(v)}' for k, v in variables.items())}")
+        f"annotation queries; {', '.join(f'${k}={v[0] if len(v) == 1 else len(v)}' for k, v in variables.items())}"
+        f"{' (clusters: ' + ', '.join(options['cluster']) + ')' if options.get('cluster') else ' (no cluster label)'}")
     return results, annotations
 
 
@@ -384,6 +414,36 @@ def check_below_fleet(results: list[dict], fleet: Fleet) -> None:
     say(f"\"{BELOW_FLEET_PANEL}\": busbw ratio to the model's median, lowest "
         + ", ".join(f"{n} {r:.2f}" for n, r in sorted(ratios.items(), key=lambda i: i[1])[:len(want) + 2])
         + f"; only {', '.join(want)} under {BELOW_FLEET}")
+
+
+def check_two_clusters(prom: Prometheus, fleet: Fleet) -> None:
+    """Both dashboards over the same fleet scraped as two clusters (see the module doc)."""
+    measured = {n.name for n in fleet.nodes if n.measured}
+    for path in DASHBOARDS:
+        board = json.loads(path.read_text())
+        for pick in (["$__all"], [CLUSTERS[0]]):
+            results, annotations = run_panels(prom, board, fleet, {"cluster": pick})
+            series = [(f"{r['title']} target {t['refId']}", s["metric"]) for r in results for t in r["targets"]
+                      for s in t["data"]]
+            series += [(f"annotation {a['annotation']['name']}", s["metric"]) for a in annotations for s in a["data"]]
+            if pick == ["$__all"]:
+                bad = [(w, m) for w, m in series if "hostname" in m and "cluster" not in m]
+                what = "names a node but not its cluster"
+            else:
+                bad = [(w, m) for w, m in series if m.get("cluster", pick[0]) != pick[0]]
+                what = f"is of another cluster than ${{cluster}}={pick[0]}"
+            if bad:
+                raise SystemExit(f"e2e: {board['title']}, $cluster={pick[0]}: {len(bad)} series {what}, e.g. "
+                                 + "; ".join(f"{w}: {m}" for w, m in bad[:3]))
+            below = [r for r in results if r["title"] == BELOW_FLEET_PANEL]
+            if below and pick == ["$__all"]:
+                rows = sorted((s["metric"]["cluster"], s["metric"]["hostname"]) for s in below[0]["targets"][0]["data"])
+                want = sorted((c, n) for c in CLUSTERS for n in measured)
+                if rows != want:
+                    raise SystemExit(f"e2e: \"{BELOW_FLEET_PANEL}\" over two clusters: rows {rows}, expected {want}")
+    say(f"two clusters ({', '.join(CLUSTERS)}, every node in both): every query of both dashboards returns data "
+        f"with $cluster All and {CLUSTERS[0]}; {CLUSTERS[0]} returns none of {CLUSTERS[1]}; under All every "
+        f"node's series keeps its cluster and \"{BELOW_FLEET_PANEL}\" has {2 * len(measured)} rows")
 
 
 def check_alerts(prom: Prometheus, fleet: Fleet) -> None:
@@ -447,12 +507,19 @@ def main(agent: str, tuner: str, work: Path, panels_json: Path, fleet: Fleet) ->
         addresses = start_agents(procs, agent, work, token, fleet)
         address = start_prometheus(procs, work, list(addresses.values()), fleet.scrape_s)
         prom = Prometheus(address, fleet)
+        # Started now, so that it too sees the second calibration (the annotations' runs).
+        two = (Prometheus(start_prometheus(procs, work / "two-clusters", list(addresses.values()), fleet.scrape_s,
+                                           CLUSTERS), fleet) if fleet.two_clusters else None)
         measured = {n.name for n in fleet.nodes if n.measured}
-        wait_until("the recording rules over every measured node",
-                   lambda: {s["metric"]["hostname"] for s in prom.instant(
-                       "hostname_collective:meshfit_collective_busbw_bytes_per_second:ratio_to_fleet"
-                       " and on (hostname) hostname_gpu_dtype:meshfit_gemm_flops_per_second:ratio_to_fleet")} == measured,
-                   120)
+        for server, clusters in ((prom, ("",)), (two, CLUSTERS)):
+            if server is None:
+                continue
+            wait_until(f"the recording rules over every measured node{' in each cluster' if server is two else ''}",
+                       lambda server=server: {(s["metric"].get("cluster", ""), s["metric"]["hostname"]) for s in server.instant(
+                           "hostname_collective:meshfit_collective_busbw_bytes_per_second:ratio_to_fleet"
+                           " and on (cluster, hostname) hostname_gpu_dtype:meshfit_gemm_flops_per_second:ratio_to_fleet")}
+                       == {(c, n) for c in clusters for n in measured},
+                       120)
         calibrate_again(addresses, token)
         # Range panels need a few scrapes of history after it, rate() two at least.
         time.sleep(fleet.settle_s)
@@ -465,6 +532,8 @@ def main(agent: str, tuner: str, work: Path, panels_json: Path, fleet: Fleet) ->
             boards.append({"file": path.name, "title": board["title"], "panels": results, "annotations": annotations})
         check_alerts(prom, fleet)
         check_tuner(tuner, address, fleet)
+        if two:
+            check_two_clusters(two, fleet)
         panels_json.write_text(json.dumps(boards))
     finally:
         procs.stop()
