@@ -43,6 +43,12 @@ fn prometheus_seeds_read_or_are_refused_as_stated() {
         .unwrap_err()
         .contains("result type `matrix`"));
     assert!(read("error.json").unwrap_err().contains("parse error"));
+    // Found by the fuzzer: a failed reply whose error is empty was refused with an empty
+    // message.
+    assert_eq!(
+        read("empty-error.json").unwrap_err(),
+        "HTTP 200 OK, status err~od ent"
+    );
     assert!(read("login.html")
         .unwrap_err()
         .contains("not JSON but HTML"));

@@ -442,10 +442,13 @@ fn parse_reply(
         _ => ReplyError::Refused(format!("HTTP {status}: not a Prometheus API reply: {e}")),
     })?;
     if reply.status != "success" {
-        return Err(ReplyError::Refused(match reply.error {
-            Some(error) => shortened(&error).into_owned(),
-            None => format!("HTTP {status}, status {}", shortened(&reply.status)),
-        }));
+        // An error that says nothing is no reason: the status is named instead.
+        return Err(ReplyError::Refused(
+            match reply.error.filter(|e| !e.trim().is_empty()) {
+                Some(error) => shortened(&error).into_owned(),
+                None => format!("HTTP {status}, status {}", shortened(&reply.status)),
+            },
+        ));
     }
     let Some(data) = reply.data else {
         return Ok(Vec::new());
