@@ -8,24 +8,30 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::LazyLock;
 
-/// Home, scratch and work directories: a path under one in a doc is some machine's, a broken
-/// reference for every other reader (a design file cited at `/work/shared/design.md` was one).
-const HOME_ROOTS: &[&str] = &[
-    "/home/",
-    "/Users/",
-    "/root/",
-    "/mnt/",
-    "/scratch/",
-    "/work/",
-];
+/// Home and scratch directories by convention: a path under one in a doc is some machine's,
+/// a broken reference for every other reader.
+const HOME_ROOTS: &[&str] = &["/home/", "/Users/", "/root/", "/mnt/", "/scratch/"];
 
-/// [`HOME_ROOTS`] and this checkout, wherever it is on the machine that runs the test: the
-/// path a doc written here would leak.
+/// [`HOME_ROOTS`], this checkout and the folder that holds it, wherever they are on the
+/// machine that runs the test: the paths a doc written here would leak (a design file cited
+/// beside the checkout was one). The folder is left out where it is the filesystem's root or
+/// the temporary directory, which hold everyone's files.
 static MACHINE_ROOTS: LazyLock<Vec<String>> = LazyLock::new(|| {
     let mut roots: Vec<String> = HOME_ROOTS.iter().map(|r| r.to_string()).collect();
-    roots.push(format!("{}/", repo().display()));
+    let checkout = repo();
+    roots.push(format!("{}/", checkout.display()));
+    if let Some(beside) = checkout_folder() {
+        roots.push(format!("{}/", beside.display()));
+    }
     roots
 });
+
+/// The folder that holds this checkout, unless it is `/` or the temporary directory.
+fn checkout_folder() -> Option<PathBuf> {
+    let folder = repo().parent()?.to_path_buf();
+    let shared = folder.parent().is_none() || folder == std::env::temp_dir();
+    (!shared).then_some(folder)
+}
 
 /// Where "issue N" (also "issues 4 and 12", "Issue #3") starts in `text`, if anywhere.
 fn issue_reference(text: &str) -> Option<usize> {
@@ -188,12 +194,11 @@ fn the_finders_flag_what_they_should_and_nothing_else() {
         assert_eq!(issue_reference(clean), None, "{clean:?} flagged");
     }
     let here = format!("see {}/docs/design.md", repo().display());
-    for flagged in [
-        here.as_str(),
-        "`/home/ci/meshfit`",
-        "path=/root/x",
-        "(see /work/shared/design.md)",
-    ] {
+    let beside = checkout_folder().map(|f| format!("(see {}/shared/design.md)", f.display()));
+    for flagged in [here.as_str(), "`/home/ci/meshfit`", "path=/root/x"]
+        .into_iter()
+        .chain(beside.as_deref())
+    {
         assert!(machine_path(flagged).is_some(), "{flagged:?} not flagged");
     }
     for clean in [
