@@ -486,14 +486,16 @@ pub(super) fn layer(x: &Inputs, moe_layer: bool) -> Layer {
             kernels += 2.0;
             let ep = &x.placement.ep;
             let (experts, top_k) = (f64::from(moe.experts), f64::from(moe.top_k));
-            let nodes = f64::from(ep.nodes);
-            let share =
-                x.training
-                    .moe_dispatch
-                    .network_share(experts, top_k, nodes, moe.node_limit(nodes));
             if x.training.moe_dispatch == MoeDispatch::AllGather {
                 ep_all_gather(x.collectives, ep, act_bytes / tp)
             } else {
+                let nodes = f64::from(ep.nodes);
+                let share = x.training.moe_dispatch.network_share(
+                    experts,
+                    top_k,
+                    nodes,
+                    moe.node_limit(nodes),
+                );
                 ep_all_to_all(
                     x.collectives,
                     ep,
