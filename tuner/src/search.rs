@@ -54,7 +54,7 @@ fn pick(fixed: Option<u32>, all: impl Iterator<Item = u32>) -> Vec<u32> {
 /// interleaving needs pp > 1 and microbatches divisible by pp (Megatron-LM); sequence
 /// parallelism needs tp > 1; ZeRO-2/3 do not combine with pipeline parallelism (neither
 /// DeepSpeed nor Megatron-LM allows it); DualPipe, searched only where pinned, needs an even
-/// stage count and microbatch count.
+/// stage count and an even microbatch count of at least two a stage.
 pub fn for_each_mesh(
     model: &ModelShape,
     seq_len: u32,
@@ -120,9 +120,11 @@ pub fn for_each_mesh(
                             }
                             let schedule = c.schedule.unwrap_or(Schedule::OneFOneB);
                             // DualPipe sends microbatches in from both ends, half each, over
-                            // pairs of stages, and has no virtual stages (DeepSeek-V3 §3.2.1).
+                            // pairs of stages, and has no virtual stages (DeepSeek-V3 §3.2.1);
+                            // its `step` asserts num_chunks >= num_ranks * 2 (deepseek-ai/
+                            // DualPipe, dualpipe/dualpipe.py), which its warm-up needs.
                             if schedule == Schedule::Dualpipe
-                                && (pp % 2 != 0 || m % 2 != 0 || v > 1)
+                                && (pp % 2 != 0 || m % 2 != 0 || m < 2 * pp || v > 1)
                             {
                                 continue;
                             }
@@ -567,6 +569,27 @@ mod tests {
             );
         }
         assert!(c.within(Framework::Megatron).is_ok());
+    }
+
+    #[test]
+    fn dualpipe_is_searched_only_where_its_step_runs() {
+        // DeepSeek-V3's 15,360 sequences on 2,048 GPUs at TP 1, PP 16: 128-way DP leaves 120
+        // sequences a replica, so a microbatch of 1, 2 or 3 gives 120, 60 or 40 microbatches;
+        // 4 gives 30, even but fewer than DualPipe's 2 x 16.
+        let model = catalog::model("deepseek-v3").unwrap().shape;
+        let c = Constraints {
+            schedule: Some(Schedule::Dualpipe),
+            tp: Some(1),
+            cp: Some(1),
+            pp: Some(16),
+            ..Default::default()
+        };
+        let mut sizes = std::collections::BTreeSet::new();
+        for_each_mesh(&model, 4096, 15360, 2048, &c, |m| {
+            assert_eq!(m.virtual_stages, 1, "{m}");
+            sizes.insert(m.microbatch_size);
+        });
+        assert_eq!(sizes.into_iter().collect::<Vec<_>>(), [1, 2, 3]);
     }
 
     #[test]
