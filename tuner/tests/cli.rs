@@ -1270,9 +1270,10 @@ fn deepseek_v3_s_own_layout_explains_and_a_split_that_cannot_hold_is_named() {
     assert_eq!(mesh["schedule"], "dualpipe");
     assert_eq!(mesh["edge_stages"]["first"], 3);
     assert_eq!(mesh["edge_stages"]["last"], 2);
-    // As validate prices the ISCA '25 runs: 17.8 s against DeepSeek's 19.9 s.
+    // As validate prices the ISCA '25 runs: 19.9 s against DeepSeek's 19.9 s, the all-to-alls
+    // of the 23 of 120 chunks DualPipe's first and last ranks run alone exposed.
     let step = mesh["step_time_s"].as_f64().unwrap();
-    assert!((17.0..18.6).contains(&step), "{step}");
+    assert!((19.3..20.6).contains(&step), "{step}");
     let (code, err) = failure(
         &[
             &base[..],

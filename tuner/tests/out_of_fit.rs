@@ -216,13 +216,14 @@ fn deepseek_v3_prices_as_deepseek_laid_it_out() {
     // DeepSeek-V3 on 2,048 H800 (ISCA '25): 61 layers on 16 DualPipe stages, EP 64 over 8
     // nodes, block-scaled fp8, MLA, the MTP module. Refused before (61 layers split no
     // 16-stage pipeline); priced now with the edge stages taking what 14 inner stages of 4
-    // leave, 10% too fast on both networks (the pipeline's fill and drain, which DeepSeek
-    // measured at 5.7 s, are priced at 0.6 s; docs/misses.md).
+    // leave. 10% too fast on both networks while the 23 of 120 chunks that DualPipe's first
+    // and last ranks run alone hid their all-to-alls; within 1% since they wait for them
+    // (docs/misses.md).
     let v = load("deepseek-v3-isca25.yaml");
     assert_eq!(v.runs.len(), 2);
     for r in &v.runs {
         assert!(
-            (-0.13..=-0.08).contains(&r.error),
+            (-0.03..=0.03).contains(&r.error),
             "{}: {:+.3}",
             r.id,
             r.error

@@ -29,16 +29,33 @@ pub fn bubble_fraction(mesh: &Mesh, m: u32) -> f64 {
     idle / (m + idle)
 }
 
-/// Share of a rank's microbatch chunks (one virtual stage of one microbatch each) that
-/// combined 1F1B runs unpaired, so that their expert-parallel all-to-all stays exposed: the
-/// first rank's warm-up forwards, 2(p - 1) + (v - 1)·p + 1 of the m·v it runs (Megatron-Core's
-/// `get_pp_rank_microbatches`, with its default microbatch group of p per virtual stage and
-/// the one extra warm-up microbatch combined 1F1B adds), whose backwards drain unpaired as
-/// well. Without a pipeline that is the first forward and the last backward
-/// (`combined_1f1b_schedule_for_no_pipelining`): one microbatch of m.
-pub(super) fn combined_unpaired_share(p: u32, v: u32, m: u32) -> f64 {
-    let (p, v, m) = (f64::from(p), f64::from(v), f64::from(m));
-    ((2.0 * (p - 1.0) + (v - 1.0) * p + 1.0) / (m * v)).min(1.0)
+/// Share of a rank's microbatch chunks (one virtual stage of one microbatch each) that its
+/// schedule runs without another microbatch's chunk beside it, so that their expert-parallel
+/// all-to-all stays exposed, on the rank that runs the most:
+/// - 1F1B pairs none.
+/// - Combined 1F1B: the first rank's warm-up forwards, 2(p - 1) + (v - 1)·p + 1 of the m·v it
+///   runs (Megatron-Core's `get_pp_rank_microbatches`, with its default microbatch group of p
+///   per virtual stage and the one extra warm-up microbatch combined 1F1B adds), whose
+///   backwards drain unpaired as well. Without a pipeline that is the first forward and the
+///   last backward (`combined_1f1b_schedule_for_no_pipelining`): one microbatch of m.
+/// - DualPipe (`DualPipe.step`, deepseek-ai/DualPipe `dualpipe/dualpipe.py`): a rank runs m
+///   forward chunks, m/2 each way, and overlaps a forward with a backward only in steps 4 and
+///   5. The first and the last rank run 3p/2 - 1 forwards alone (step 1's 2(p/2 - 1), step
+///   2's 2, step 3's p/2 - 1) and as many backwards (steps 3, 5, 6 and 7); a middle rank runs
+///   p + 1 alone, as step 4 does not overlap its first pair. That is the most where p = 2,
+///   whose two ranks are both middle ones.
+pub(super) fn unpaired_share(mesh: &Mesh, m: u32) -> f64 {
+    let (p, v, m) = (
+        f64::from(mesh.pp),
+        f64::from(mesh.virtual_stages),
+        f64::from(m),
+    );
+    let unpaired = match mesh.schedule {
+        Schedule::OneFOneB => return 1.0,
+        Schedule::Combined1F1B => 2.0 * (p - 1.0) + (v - 1.0) * p + 1.0,
+        Schedule::Dualpipe => (1.5 * p - 1.0).max(p + 1.0),
+    };
+    (unpaired / (m * v)).min(1.0)
 }
 
 /// Share of a pipeline's per-microbatch stage time that DualPipe's fill and drain leave idle
@@ -130,15 +147,35 @@ mod tests {
 
     #[test]
     fn combined_1f1b_leaves_the_warm_up_chunks_unpaired() {
+        let combined = |p, v, m| unpaired_share(&stages(p, v, Schedule::Combined1F1B), m);
         // Without a pipeline: the first forward and the last backward, 1 of 8 microbatches.
-        close(combined_unpaired_share(1, 1, 8), 1.0 / 8.0);
+        close(combined(1, 1, 8), 1.0 / 8.0);
         // PP 8 x v 4 (Megatron-Core's group of 8 microbatches a virtual stage): rank 0 warms
         // up with 2 x 7 + 3 x 8 = 38 chunks, 39 with combined 1F1B's extra one, of 64 x 4.
-        close(combined_unpaired_share(8, 4, 64), 39.0 / 256.0);
+        close(combined(8, 4, 64), 39.0 / 256.0);
         // Fewer microbatches than the warm-up: nothing pairs.
-        close(combined_unpaired_share(8, 4, 8), 1.0);
+        close(combined(8, 4, 8), 1.0);
+        // Plain 1F1B pairs nothing, however long its steady state.
+        close(unpaired_share(&stages(8, 4, Schedule::OneFOneB), 64), 1.0);
         // Its bubble is 1F1B's over the same stages.
         let combined = bubble_fraction(&stages(8, 4, Schedule::Combined1F1B), 64);
         close(combined, one_f_one_b(8, 64, 4));
+    }
+
+    #[test]
+    fn dualpipe_overlaps_only_its_steady_state() {
+        let dualpipe = |p, m| unpaired_share(&stages(p, 1, Schedule::Dualpipe), m);
+        // PP 4, 8 microbatches, counted from `step`. Rank 0 runs forwards alone in step 1 (2),
+        // step 2 (2) and step 3 (1), pairs in step 4 (2) and step 5 (1), and runs backwards
+        // alone in step 3 (1), step 5 (1), step 6 (2) and step 7 (1): 5 of 8 each way. Rank
+        // 1, a middle rank, runs step 2's 4 forwards, step 4's first forward and backward and
+        // step 6's 4 backwards alone: 5 as well.
+        close(dualpipe(4, 8), 5.0 / 8.0);
+        // The ISCA '25 rows, PP 16 and 120 microbatches: the first and last ranks run
+        // 2 x 7 + 2 + 7 = 23 alone, the middle ones 17.
+        close(dualpipe(16, 120), 23.0 / 120.0);
+        // PP 2 at its fewest microbatches, 4: both ranks are middle ones, with step 2's 2
+        // forwards and step 4's first forward alone.
+        close(dualpipe(2, 4), 3.0 / 4.0);
     }
 }

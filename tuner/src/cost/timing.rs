@@ -415,22 +415,15 @@ pub fn step_time(x: &Inputs) -> Breakdown {
     let a2a_mb = stage_layers * avg.a2a * comm_passes;
     let cp_time_mb = stage_layers * cp_time;
     let cp_exposed_mb = stage_layers * cp_exposed;
-    // DualPipe and combined 1F1B run one microbatch's all-to-alls beside another's compute;
-    // combined 1F1B leaves those of its warm-up and drain exposed.
+    // DualPipe and combined 1F1B run one microbatch's all-to-alls beside another's compute,
+    // but not in the chunks their schedules run alone, whose all-to-alls wait as under 1F1B.
     let dualpipe = mesh.schedule == Schedule::Dualpipe;
-    let a2a = match mesh.schedule {
-        Schedule::Dualpipe => Term::overlapped(a2a_mb, compute_mb, 0.0, EP_OVERLAP_SMS),
-        Schedule::Combined1F1B => {
-            let unpaired = pipeline::combined_unpaired_share(mesh.pp, mesh.virtual_stages, m);
-            let paired = 1.0 - unpaired;
-            let hidden =
-                Term::overlapped(paired * a2a_mb, paired * compute_mb, 0.0, EP_OVERLAP_SMS);
-            Term {
-                time_s: a2a_mb,
-                exposed_s: unpaired * a2a_mb + hidden.exposed_s,
-            }
-        }
-        Schedule::OneFOneB => Term::exposed(a2a_mb),
+    let unpaired = pipeline::unpaired_share(mesh, m);
+    let paired = 1.0 - unpaired;
+    let hidden = Term::overlapped(paired * a2a_mb, paired * compute_mb, 0.0, EP_OVERLAP_SMS);
+    let a2a = Term {
+        time_s: a2a_mb,
+        exposed_s: unpaired * a2a_mb + hidden.exposed_s,
     };
     let stage_mb = compute_mb + launch_mb + tp_exposed_mb + a2a.exposed_s + cp_exposed_mb;
 
