@@ -4,13 +4,15 @@
 # starts Prometheus on it with a rules file and prints each group's evaluation time from
 # /api/v1/rules, with its share of the group's interval and the slowest rules.
 #
-#   scripts/fleet/bench-rules.sh [--nodes N] [--rules FILE] [--evals E] [--parts P] [--work DIR [--reuse]]
+#   scripts/fleet/bench-rules.sh [--nodes N] [--rules FILE] [--evals E] [--parts P [--jobs J]] [--work DIR [--reuse]]
 #
 # --nodes     fleet size (default 1000)
 # --rules     Prometheus rule file (default: the chart's, deploy/helm/meshfit/rules/meshfit.rules.yaml)
 # --evals     evaluations of every group to wait for (default 3); the figures are over them
-# --parts     write and backfill the fleet in P parallel parts (default 1); promtool holds about
-#             3.6 GB per 1,000 nodes in memory however many parts, so P sets the time, not the memory
+# --parts     write and backfill the fleet in P parts (default 1); promtool holds about 3.6 GB per
+#             1,000 nodes of a part in memory
+# --jobs      parts written and backfilled at once (default: all P); memory is about
+#             3.6 GB x J x N / P / 1,000, so 12,500 nodes fit in 8 GB as --parts 13 --jobs 2
 # --work      scratch directory, kept (default: a new temporary one, removed at the end)
 # --reuse     the blocks a run before left in --work DIR, when they hold the same --nodes: several
 #             rule files against one fleet
@@ -22,7 +24,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-nodes=1000 rules=$repo/deploy/helm/meshfit/rules/meshfit.rules.yaml evals=3 parts=1 work="" keep="" reuse=""
+nodes=1000 rules=$repo/deploy/helm/meshfit/rules/meshfit.rules.yaml evals=3 parts=1 jobs="" work="" keep="" reuse=""
 usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -30,12 +32,14 @@ while [ $# -gt 0 ]; do
     --rules) rules=$2; shift 2 ;;
     --evals) evals=$2; shift 2 ;;
     --parts) parts=$2; shift 2 ;;
+    --jobs) jobs=$2; shift 2 ;;
     --work) work=$2; keep=1; shift 2 ;;
     --reuse) reuse=1; shift ;;
     *) usage ;;
   esac
 done
-for n in "$nodes" "$evals" "$parts"; do
+jobs=${jobs:-$parts}
+for n in "$nodes" "$evals" "$parts" "$jobs"; do
   [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "bench-rules.sh: expected a whole number above 0, got \`$n\`" >&2; exit 2; }
 done
 [ -z "$reuse" ] || [ -n "$keep" ] || { echo "bench-rules.sh: --reuse needs --work DIR" >&2; exit 2; }
@@ -63,10 +67,11 @@ else
   start=$(date +%s)
   rm -rf "$work/blocks" "$work/parts"
   mkdir -p "$work/blocks" "$work/parts"
-  pids=()
   for ((p = 0; p < parts; p++)); do
     first=$(( nodes * p / parts )) last=$(( nodes * (p + 1) / parts ))
     [ "$first" -lt "$last" ] || continue
+    # A part's outcome is its .ok file: `wait -n` reaps parts here, so `wait PID` cannot tell.
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
     (
       om=$work/parts/$p.om
       python3 "$here/generate.py" --nodes "$nodes" --range "$first:$last" --slow $(( (nodes + 199) / 200 )) \
@@ -74,11 +79,14 @@ else
         --end "$end" --span 900 --samples 7 --out "$om" 2>"$work/parts/$p.log"
       promtool tsdb create-blocks-from openmetrics "$om" "$work/parts/$p" >>"$work/parts/$p.log" 2>&1
       rm -f "$om"
+      touch "$work/parts/$p.ok"
     ) &
-    pids+=($!)
   done
-  for pid in "${pids[@]}"; do
-    wait "$pid" || { cat "$work"/parts/*.log >&2; echo "bench-rules.sh: a part failed" >&2; exit 1; }
+  wait
+  for ((p = 0; p < parts; p++)); do
+    first=$(( nodes * p / parts )) last=$(( nodes * (p + 1) / parts ))
+    [ "$first" -ge "$last" ] || [ -e "$work/parts/$p.ok" ] \
+      || { cat "$work/parts/$p.log" >&2; echo "bench-rules.sh: part $p failed" >&2; exit 1; }
   done
   # The parts' blocks overlap in time; Prometheus reads overlapping blocks (and merges them
   # when it compacts).

@@ -241,6 +241,8 @@ def write_fleet(fleet, out):
             node = fleet.name(i)
             if name in FABRIC:
                 series = FABRIC[name](fleet, fabric, t, fam, i)
+            elif name in PEAKS and PEAKS[name][0] in t.families:
+                series = peak_series(fleet, t, fam, i)
             else:
                 series = node_series(fleet, t, fam, i)
             for s, values in series:
@@ -271,6 +273,33 @@ def node_series(fleet, t, fam, i):
             f = node * noise.lognormvariate(0.0, fleet.spread / 4) if fleet.spread else node
             v = s.value / f if fam.name == "meshfit_collective_time_seconds" else s.value * f
             yield relabel(s, i), [repr(v)] * n
+
+
+# The agent's per-node reductions (docs/design.md): each series is the highest of the source
+# family's series that share its key (every size of a collective, every shape of a GPU's GEMM).
+PEAKS = {
+    "meshfit_collective_peak_busbw_bytes_per_second": (
+        "meshfit_collective_busbw_bytes_per_second",
+        ("collective", "scope", "ranks", "ranks_per_node", "backend"),
+    ),
+    "meshfit_gemm_peak_flops_per_second": (
+        "meshfit_gemm_flops_per_second",
+        ("gpu", "dtype", "backend"),
+    ),
+}
+
+
+def peak_series(fleet, t, fam, i):
+    """Node i's peaks, from its own spread values of the source family (as the agent takes
+    them from its measurements), so a slow node's peak is as slow as its sizes and shapes."""
+    source, key = PEAKS[fam.name]
+    best = {}
+    for s, values in node_series(fleet, t, t.families[source], i):
+        k = tuple(s.label(label) for label in key)
+        best[k] = max(best.get(k, 0.0), float(values[0]))
+    for s in fam.series:
+        k = tuple(s.label(label) for label in key)
+        yield relabel(s, i), [repr(best[k])] * len(fleet.times)
 
 
 def relabel(s, i):

@@ -127,6 +127,30 @@ class Generate(unittest.TestCase):
         }
         self.assertTrue(set(slow) <= peers)
 
+    def test_peaks_are_each_nodes_best_size_and_shape(self):
+        out, err = self.fleet("--slow", 2, "--seed", 7)
+        slow = re.search(r"slow nodes \(x0\.7\): (.*)", err).group(1).split(", ")
+        sizes, shapes = defaultdict(float), defaultdict(float)
+        peaks = {}
+        for name, labels, value, _ in samples(out):
+            node = labels["hostname"]
+            if name == "meshfit_collective_busbw_bytes_per_second":
+                key = (node, labels["collective"], labels["scope"], labels["ranks"], labels.get("ranks_per_node"))
+                sizes[key] = max(sizes[key], value)
+            elif name == "meshfit_gemm_flops_per_second":
+                key = (node, labels["gpu"], labels["dtype"])
+                shapes[key] = max(shapes[key], value)
+            elif name == "meshfit_collective_peak_busbw_bytes_per_second":
+                key = (node, labels["collective"], labels["scope"], labels["ranks"], labels.get("ranks_per_node"))
+                peaks[key] = value
+            elif name == "meshfit_gemm_peak_flops_per_second":
+                peaks[(node, labels["gpu"], labels["dtype"])] = value
+        self.assertEqual(peaks, {**sizes, **shapes})
+        all_reduce = {k[0]: v for k, v in peaks.items() if k[1:] == ("all_reduce", "intra_node", "8", None)}
+        fleet = statistics.median(all_reduce.values())
+        for node, v in all_reduce.items():
+            self.assertEqual(v / fleet < 0.8, node in slow, (node, v / fleet))
+
     def test_spread_is_seeded(self):
         a, _ = self.fleet("--seed", 3)
         b, _ = self.fleet("--seed", 3)

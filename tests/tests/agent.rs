@@ -46,6 +46,15 @@ const FAMILIES: &[(&str, &[&str])] = &[
         "meshfit_memory_bandwidth_bytes_per_second",
         &["gpu", "path"],
     ),
+    ("meshfit_node_gpu_model_info", &["model_name"]),
+    (
+        "meshfit_collective_peak_busbw_bytes_per_second",
+        &["model_name", "collective", "scope", "ranks"],
+    ),
+    (
+        "meshfit_gemm_peak_flops_per_second",
+        &["gpu", "model_name", "dtype"],
+    ),
     ("meshfit_calibration_last_success_timestamp_seconds", &[]),
     ("meshfit_calibration_duration_seconds", &[]),
     ("meshfit_calibration_runs_total", &["result"]),

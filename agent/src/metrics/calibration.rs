@@ -6,7 +6,7 @@
 //! Sizes and GEMM shapes come from fixed small sets, so the series count stays bounded
 //! whatever the sweep measured; `/v1/results` has every record.
 
-use super::topology::{borrow, gpu_labels};
+use super::topology::{borrow, gpu_labels, node_model};
 use super::{Collector, FamilyData, Out, Type};
 use crate::cache::{Discovery, Snapshot};
 use crate::fabric::Fabric;
@@ -176,8 +176,16 @@ fn state_families(s: &Snapshot, out: &mut Out) {
 /// Collectives, GEMM, p2p and memory bandwidths from the records.
 fn measured_families(s: &Snapshot, out: &mut Out) {
     let c = &s.calibration;
-    collectives(c.records.iter().chain(&s.fabric.collectives), out);
-    let Discovery::Found(t) = &s.discovery else {
+    let t = match &s.discovery {
+        Discovery::Found(t) => Some(t),
+        _ => None,
+    };
+    collectives(
+        c.records.iter().chain(&s.fabric.collectives),
+        t.map(|t| node_model(t)),
+        out,
+    );
+    let Some(t) = t else {
         return;
     };
     let labels_of = |gpu: u32| t.gpus.iter().find(|g| g.index == gpu).map(gpu_labels);
@@ -189,6 +197,7 @@ fn measured_families(s: &Snapshot, out: &mut Out) {
             "GEMM throughput in FLOP/s (2mnk per multiply, fixed shape set), cached from the last calibration.",
         );
     let shapes = gemm_shapes();
+    let mut gemm_peak: BTreeMap<(u32, &str, &str), f64> = BTreeMap::new();
     for r in &c.records {
         let kind = r.kind;
         let gpus = &r.group.gpus;
@@ -223,6 +232,10 @@ fn measured_families(s: &Snapshot, out: &mut Out) {
                     ("backend", backend),
                 ]);
                 gemm.sample(&l, flops);
+                let peak = gemm_peak
+                    .entry((*gpu, r.dtype.as_str(), backend))
+                    .or_insert(flops);
+                *peak = peak.max(flops);
             }
             // One-way copies make the matrix; the largest size gives the link's rate.
             (Kind::P2pCopy, [src, dst]) if r.group.ranks == 1 => {
@@ -239,6 +252,26 @@ fn measured_families(s: &Snapshot, out: &mut Out) {
             }
             _ => {}
         }
+    }
+    // Each GPU's best exported shape per dtype, with the GPU's own model: what the fleet rules
+    // compare, 4 series per GPU where the rules would otherwise reduce 28 on every evaluation.
+    let mut family = out.family(
+            "meshfit_gemm_peak_flops_per_second",
+            Type::Gauge,
+            "Highest GEMM throughput in FLOP/s over the exported shapes (meshfit_gemm_flops_per_second) per GPU and dtype, with the GPU's model, cached from the last calibration.",
+        );
+    for ((gpu, dtype, backend), flops) in &gemm_peak {
+        let Some(g) = t.gpus.iter().find(|g| g.index == *gpu) else {
+            continue;
+        };
+        let labels = gpu_labels(g);
+        let mut l = borrow(&labels);
+        l.extend([
+            ("model_name", g.name.as_str()),
+            ("dtype", *dtype),
+            ("backend", *backend),
+        ]);
+        family.sample(&l, *flops);
     }
     let mut family = out.family(
             "meshfit_p2p_bandwidth_bytes_per_second",
@@ -270,7 +303,15 @@ fn measured_families(s: &Snapshot, out: &mut Out) {
 /// was measured (16 ranks as 2 x 8 and as 16 x 1 differ eightfold). Where several groups
 /// of one size were measured (a cube-mesh has differing pairs), the slowest stands for them:
 /// a parallel group is as fast as its slowest member.
-fn collectives<'a>(records: impl Iterator<Item = &'a Record>, out: &mut Out) {
+///
+/// With the node's GPU model known, also each collective's peak bus bandwidth over the sizes
+/// (the bandwidth-bound end, where a slow link shows), labelled with that model: the series
+/// the fleet rules compare nodes by, a few per node instead of every size.
+fn collectives<'a>(
+    records: impl Iterator<Item = &'a Record>,
+    model: Option<&str>,
+    out: &mut Out,
+) {
     type Key<'a> = (&'a str, &'a str, u32, Option<u32>, u64, &'a str);
     let mut slowest: BTreeMap<Key, (f64, Option<f64>)> = BTreeMap::new();
     for r in records.filter(|r| r.kind.is_collective() && !r.in_place) {
@@ -324,6 +365,38 @@ fn collectives<'a>(records: impl Iterator<Item = &'a Record>, out: &mut Out) {
                 family.sample(&labels, v);
             }
         }
+    }
+    let Some(model) = model else {
+        return;
+    };
+    let mut peaks: BTreeMap<(&str, &str, u32, Option<u32>, &str), f64> = BTreeMap::new();
+    for ((kind, scope, ranks, per_node, _, backend), (_, bw)) in &slowest {
+        if let Some(bw) = *bw {
+            let peak = peaks
+                .entry((kind, scope, *ranks, *per_node, backend))
+                .or_insert(bw);
+            *peak = peak.max(bw);
+        }
+    }
+    let mut family = out.family(
+            "meshfit_collective_peak_busbw_bytes_per_second",
+            Type::Gauge,
+            "Highest bus bandwidth of the collective over the exported sizes (meshfit_collective_busbw_bytes_per_second), with the node's GPU model, cached from the last calibration (intra_node) or the last fabric run (inter_node, with ranks_per_node).",
+        );
+    for ((kind, scope, ranks, per_node, backend), bw) in &peaks {
+        let ranks = ranks.to_string();
+        let per_node = per_node.map(|p| p.to_string());
+        let mut labels = vec![
+            ("model_name", model),
+            ("collective", *kind),
+            ("scope", *scope),
+            ("ranks", ranks.as_str()),
+        ];
+        if let Some(p) = &per_node {
+            labels.push(("ranks_per_node", p.as_str()));
+        }
+        labels.push(("backend", *backend));
+        family.sample(&labels, *bw);
     }
 }
 
@@ -433,6 +506,62 @@ mod tests {
         assert!(
             p2p[0].starts_with("meshfit_p2p_bandwidth_bytes_per_second{gpu=\"0\",peer_gpu=\"1\"")
         );
+    }
+
+    /// The values of `family`'s series whose labels hold every one of `having`.
+    fn values<'a>(text: &'a str, family: &str, having: &[&str]) -> Vec<f64> {
+        text.lines()
+            .filter(|l| l.starts_with(&format!("{family}{{")))
+            .filter(|l| having.iter().all(|h| l.contains(h)))
+            .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+            .collect()
+    }
+
+    /// The peak series are the maximum over the sizes (shapes) of the series they summarise,
+    /// one per collective and group size (GPU and dtype), with the node's (GPU's) model.
+    #[test]
+    fn peaks_are_the_best_exported_size_and_shape() {
+        let mut plan = Plan::collectives(
+            Kind::AllReduce,
+            &[(0..8).collect()],
+            &sweep(1 << 20, 1 << 30),
+            Dtype::Bf16,
+            5,
+            1,
+        )
+        .unwrap();
+        let shapes = gemm_shapes();
+        plan.extend(Plan::gemms(
+            &[0, 1],
+            &shapes[..3],
+            &[Dtype::Bf16],
+            &[GemmLayout::Tn, GemmLayout::Nt],
+            5,
+            1,
+        ));
+        let text = render("dgx-h100", &plan);
+        let busbw = values(
+            &text,
+            "meshfit_collective_busbw_bytes_per_second",
+            &["all_reduce"],
+        );
+        assert_eq!(busbw.len(), 6, "1 MiB to 1 GiB: six exported sizes\n{text}");
+        let peak = "meshfit_collective_peak_busbw_bytes_per_second";
+        assert_eq!(
+            values(&text, peak, &[]),
+            [busbw.iter().copied().fold(0.0, f64::max)]
+        );
+        assert!(text.contains(&format!("{peak}{{model_name=\"NVIDIA H100 80GB HBM3\",collective=\"all_reduce\",scope=\"intra_node\",ranks=\"8\",backend=\"sim\",hostname=\"n1\"}}")), "{text}");
+        for gpu in ["gpu=\"0\"", "gpu=\"1\""] {
+            let shapes = values(&text, "meshfit_gemm_flops_per_second", &[gpu]);
+            assert_eq!(shapes.len(), 3);
+            let peaks = values(
+                &text,
+                "meshfit_gemm_peak_flops_per_second",
+                &[gpu, "model_name=\"NVIDIA H100 80GB HBM3\"", "dtype=\"bf16\""],
+            );
+            assert_eq!(peaks, [shapes.iter().copied().fold(0.0, f64::max)]);
+        }
     }
 
     /// On a DGX-1 cube-mesh the pairs differ (NV1 or NV2): one series per size, the slowest.

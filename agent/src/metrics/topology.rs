@@ -17,6 +17,17 @@ pub(super) fn gpu_labels(g: &Gpu) -> [(&'static str, String); 3] {
     ]
 }
 
+/// The node's GPU model as the fleet rules compare it: the one model its GPUs report, or
+/// `mixed` where they report several (a node is compared with nodes of its own model, and two
+/// models would give a node two places in the fleet).
+pub(super) fn node_model(t: &Found) -> &str {
+    match t.gpus.split_first() {
+        Some((first, rest)) if rest.iter().all(|g| g.name == first.name) => &first.name,
+        Some(_) => "mixed",
+        None => "",
+    }
+}
+
 /// Owned labels as the borrowed pairs [`super::Family::sample`] takes.
 pub(super) fn borrow<'a>(labels: &'a [(&'static str, String)]) -> Vec<(&'a str, &'a str)> {
     labels.iter().map(|(k, v)| (*k, v.as_str())).collect()
@@ -122,6 +133,16 @@ impl Topology {
             labels.push(("model_name", g.name.clone()));
             labels.push(("compute_capability", cc));
             info.sample(&borrow(&labels), 1.0);
+        }
+        // One series per node for the rules' joins by hostname, so that they do not reduce
+        // the GPUs' series to it on every evaluation (deploy/README.md, "Rules at fleet scale").
+        if !t.gpus.is_empty() {
+            out.family(
+                "meshfit_node_gpu_model_info",
+                Type::Info,
+                "The node's GPU model (always 1): the one model its GPUs report, or mixed where they report several.",
+            )
+            .sample(&[("model_name", node_model(t))], 1.0);
         }
         let mut memory = out.family(
             "meshfit_gpu_memory_bytes",
@@ -293,6 +314,37 @@ mod tests {
         assert!(
             text.contains("meshfit_nominal_busbw_bytes_per_second{scope=\"intra_node\",model_name=\"NVIDIA H100 80GB HBM3\",hostname=\"n1\",backend=\"sim\"} 450000000000\n"),
             "{text}"
+        );
+    }
+
+    /// The rules compare a node with nodes of its model; a node of two models is its own
+    /// kind, `mixed`, rather than a member of both fleets.
+    #[test]
+    fn a_node_has_one_model_or_is_mixed() {
+        let mut t = found("dgx-h100");
+        assert_eq!(node_model(&t), "NVIDIA H100 80GB HBM3");
+        t.gpus[3].name = "NVIDIA H200".into();
+        assert_eq!(node_model(&t), "mixed");
+        t.gpus.clear();
+        assert_eq!(node_model(&t), "");
+
+        let cache = Cache::new(
+            "n1".into(),
+            record::Backend::Sim,
+            crate::state::Calibration::default(),
+        );
+        cache.update(|s| s.discovery = Discovery::Found(Arc::new(found("dgx-a100"))));
+        let mut out = Out::new(&cache.snapshot());
+        Topology.collect(&cache.snapshot(), &mut out).unwrap();
+        let lines: Vec<String> = out
+            .text()
+            .lines()
+            .filter(|l| l.starts_with("meshfit_node_gpu_model_info{"))
+            .map(String::from)
+            .collect();
+        assert_eq!(
+            lines,
+            ["meshfit_node_gpu_model_info{model_name=\"NVIDIA A100-SXM4-80GB\",hostname=\"n1\",backend=\"sim\"} 1"]
         );
     }
 
