@@ -307,11 +307,7 @@ fn measured_families(s: &Snapshot, out: &mut Out) {
 /// With the node's GPU model known, also each collective's peak bus bandwidth over the sizes
 /// (the bandwidth-bound end, where a slow link shows), labelled with that model: the series
 /// the fleet rules compare nodes by, a few per node instead of every size.
-fn collectives<'a>(
-    records: impl Iterator<Item = &'a Record>,
-    model: Option<&str>,
-    out: &mut Out,
-) {
+fn collectives<'a>(records: impl Iterator<Item = &'a Record>, model: Option<&str>, out: &mut Out) {
     type Key<'a> = (&'a str, &'a str, u32, Option<u32>, u64, &'a str);
     let mut slowest: BTreeMap<Key, (f64, Option<f64>)> = BTreeMap::new();
     for r in records.filter(|r| r.kind.is_collective() && !r.in_place) {
@@ -558,7 +554,11 @@ mod tests {
             let peaks = values(
                 &text,
                 "meshfit_gemm_peak_flops_per_second",
-                &[gpu, "model_name=\"NVIDIA H100 80GB HBM3\"", "dtype=\"bf16\""],
+                &[
+                    gpu,
+                    "model_name=\"NVIDIA H100 80GB HBM3\"",
+                    "dtype=\"bf16\"",
+                ],
             );
             assert_eq!(peaks, [shapes.iter().copied().fold(0.0, f64::max)]);
         }
