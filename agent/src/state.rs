@@ -131,7 +131,7 @@ impl Calibration {
 
 /// Whether two records measured the same point, so that the newer replaces the older: every
 /// field that tells points apart is compared, the GEMM operand layout, the pair's other end,
-/// the ranks per node and the attention shape among them (a shape's tn, nn and nt records
+/// the ranks per node, the NVLink domains spanned and the attention shape among them (a shape's tn, nn and nt records
 /// are three points).
 fn same_point(a: &Record, b: &Record) -> bool {
     let (x, y) = (&a.detail, &b.detail);
@@ -146,6 +146,7 @@ fn same_point(a: &Record, b: &Record) -> bool {
         && x.layout == y.layout
         && x.peer_node == y.peer_node
         && x.ranks_per_node == y.ranks_per_node
+        && x.nvlink_domains == y.nvlink_domains
         && x.attention == y.attention
 }
 

@@ -73,6 +73,11 @@ pub struct Detail {
     /// 0's), so that a reader leaving a node out can leave out what it took part in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<Vec<String>>,
+    /// For a multi-node collective or pair, how many NVLink domains its ranks spanned: 1 when
+    /// every rank shared one NVLink fabric (trays of one NVL72 rack), which NCCL then runs over
+    /// NVLink rather than the NICs, so the point prices NVLink groups, not the network.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvlink_domains: Option<u32>,
     /// For `kind = attention`, the shape and pass timed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attention: Option<AttentionShape>,
@@ -414,6 +419,12 @@ impl Record {
                 ("head_dim", a.head_dim),
             ]
         });
+        if let Some(d) = self.detail.nvlink_domains {
+            // Every domain holds at least one rank, so there are no more domains than ranks.
+            check((1..=ranks).contains(&d), "nvlink_domains", d, || {
+                format!("1 to {ranks} (the point's ranks)")
+            })?;
+        }
         for (field, v) in dims.chain(attention) {
             check((1..=MAX_DIM).contains(&v), field, v, || {
                 format!("a dimension of 1 to {MAX_DIM} (2^24)")
@@ -681,7 +692,10 @@ mod tests {
         );
         let line = serde_json::to_string(&plain).unwrap();
         assert!(
-            !line.contains("peer_node") && !line.contains("layout") && !line.contains("nodes"),
+            !line.contains("peer_node")
+                && !line.contains("layout")
+                && !line.contains("nodes")
+                && !line.contains("nvlink_domains"),
             "{line}"
         );
         let mut r = plain;
@@ -692,6 +706,7 @@ mod tests {
             peer_node: Some("n2".into()),
             ranks_per_node: Some(8),
             nodes: Some(vec!["n0".into(), "n2".into()]),
+            nvlink_domains: Some(1),
             attention: None,
             gpu_model: Some("NVIDIA H100 80GB HBM3".into()),
         };
@@ -701,6 +716,7 @@ mod tests {
         assert_eq!(value["peer_node"], "n2");
         assert_eq!(value["gpu_model"], "NVIDIA H100 80GB HBM3");
         assert_eq!(value["nodes"], serde_json::json!(["n0", "n2"]));
+        assert_eq!(value["nvlink_domains"], 1);
         assert_eq!(read_json_lines(&line).unwrap(), vec![r]);
     }
 
@@ -736,6 +752,20 @@ mod tests {
         );
         refused(&|r| r.group.ranks = u32::MAX, "ranks", "1 to 1048576");
         refused(&|r| r.bytes = 0, "bytes", "at least 1");
+        // 8 ranks span 1 to 8 NVLink domains.
+        refused(
+            &|r| r.detail.nvlink_domains = Some(0),
+            "nvlink_domains",
+            "nvlink_domains 0: expected 1 to 8 (the point's ranks)",
+        );
+        refused(
+            &|r| r.detail.nvlink_domains = Some(9),
+            "nvlink_domains",
+            "1 to 8",
+        );
+        let mut spread = ok.clone();
+        spread.detail.nvlink_domains = Some(8);
+        spread.validate_at(now).unwrap();
         refused(
             &|r| r.timestamp = Some(1.7e308),
             "timestamp",

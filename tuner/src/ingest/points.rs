@@ -29,6 +29,7 @@ struct Point<'a> {
     peer_node: Option<&'a str>,
     ranks_per_node: Option<u32>,
     nodes: Option<&'a [String]>,
+    nvlink_domains: Option<u32>,
     attention: Option<AttentionShape>,
     untimed_run: Option<u64>,
 }
@@ -50,6 +51,7 @@ impl<'a> Point<'a> {
             peer_node: r.detail.peer_node.as_deref(),
             ranks_per_node: r.detail.ranks_per_node,
             nodes: r.detail.nodes.as_deref(),
+            nvlink_domains: r.detail.nvlink_domains,
             attention: r.detail.attention,
             untimed_run: r.timestamp.is_none().then(|| r.timing.time_s.to_bits()),
         }
@@ -169,6 +171,9 @@ fn series(r: &Record) -> String {
     if let Some(n) = r.detail.ranks_per_node {
         words.push(format!("{n} per node"));
     }
+    if let Some(d) = r.detail.nvlink_domains {
+        words.push(format!("over {d} NVLink domains"));
+    }
     if r.in_place {
         words.push("in place".into());
     }
@@ -254,8 +259,11 @@ mod tests {
         other_gpus.group.gpus = vec![2, 3];
         let mut per_node = all_reduce(1e-3, 1000.0);
         per_node.detail.ranks_per_node = Some(1);
-        let mut records = vec![all_reduce(1e-4, 1000.0), other_gpus, per_node];
+        // One fabric shape run inside a rack and across racks: two points, not a conflict.
+        let mut in_rack = all_reduce(1e-3, 1000.0);
+        in_rack.detail.nvlink_domains = Some(1);
+        let mut records = vec![all_reduce(1e-4, 1000.0), other_gpus, per_node, in_rack];
         assert!(one_per_point(&mut records).is_empty());
-        assert_eq!(records.len(), 3);
+        assert_eq!(records.len(), 4);
     }
 }
