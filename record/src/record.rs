@@ -276,6 +276,13 @@ impl Record {
         r
     }
 
+    /// Whether the point's ranks crossed nodes over one NVLink fabric (`nvlink_domains` = 1,
+    /// the trays of one NVL72 rack): NCCL ran it over NVLink, so it says nothing of the NICs
+    /// or the network between domains. False where the domains are unknown.
+    pub fn inside_one_nvlink_domain(&self) -> bool {
+        self.group.scope == Scope::InterNode && self.detail.nvlink_domains == Some(1)
+    }
+
     /// A GEMM on one GPU: flops = 2mnk / time_s; bytes counts A, B and C.
     pub fn gemm(
         backend: Backend,

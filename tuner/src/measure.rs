@@ -173,11 +173,11 @@ fn fit_notes(fits: &Fits, nominal: &Scenario) -> Vec<String> {
             crate::fit::EXTRAPOLATE
         ));
     }
-    if fits
-        .fleet
-        .iter()
-        .any(|f| f.scope == record::Scope::InterNode && f.unusable().is_none())
-    {
+    if fits.fleet.iter().any(|f| {
+        f.scope == record::Scope::InterNode
+            && !f.inside_one_nvlink_domain()
+            && f.unusable().is_none()
+    }) {
         let e = &nominal.efficiency;
         notes.push(format!(
             "inter-node measurements are idle-fabric sweeps; a job shares the fabric, so they \

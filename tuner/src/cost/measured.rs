@@ -20,11 +20,44 @@ pub fn kind_of(c: Collective) -> Kind {
     }
 }
 
-/// Fleet curves keyed by collective and scope, with rank counts sorted.
+/// What kind of group a fleet curve's ranks were, and so which groups it prices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Reach {
+    /// Inside one node.
+    Node,
+    /// Across trays of one NVLink domain (`nvlink_domains` = 1): NVLink, not the NICs.
+    Domain,
+    /// Across nodes through the NICs, or not known to stay inside one NVLink domain.
+    Network,
+}
+
+impl Reach {
+    fn of(f: &FleetCurve) -> Reach {
+        match f.scope {
+            Scope::IntraNode => Reach::Node,
+            Scope::InterNode if f.inside_one_nvlink_domain() => Reach::Domain,
+            Scope::InterNode => Reach::Network,
+        }
+    }
+
+    /// The curves that answer for `group`, best first. A group across nodes over the network
+    /// takes inter-node curves not known to stay in one domain (one measured inside an NVL72
+    /// rack ran at NVLink speed). An NVLink group across trays takes curves measured across
+    /// trays of one domain, then, as a group inside a node does, intra-node curves.
+    fn answering(group: &GroupSpan) -> &'static [Reach] {
+        match group.link {
+            LinkClass::Network => &[Reach::Network],
+            _ if group.nodes > 1 => &[Reach::Domain, Reach::Node],
+            _ => &[Reach::Node],
+        }
+    }
+}
+
+/// Fleet curves keyed by collective and reach, with rank counts sorted.
 #[derive(Debug, Clone)]
 pub struct MeasuredCollectives {
     nominal: NominalCollectives,
-    curves: BTreeMap<(Kind, Scope), Vec<FleetCurve>>,
+    curves: BTreeMap<(Kind, Reach), Vec<FleetCurve>>,
     /// Per-NIC send/recv bandwidth of the job's slowest node on an idle fabric, bytes/s, from a
     /// fabric run's pairs ([`crate::fit::Fits::fleet_nic`]).
     nic_busbw: Option<f64>,
@@ -64,9 +97,12 @@ impl MeasuredCollectives {
     /// Wraps the nominal model with fleet curves and, where a fabric run measured pairs, the
     /// per-NIC bandwidth of the slowest node (idle fabric, bytes/s).
     pub fn new(nominal: NominalCollectives, fleet: &[FleetCurve], nic_busbw: Option<f64>) -> Self {
-        let mut curves: BTreeMap<(Kind, Scope), Vec<FleetCurve>> = BTreeMap::new();
+        let mut curves: BTreeMap<(Kind, Reach), Vec<FleetCurve>> = BTreeMap::new();
         for c in fleet.iter().filter(|c| c.unusable().is_none()) {
-            curves.entry((c.kind, c.scope)).or_default().push(c.clone());
+            curves
+                .entry((c.kind, Reach::of(c)))
+                .or_default()
+                .push(c.clone());
         }
         for v in curves.values_mut() {
             v.sort_by_key(|c| c.ranks);
@@ -164,20 +200,16 @@ impl MeasuredCollectives {
             return None;
         }
         self.curves
-            .get(&(kind_of(c), Scope::IntraNode))?
+            .get(&(kind_of(c), Reach::Node))?
             .iter()
             .find(|f| f.ranks == group.members_per_node)
     }
 
     fn lookup(&self, c: Collective, group: &GroupSpan) -> Answer<'_> {
-        // Intra-node measurements answer for groups inside a node (NVLink or PCIe); groups
-        // that cross nodes need inter-node measurements.
-        let scope = if group.link == LinkClass::Network {
-            Scope::InterNode
-        } else {
-            Scope::IntraNode
-        };
-        let Some(list) = self.curves.get(&(kind_of(c), scope)) else {
+        let Some(list) = Reach::answering(group)
+            .iter()
+            .find_map(|&reach| self.curves.get(&(kind_of(c), reach)))
+        else {
             return Answer::None;
         };
         // A curve with the group's own members per node is preferred where they matter.
@@ -307,6 +339,7 @@ mod tests {
             scope: Scope::IntraNode,
             ranks,
             members_per_node: ranks,
+            nvlink_domains: None,
             alpha_s: 20e-6,
             beta_bytes_per_s: busbw / factor,
             busbw_bytes_per_s: busbw,
@@ -468,6 +501,124 @@ mod tests {
         assert!(
             (spread / (40e9 * k * 8.0 / 15.0) - 1.0).abs() < 1e-9,
             "{spread}"
+        );
+    }
+
+    /// An 8-rank all-reduce, one GPU per node, swept from 1 MiB to 1 GiB by two fabric runs
+    /// whose rank 0 is tray t0: once over 8 trays of t0's NVL72 rack (one NVLink domain, 800
+    /// GB/s busbw) and once over one tray in each of 8 racks (8 domains, 40 GB/s).
+    fn two_fabric_runs() -> Vec<record::Record> {
+        let mut records = Vec::new();
+        for (domains, busbw) in [(1, 800e9), (8, 40e9)] {
+            // Rack r's tray is r{r}t0; rack 0's is t0 itself.
+            let nodes: Vec<String> = (0..8)
+                .map(|i| match (domains, i) {
+                    (1, _) | (_, 0) => format!("t{i}"),
+                    _ => format!("r{i}t0"),
+                })
+                .collect();
+            for i in 20..=30 {
+                let bytes = 1u64 << i;
+                let group = record::Group {
+                    node: Some("t0".into()),
+                    gpus: vec![0; 8],
+                    scope: Scope::InterNode,
+                    ranks: 8,
+                };
+                let time_s = 20e-6 + bytes as f64 * 1.75 / busbw;
+                let timing =
+                    record::Timing::without_spread(time_s, Some(20), record::Clock::CudaEvent);
+                let mut r = record::Record::transfer(
+                    Kind::AllReduce,
+                    record::Backend::Nccl,
+                    group,
+                    bytes,
+                    record::Dtype::Bf16,
+                    timing,
+                );
+                r.detail.ranks_per_node = Some(1);
+                r.detail.nodes = Some(nodes.clone());
+                r.detail.nvlink_domains = Some(domains);
+                records.push(r);
+            }
+        }
+        records
+    }
+
+    /// On gb200-nvl72 (4 GPUs a tray, 72 a domain) a TP 8 group spans two trays of one rack:
+    /// it prices from the in-rack curve, 20 us + 1 GiB x 1.75 / 800 GB/s = 2.36881 ms, as
+    /// measured. A DP group of 8, one rank per rack (stride 72), crosses the network and
+    /// prices from the cross-rack curve at the job's share of the idle fabric: a message of
+    /// 256 MiB x k takes what 256 MiB took idle, 20 us + 256 MiB x 1.75 / 40 GB/s = 11.7641
+    /// ms. Before, the two runs fell on one curve, TP 8 took the catalog and DP was priced
+    /// near NVLink speed.
+    #[test]
+    fn nvlink_groups_across_trays_and_network_groups_price_from_their_own_runs() {
+        let c = catalog::cluster("gb200-nvl72").unwrap();
+        let fits = crate::fit::fit_all(&two_fabric_runs(), 1.0, &crate::fit::FitOptions::default());
+        let mut kept: Vec<(Option<u32>, f64)> = fits
+            .fleet
+            .iter()
+            .map(|f| (f.nvlink_domains, (f.busbw_bytes_per_s / 1e9).round()))
+            .collect();
+        kept.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(kept, [(Some(1), 800.0), (Some(8), 40.0)]);
+        let m = MeasuredCollectives::new(NominalCollectives::new(&c, &NOMINAL), &fits.fleet, None);
+        let tp = span(8, 1, &c);
+        assert_eq!((tp.nodes, tp.link), (2, LinkClass::Nvlink));
+        assert_eq!(m.source(Collective::AllReduce, &tp), Source::Measured);
+        let gib = (1u64 << 30) as f64;
+        let t = m.time_s(Collective::AllReduce, &tp, gib);
+        assert!((t / 2.36881e-3 - 1.0).abs() < 1e-5, "{t}");
+        let dp = span(8, 72, &c);
+        assert_eq!(
+            (dp.nodes, dp.members_per_node, dp.link),
+            (8, 1, LinkClass::Network)
+        );
+        assert_eq!(m.source(Collective::AllReduce, &dp), Source::Measured);
+        let k = NOMINAL.network_busbw / NOMINAL.network_idle_busbw;
+        let t = m.time_s(Collective::AllReduce, &dp, 268435456.0 * k);
+        assert!((t / 11.7641e-3 - 1.0).abs() < 1e-5, "{t}");
+        // Without the cross-rack run nothing measured prices the network: the catalog does.
+        let in_rack: Vec<FleetCurve> = fits
+            .fleet
+            .iter()
+            .filter(|f| f.nvlink_domains == Some(1))
+            .cloned()
+            .collect();
+        let m = MeasuredCollectives::new(NominalCollectives::new(&c, &NOMINAL), &in_rack, None);
+        assert_eq!(m.source(Collective::AllReduce, &dp), Source::Nominal);
+        assert_eq!(m.source(Collective::AllReduce, &tp), Source::Measured);
+    }
+
+    /// Old files say nothing of domains: their inter-node curves price the network as
+    /// before, and an NVLink group across trays takes the intra-node curve.
+    #[test]
+    fn curves_of_unknown_domains_price_the_network_only() {
+        let c = catalog::cluster("gb200-nvl72").unwrap();
+        let across = FleetCurve {
+            scope: Scope::InterNode,
+            members_per_node: 4,
+            ..curve(Kind::AllReduce, 8, 40e9)
+        };
+        let inside = curve(Kind::AllReduce, 4, 700e9);
+        let m = MeasuredCollectives::new(
+            NominalCollectives::new(&c, &NOMINAL),
+            &[across, inside],
+            None,
+        );
+        let tp = span(8, 1, &c);
+        assert_eq!(m.source(Collective::AllReduce, &tp), Source::Extrapolated);
+        // The ring model carries the 4-GPU tray's 700 GB/s to 8 ranks (3 steps against 2).
+        let t = m.time_s(Collective::AllReduce, &tp, 1e9);
+        assert!(
+            (t - (20e-6 * 3.0 / 2.0 + 1e9 * 1.75 / 700e9)).abs() < 1e-12,
+            "{t}"
+        );
+        let two_racks = span(8, 72, &c);
+        assert_eq!(
+            m.source(Collective::AllReduce, &two_racks),
+            Source::Extrapolated
         );
     }
 

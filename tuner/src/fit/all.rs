@@ -24,12 +24,13 @@ const MIN_GEMM_S: f64 = 50e-6;
 /// Sizes at which node curves are aggregated into the fleet curve.
 const FLEET_POINTS: u32 = 40;
 
-/// A sweep's key: node, collective, scope, ranks, members per node.
-type SweepKey = (String, Kind, Scope, u32, u32);
+/// A sweep's key: node, collective, scope, ranks, members per node, NVLink domains.
+type SweepKey = (String, Kind, Scope, u32, u32, Option<u32>);
 /// A sweep's points (bytes, seconds) and the nodes it ran on.
 type SweepPoints = (Vec<(f64, f64)>, BTreeSet<String>);
-/// A fleet curve's key: collective, scope, ranks, members per node.
-type FleetKey = (Kind, Scope, u32, u32);
+/// A fleet curve's key: collective, scope, ranks, members per node, NVLink domains (a shape
+/// run inside one NVL72 rack crosses NVLink, the same shape across racks the NICs).
+type FleetKey = (Kind, Scope, u32, u32, Option<u32>);
 
 pub(super) fn node_of(r: &Record) -> String {
     r.group
@@ -64,6 +65,7 @@ fn group_records(records: &[Record], peak_flops: f64, opts: &FitOptions) -> Grou
                         r.group.scope,
                         r.group.ranks,
                         members_per_node(r),
+                        r.detail.nvlink_domains,
                     ))
                     .or_default();
                 pts.push((r.bytes as f64, r.timing.time_s));
@@ -106,7 +108,7 @@ fn node_curves(sweeps: BTreeMap<SweepKey, SweepPoints>) -> Vec<NodeCurve> {
     sweeps
         .into_iter()
         .filter_map(
-            |((node, kind, scope, ranks, members_per_node), (pts, members))| {
+            |((node, kind, scope, ranks, members_per_node, nvlink_domains), (pts, members))| {
                 let curve = alpha_beta::fit(&pts)?;
                 let factor = busbw_factor(kind, ranks).unwrap_or(1.0);
                 let busbw_bytes_per_s = curve.beta_bytes_per_s() * factor;
@@ -120,6 +122,7 @@ fn node_curves(sweeps: BTreeMap<SweepKey, SweepPoints>) -> Vec<NodeCurve> {
                     scope,
                     ranks,
                     members_per_node,
+                    nvlink_domains,
                     curve,
                     busbw_bytes_per_s,
                     bytes_range,
@@ -151,7 +154,13 @@ fn fleet_groups(curves: &[NodeCurve]) -> BTreeMap<FleetKey, Vec<&NodeCurve>> {
     let mut groups: BTreeMap<FleetKey, Vec<&NodeCurve>> = BTreeMap::new();
     for c in curves {
         groups
-            .entry((c.kind, c.scope, c.ranks, c.members_per_node))
+            .entry((
+                c.kind,
+                c.scope,
+                c.ranks,
+                c.members_per_node,
+                c.nvlink_domains,
+            ))
             .or_default()
             .push(c);
     }
@@ -166,13 +175,22 @@ fn stragglers(
     opts: &FitOptions,
 ) -> Vec<Straggler> {
     let mut stragglers = Vec::new();
-    for ((kind, scope, ranks, _), cs) in groups {
+    for ((kind, scope, ranks, _, domains), cs) in groups {
         let values: Vec<(String, f64)> = cs
             .iter()
             .map(|c| (c.node.clone(), c.busbw_bytes_per_s))
             .collect();
+        let within = match (scope, domains) {
+            (Scope::InterNode, Some(1)) => " in one NVLink domain",
+            _ => "",
+        };
         stragglers.extend(fleet::stragglers(
-            &format!("{} x{} {} busbw", kind.as_str(), ranks, scope.as_str()),
+            &format!(
+                "{} x{} {}{within} busbw",
+                kind.as_str(),
+                ranks,
+                scope.as_str()
+            ),
             &values,
             opts.threshold,
         ));
@@ -220,7 +238,7 @@ fn excluded(opts: &FitOptions, stragglers: &[Straggler]) -> Vec<(String, String)
 /// node times at sizes every node swept, so it keeps the pieces (protocol change-overs) the
 /// node curves have.
 fn fleet_curve(key: &FleetKey, cs: &[&&NodeCurve], agg: Aggregate) -> Option<FleetCurve> {
-    let (kind, scope, ranks, members_per_node) = *key;
+    let (kind, scope, ranks, members_per_node, nvlink_domains) = *key;
     let lo = cs.iter().map(|c| c.bytes_range.0).fold(0.0, f64::max);
     let hi = cs.iter().map(|c| c.bytes_range.1).fold(f64::MAX, f64::min);
     let pts: Vec<(f64, f64)> = (0..=FLEET_POINTS)
@@ -246,6 +264,7 @@ fn fleet_curve(key: &FleetKey, cs: &[&&NodeCurve], agg: Aggregate) -> Option<Fle
         scope,
         ranks,
         members_per_node,
+        nvlink_domains,
         alpha_s: curve.alpha_s(),
         beta_bytes_per_s: curve.beta_bytes_per_s(),
         busbw_bytes_per_s: curve.beta_bytes_per_s() * factor,

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use record::{Dtype, Kind, Record, Scope};
 
 use crate::catalog::Cluster;
-use crate::placement::{span, GroupSpan};
+use crate::placement::{span, GroupSpan, LinkClass};
 use serde::Serialize;
 
 use alpha_beta::Curve;
@@ -77,6 +77,9 @@ pub struct NodeCurve {
     pub ranks: u32,
     /// Ranks on each node: all of them inside a node; see [`members_per_node`].
     pub members_per_node: u32,
+    /// NVLink domains the sweep's ranks spanned, where its records say (`nvlink_domains`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvlink_domains: Option<u32>,
     /// The fit.
     pub curve: Curve,
     /// Bus bandwidth of the large-size piece, beta x the nccl-tests factor, bytes/s.
@@ -99,6 +102,10 @@ pub struct FleetCurve {
     pub ranks: u32,
     /// Ranks on each node.
     pub members_per_node: u32,
+    /// NVLink domains the measured ranks spanned, where the records say: 1 for trays of one
+    /// NVL72 rack, whose curve prices NVLink groups rather than the network.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvlink_domains: Option<u32>,
     /// Aggregated latency, seconds.
     pub alpha_s: f64,
     /// Aggregated algorithm bandwidth, bytes/s.
@@ -137,6 +144,12 @@ impl FleetCurve {
                 self.r2
             )
         })
+    }
+
+    /// Whether the measured ranks crossed nodes over one NVLink fabric: such a curve prices
+    /// NVLink groups that span trays, never the network between domains.
+    pub fn inside_one_nvlink_domain(&self) -> bool {
+        self.scope == Scope::InterNode && self.nvlink_domains == Some(1)
     }
 
     /// Whether `bytes` lies within [`EXTRAPOLATE`] of the swept sizes.
@@ -214,18 +227,29 @@ pub fn members_per_node(r: &Record) -> u32 {
     }
 }
 
-/// The group a curve measured, placed on `cluster` to price it from the catalog.
+/// The group a curve measured, placed on `cluster` to price it from the catalog. Across
+/// nodes the records' NVLink domains decide the link where the cluster's domain spans nodes:
+/// one domain is NVLink, and several or unknown the network, as the lookup prices them.
 pub fn measured_group(
     scope: Scope,
     ranks: u32,
     members_per_node: u32,
+    nvlink_domains: Option<u32>,
     cluster: &Cluster,
 ) -> GroupSpan {
     let stride = match scope {
         Scope::IntraNode => 1,
         Scope::InterNode => (cluster.gpus_per_node / members_per_node.max(1)).max(1),
     };
-    span(ranks, stride, cluster)
+    let mut group = span(ranks, stride, cluster);
+    if scope == Scope::InterNode && group.nodes > 1 {
+        group.link = if nvlink_domains == Some(1) {
+            LinkClass::Nvlink
+        } else {
+            LinkClass::Network
+        };
+    }
+    group
 }
 
 #[cfg(test)]

@@ -31,11 +31,13 @@ pub fn is_pair(r: &Record) -> bool {
 }
 
 /// Each node's figure per rail from the pair records among `records` (others are ignored).
-/// Each pair counts for both ends, at its largest out-of-place size.
+/// Each pair counts for both ends, at its largest out-of-place size. A pair between trays of
+/// one NVLink domain ran over NVLink, not through the NICs, and does not count.
 pub fn nic_figures(records: &[Record]) -> Vec<NicFigure> {
     // (end, other end, rail) -> (bytes, busbw) of the largest size.
     let mut largest: BTreeMap<(String, String, u32), (u64, f64)> = BTreeMap::new();
-    for r in records.iter().filter(|r| is_pair(r) && !r.in_place) {
+    let through_nics = |r: &&Record| is_pair(r) && !r.in_place && !r.inside_one_nvlink_domain();
+    for r in records.iter().filter(through_nics) {
         let (Some(a), Some(b), [rail], Some(bw)) = (
             r.group.node.as_deref(),
             r.detail.peer_node.as_deref(),
@@ -202,5 +204,24 @@ pub(crate) mod tests {
         assert!(slow[0].what.contains("best of 1 peer)"), "{}", slow[0].what);
         let fabric_wide = [pair("a", "b", 0, 20e9), pair("a", "b", 1, 20e9)];
         assert!(slow_nics(&nic_figures(&fabric_wide), 0.10).is_empty());
+    }
+
+    /// Trays t0 and t1 of one NVL72 rack exchange over NVLink at 700 GB/s; t0 and r1 (another
+    /// rack) through their NICs at 45 GB/s. Only the second is a NIC figure: counting the
+    /// first would make t0's NIC look 15 times as fast as it is.
+    #[test]
+    fn pairs_inside_one_nvlink_domain_are_not_nic_figures() {
+        let mut in_rack = pair("t0", "t1", 0, 700e9);
+        in_rack.detail.nvlink_domains = Some(1);
+        let mut across = pair("t0", "r1", 0, 45e9);
+        across.detail.nvlink_domains = Some(2);
+        let figures = nic_figures(&[in_rack, across]);
+        assert_eq!(
+            figures
+                .iter()
+                .map(|f| (f.node.as_str(), f.busbw_bytes_per_s, f.peers))
+                .collect::<Vec<_>>(),
+            [("r1", 45e9, 1), ("t0", 45e9, 1)]
+        );
     }
 }

@@ -23,6 +23,9 @@ pub struct CurveRow {
     pub ranks: u32,
     /// Ranks on each node.
     pub members_per_node: u32,
+    /// NVLink domains the ranks spanned, where the records say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvlink_domains: Option<u32>,
     /// Latency, seconds.
     pub alpha_s: f64,
     /// Bus bandwidth, bytes/s.
@@ -67,9 +70,9 @@ impl FitReport {
     /// Builds the report; nominal figures come from `cluster`.
     pub fn new(fits: &Fits, cluster: &Cluster, m: &Measurements) -> FitReport {
         let nominal = NominalCollectives::new(cluster, &NOMINAL);
-        let nominal_busbw = |kind, scope, ranks, members| {
+        let nominal_busbw = |kind, scope, ranks, members, domains| {
             Collective::of(kind).map_or(0.0, |c| {
-                nominal.sweep_busbw(c, &measured_group(scope, ranks, members, cluster))
+                nominal.sweep_busbw(c, &measured_group(scope, ranks, members, domains, cluster))
             })
         };
         let node_row = |c: &NodeCurve| CurveRow {
@@ -78,9 +81,16 @@ impl FitReport {
             scope: c.scope.as_str().to_string(),
             ranks: c.ranks,
             members_per_node: c.members_per_node,
+            nvlink_domains: c.nvlink_domains,
             alpha_s: c.curve.alpha_s(),
             busbw_bytes_per_s: c.busbw_bytes_per_s,
-            nominal_busbw_bytes_per_s: nominal_busbw(c.kind, c.scope, c.ranks, c.members_per_node),
+            nominal_busbw_bytes_per_s: nominal_busbw(
+                c.kind,
+                c.scope,
+                c.ranks,
+                c.members_per_node,
+                c.nvlink_domains,
+            ),
             r2: Some(c.curve.r2),
             max_rel_error: Some(c.curve.max_rel_error),
             rms_rel_error: c.curve.rms_rel_error,
@@ -95,9 +105,16 @@ impl FitReport {
             scope: f.scope.as_str().to_string(),
             ranks: f.ranks,
             members_per_node: f.members_per_node,
+            nvlink_domains: f.nvlink_domains,
             alpha_s: f.alpha_s,
             busbw_bytes_per_s: f.busbw_bytes_per_s,
-            nominal_busbw_bytes_per_s: nominal_busbw(f.kind, f.scope, f.ranks, f.members_per_node),
+            nominal_busbw_bytes_per_s: nominal_busbw(
+                f.kind,
+                f.scope,
+                f.ranks,
+                f.members_per_node,
+                f.nvlink_domains,
+            ),
             r2: Some(f.r2),
             max_rel_error: None,
             rms_rel_error: f.rms_rel_error,
@@ -155,7 +172,11 @@ fn curve_table(r: &FitReport) -> Table {
         t.add_row(vec![
             Cell::new(&c.node),
             Cell::new(&c.collective),
-            Cell::new(&c.scope),
+            Cell::new(match c.nvlink_domains {
+                Some(1) => format!("{} (1 NVLink domain)", c.scope),
+                Some(d) => format!("{} ({d} NVLink domains)", c.scope),
+                None => c.scope.clone(),
+            }),
             Cell::new(c.ranks),
             Cell::new(c.members_per_node),
             Cell::new(format!("{:.1}", c.alpha_s * 1e6)),

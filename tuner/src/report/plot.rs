@@ -53,6 +53,7 @@ fn draw<DB: DrawingBackend>(
                     && r.group.scope == f.scope
                     && r.group.ranks == f.ranks
                     && members_per_node(r) == f.members_per_node
+                    && r.detail.nvlink_domains == f.nvlink_domains
                     && !r.in_place
             })
             .map(|r| (r.bytes as f64, r.timing.time_s * 1e6))
@@ -66,7 +67,13 @@ fn draw<DB: DrawingBackend>(
         let (ymin, ymax) = pts
             .iter()
             .fold((f64::MAX, 0.0f64), |(a, b), p| (a.min(p.1), b.max(p.1)));
-        let group = measured_group(f.scope, f.ranks, f.members_per_node, cluster);
+        let group = measured_group(
+            f.scope,
+            f.ranks,
+            f.members_per_node,
+            f.nvlink_domains,
+            cluster,
+        );
         let title = format!(
             "{} x{} ({}/node) {}: fleet {:.0} GB/s, nominal {:.0} GB/s",
             f.kind.as_str(),
