@@ -77,6 +77,7 @@ impl Fabric {
         let mut fabric = Fabric::default();
         let mut pairs: BTreeMap<(String, u32, Backend), Pair> = BTreeMap::new();
         let (mut not_inter, mut other_ends, mut malformed) = (0usize, Vec::new(), 0usize);
+        let mut over_nvlink = 0usize;
         for r in records {
             if let Some(t) = r.timestamp {
                 fabric.last_run_timestamp = Some(fabric.last_run_timestamp.map_or(t, |l| l.max(t)));
@@ -90,6 +91,11 @@ impl Fabric {
                 continue;
             };
             if r.in_place {
+                continue;
+            }
+            // Trays of one NVL72 rack exchange over NVLink: the pair says nothing of a NIC.
+            if r.inside_one_nvlink_domain() {
+                over_nvlink += 1;
                 continue;
             }
             let (Some(this_end), [rail], Some(busbw)) = (
@@ -143,6 +149,11 @@ impl Fabric {
         if malformed > 0 {
             notes.push(format!(
                 "{malformed} pair records lack a node, one rail in `gpus` or a bandwidth; not exported"
+            ));
+        }
+        if over_nvlink > 0 {
+            notes.push(format!(
+                "{over_nvlink} pair records ran inside one NVLink domain (nvlink_domains 1: over NVLink, through no NIC); not exported as NIC pairs"
             ));
         }
         (fabric, notes)

@@ -300,7 +300,10 @@ fn measured_families(s: &Snapshot, out: &mut Out) {
 
 /// Collective time and bus bandwidth per (collective, scope, ranks, size, backend), and for
 /// inter-node records the ranks per node, without which ranks alone do not say which curve
-/// was measured (16 ranks as 2 x 8 and as 16 x 1 differ eightfold). Where several groups
+/// was measured (16 ranks as 2 x 8 and as 16 x 1 differ eightfold), and where known the
+/// NVLink domains the ranks spanned (8 trays of one NVL72 rack run over NVLink, of 8 racks
+/// over the NICs). A fabric run measures each shape over one set of nodes, so the domains
+/// add no series. Where several groups
 /// of one size were measured (a cube-mesh has differing pairs), the slowest stands for them:
 /// a parallel group is as fast as its slowest member.
 ///
@@ -308,21 +311,30 @@ fn measured_families(s: &Snapshot, out: &mut Out) {
 /// (the bandwidth-bound end, where a slow link shows), labelled with that model: the series
 /// the fleet rules compare nodes by, a few per node instead of every size.
 fn collectives<'a>(records: impl Iterator<Item = &'a Record>, model: Option<&str>, out: &mut Out) {
-    type Key<'a> = (&'a str, &'a str, u32, Option<u32>, u64, &'a str);
+    type Key<'a> = (
+        &'a str,
+        &'a str,
+        u32,
+        Option<u32>,
+        Option<u32>,
+        u64,
+        &'a str,
+    );
     let mut slowest: BTreeMap<Key, (f64, Option<f64>)> = BTreeMap::new();
     for r in records.filter(|r| r.kind.is_collective() && !r.in_place) {
         let Some(size) = nominal_size(r) else {
             continue;
         };
-        let per_node = match r.group.scope {
-            Scope::InterNode => r.detail.ranks_per_node,
-            Scope::IntraNode => None,
+        let (per_node, domains) = match r.group.scope {
+            Scope::InterNode => (r.detail.ranks_per_node, r.detail.nvlink_domains),
+            Scope::IntraNode => (None, None),
         };
         let key = (
             r.kind.as_str(),
             r.group.scope.as_str(),
             r.group.ranks,
             per_node,
+            domains,
             size,
             r.backend.as_str(),
         );
@@ -334,21 +346,22 @@ fn collectives<'a>(records: impl Iterator<Item = &'a Record>, model: Option<&str
     for (name, help, busbw) in [
         (
             Family::CollectiveTime.as_str(),
-            "Median time of the collective in seconds (out-of-place, slowest group of that size, fixed size set), cached from the last calibration (intra_node) or the last fabric run (inter_node, with ranks_per_node).",
+            "Median time of the collective in seconds (out-of-place, slowest group of that size, fixed size set), cached from the last calibration (intra_node) or the last fabric run (inter_node, with ranks_per_node, and nvlink_domains where known: 1 when every rank shared one NVLink fabric).",
             false,
         ),
         (
             "meshfit_collective_busbw_bytes_per_second",
-            "Bus bandwidth of the collective in bytes per second (nccl-tests convention, slowest group of that size), cached from the last calibration (intra_node) or the last fabric run (inter_node, with ranks_per_node).",
+            "Bus bandwidth of the collective in bytes per second (nccl-tests convention, slowest group of that size), cached from the last calibration (intra_node) or the last fabric run (inter_node, with ranks_per_node, and nvlink_domains where known: 1 when every rank shared one NVLink fabric).",
             true,
         ),
     ] {
         let mut family = out.family(name, Type::Gauge, help);
-        for ((kind, scope, ranks, per_node, size, backend), (time, bw)) in &slowest {
+        for ((kind, scope, ranks, per_node, domains, size, backend), (time, bw)) in &slowest {
             let value = if busbw { *bw } else { Some(*time) };
             if let Some(v) = value {
                 let (ranks, size) = (ranks.to_string(), size.to_string());
                 let per_node = per_node.map(|p| p.to_string());
+                let domains = domains.map(|d| d.to_string());
                 let mut labels = vec![
                     ("collective", *kind),
                     ("scope", *scope),
@@ -356,6 +369,9 @@ fn collectives<'a>(records: impl Iterator<Item = &'a Record>, model: Option<&str
                 ];
                 if let Some(p) = &per_node {
                     labels.push(("ranks_per_node", p.as_str()));
+                }
+                if let Some(d) = &domains {
+                    labels.push(("nvlink_domains", d.as_str()));
                 }
                 labels.extend([("size_bytes", size.as_str()), ("backend", *backend)]);
                 family.sample(&labels, v);
@@ -365,11 +381,12 @@ fn collectives<'a>(records: impl Iterator<Item = &'a Record>, model: Option<&str
     let Some(model) = model else {
         return;
     };
-    let mut peaks: BTreeMap<(&str, &str, u32, Option<u32>, &str), f64> = BTreeMap::new();
-    for ((kind, scope, ranks, per_node, _, backend), (_, bw)) in &slowest {
+    type PeakKey<'a> = (&'a str, &'a str, u32, Option<u32>, Option<u32>, &'a str);
+    let mut peaks: BTreeMap<PeakKey, f64> = BTreeMap::new();
+    for ((kind, scope, ranks, per_node, domains, _, backend), (_, bw)) in &slowest {
         if let Some(bw) = *bw {
             let peak = peaks
-                .entry((kind, scope, *ranks, *per_node, backend))
+                .entry((kind, scope, *ranks, *per_node, *domains, backend))
                 .or_insert(bw);
             *peak = peak.max(bw);
         }
@@ -379,9 +396,10 @@ fn collectives<'a>(records: impl Iterator<Item = &'a Record>, model: Option<&str
             Type::Gauge,
             "Highest bus bandwidth of the collective over the exported sizes (meshfit_collective_busbw_bytes_per_second), with the node's GPU model, cached from the last calibration (intra_node) or the last fabric run (inter_node, with ranks_per_node).",
         );
-    for ((kind, scope, ranks, per_node, backend), bw) in &peaks {
+    for ((kind, scope, ranks, per_node, domains, backend), bw) in &peaks {
         let ranks = ranks.to_string();
         let per_node = per_node.map(|p| p.to_string());
+        let domains = domains.map(|d| d.to_string());
         let mut labels = vec![
             ("model_name", model),
             ("collective", *kind),
@@ -390,6 +408,9 @@ fn collectives<'a>(records: impl Iterator<Item = &'a Record>, model: Option<&str
         ];
         if let Some(p) = &per_node {
             labels.push(("ranks_per_node", p.as_str()));
+        }
+        if let Some(d) = &domains {
+            labels.push(("nvlink_domains", d.as_str()));
         }
         labels.push(("backend", *backend));
         family.sample(&labels, *bw);

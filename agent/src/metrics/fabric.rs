@@ -127,4 +127,48 @@ mod tests {
         );
         assert!(text.contains("meshfit_scrape_collector_success{collector=\"fabric\",hostname=\"n1\",backend=\"sim\"} 1"));
     }
+
+    /// Tray t0 of an NVL72 rack in a run over two racks: its all-reduce over 8 trays of the
+    /// rack says `nvlink_domains="1"`, the one over both racks `"2"`; its pair with tray t1
+    /// of its own rack ran over NVLink and is no NIC pair, the one with r1 in the other
+    /// rack is.
+    #[test]
+    fn collectives_say_their_nvlink_domains_and_pairs_inside_one_are_not_nics() {
+        let in_domain = |mut r: record::Record, d: u32| {
+            r.detail.nvlink_domains = Some(d);
+            r
+        };
+        let records = vec![
+            in_domain(pair("t0", "t1", 0, 1 << 26, 700e9), 1),
+            in_domain(pair("t0", "r1", 0, 1 << 26, 45e9), 2),
+            in_domain(job_wide(Kind::AllReduce, 8, 1, 1 << 20, 1e-4), 1),
+            in_domain(job_wide(Kind::AllReduce, 16, 1, 1 << 20, 3e-4), 2),
+        ];
+        let (fabric, notes) = crate::fabric::Fabric::from_records(records, "t0", 4);
+        assert_eq!(
+            notes,
+            ["1 pair records ran inside one NVLink domain (nvlink_domains 1: over NVLink, through no NIC); not exported as NIC pairs"]
+        );
+        let cache = Cache::new(
+            "t0".into(),
+            record::Backend::Sim,
+            crate::state::Calibration::default(),
+        );
+        cache.update(|s| s.fabric = Arc::new(fabric));
+        let text = text(&cache.snapshot());
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| {
+                l.starts_with("meshfit_fabric_pair") || l.starts_with("meshfit_collective_time")
+            })
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "meshfit_collective_time_seconds{collective=\"all_reduce\",scope=\"inter_node\",ranks=\"8\",ranks_per_node=\"1\",nvlink_domains=\"1\",size_bytes=\"1048576\",backend=\"sim\",hostname=\"t0\"} 0.0001",
+                "meshfit_collective_time_seconds{collective=\"all_reduce\",scope=\"inter_node\",ranks=\"16\",ranks_per_node=\"1\",nvlink_domains=\"2\",size_bytes=\"1048576\",backend=\"sim\",hostname=\"t0\"} 0.0003",
+                "meshfit_fabric_pair_busbw_bytes_per_second{peer_node=\"r1\",gpu=\"0\",backend=\"sim\",hostname=\"t0\"} 45000000000",
+            ]
+        );
+    }
 }

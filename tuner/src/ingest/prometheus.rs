@@ -67,6 +67,7 @@ fn labels_read(family: Family) -> &'static [&'static str] {
             "ranks",
             "size_bytes",
             "ranks_per_node",
+            "nvlink_domains",
         ],
         Family::GemmFlops => &["hostname", "backend", "gpu", "m", "n", "k", "dtype"],
         Family::MemoryBandwidth => &["hostname", "backend", "gpu", "path"],
@@ -789,12 +790,15 @@ fn collective_record(s: &Sample) -> Option<Record> {
         ranks,
     };
     let mut r = Record::transfer(kind, b, group, bytes, Dtype::Bf16, timing(t, b));
-    // Inter-node series of a fabric run say how many ranks each node ran; a malformed value
-    // drops the series rather than keying the curve wrongly.
-    r.detail.ranks_per_node = match label(s, "ranks_per_node") {
-        Some(v) => Some(v.parse().ok()?),
-        None => None,
+    // Inter-node series of a fabric run say how many ranks each node ran and, where known,
+    // how many NVLink domains they spanned; a malformed value drops the series rather than
+    // keying the curve wrongly (a cross-rack curve priced as NVLink, or the reverse).
+    let number = |name| match label(s, name) {
+        Some(v) => v.parse().ok().map(Some),
+        None => Some(None),
     };
+    r.detail.ranks_per_node = number("ranks_per_node")?;
+    r.detail.nvlink_domains = number("nvlink_domains")?;
     Some(r)
 }
 

@@ -288,6 +288,24 @@ mod tests {
         assert_eq!(m.records.len(), 1);
     }
 
+    /// A compact snapshot's inter-node record keeps the NVLink domains its ranks spanned,
+    /// so the fleet it prices tells a rack's NVLink from the network between racks.
+    #[test]
+    fn a_compact_snapshot_keeps_the_nvlink_domains() {
+        let inter = COMPACT.replace(
+            r#""scope":"intra_node","ranks":8,"#,
+            r#""scope":"inter_node","ranks":8,"ranks_per_node":1,"nvlink_domains":1,"#,
+        );
+        assert_ne!(inter, COMPACT);
+        let mut m = Measurements::default();
+        files::read(&inter, "c.json", &mut m).unwrap();
+        let r = &m.records[0];
+        assert_eq!(
+            (r.group.scope, r.detail.nvlink_domains),
+            (record::Scope::InterNode, Some(1))
+        );
+    }
+
     #[test]
     fn the_version_comes_before_the_nodes() {
         let late = r#"{"nodes": [], "format_version": 1, "source": "s"}"#;

@@ -105,15 +105,24 @@ const SPECS: [Spec; 5] = [
     Spec {
         family: Family::CollectiveTime,
         only: r#"scope="inter_node""#,
+        // A shape run inside one NVL72 rack (NVLink) and across racks (the NICs) are two
+        // points: the fleet figure must not mix them.
         point: &[
             "collective",
             "scope",
             "ranks",
             "size_bytes",
             "ranks_per_node",
+            "nvlink_domains",
             "backend",
         ],
-        judged_per: &["collective", "scope", "ranks", "ranks_per_node"],
+        judged_per: &[
+            "collective",
+            "scope",
+            "ranks",
+            "ranks_per_node",
+            "nvlink_domains",
+        ],
         judged_on: r#"size_bytes=~"[0-9]{7,}""#,
         cost: true,
         per_node: None,
@@ -165,6 +174,7 @@ const KEPT: &[&str] = &[
     "ranks",
     "size_bytes",
     "ranks_per_node",
+    "nvlink_domains",
     "backend",
     "m",
     "n",
@@ -519,9 +529,14 @@ fn straggler(spec: &Spec, s: &Sample, medians: &BTreeMap<Vec<String>, f64>) -> O
             let ranks: u32 = label(s, "ranks")?.parse().ok()?;
             let bytes: f64 = label(s, "size_bytes")?.parse().ok()?;
             let busbw = bytes * busbw_factor(kind, ranks).unwrap_or(1.0) / median;
+            // Named as the raw path's fit names it.
+            let within = match label(s, "nvlink_domains") {
+                Some("1") => " in one NVLink domain",
+                _ => "",
+            };
             (
                 format!(
-                    "{} x{ranks} {} busbw at {bytes} bytes",
+                    "{} x{ranks} {}{within} busbw at {bytes} bytes",
                     kind.as_str(),
                     label(s, "scope")?
                 ),

@@ -291,6 +291,46 @@ fn samples_become_records() {
     assert_eq!(snap.time_range.start, 1_700_001_000.0);
 }
 
+/// A fabric run's series say how many NVLink domains their ranks spanned: the record keeps
+/// it, and a value that is no count drops the series rather than price a cross-rack curve
+/// as NVLink.
+#[test]
+fn the_nvlink_domains_label_is_read_and_a_malformed_one_drops_the_series() {
+    let inter = |domains: &'static str| {
+        sample(
+            &[
+                ("collective", "all_reduce"),
+                ("scope", "inter_node"),
+                ("ranks", "8"),
+                ("ranks_per_node", "1"),
+                ("nvlink_domains", domains),
+                ("size_bytes", "16777216"),
+                ("backend", "nccl"),
+                ("hostname", "t0"),
+            ],
+            "0.0003",
+        )
+    };
+    let (m, _) = to_measurements(
+        &src(None, None),
+        1_700_002_000.0,
+        Families {
+            collectives: vec![inter("1"), inter("one")],
+            fabric_runs: vec![sample(&[("hostname", "t0")], "1700001500")],
+            ..Families::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        m.records
+            .iter()
+            .map(|r| r.detail.nvlink_domains)
+            .collect::<Vec<_>>(),
+        [Some(1)]
+    );
+    assert!(m.notes[0].starts_with("1 series"), "{:?}", m.notes);
+}
+
 /// What one agent of a fabric run exports (issue 12): a job-wide all-reduce of 6 ranks, 2
 /// per node, and its NIC 1 at 22.5 GB/s to n0. The records key the curve by ranks per node
 /// and carry the pair's ends, with the fabric run's time.

@@ -124,6 +124,42 @@ fn an_aggregate_sample_becomes_the_fleet_nodes_record() {
     assert!((nics[0].busbw_bytes_per_s / 4e10 - 1.0).abs() < 1e-12);
 }
 
+/// The fleet's 8-rank all-reduce over 8 trays of one NVL72 rack and over 8 racks are two
+/// points of the reduced query, each a record that keeps its NVLink domains, and a tray
+/// behind the rack's median is named with them.
+#[test]
+fn inter_node_points_keep_their_nvlink_domains() {
+    let spec = &SPECS[1];
+    assert!(spec.point.contains(&"nvlink_domains") && spec.judged_per.contains(&"nvlink_domains"));
+    let at = |domains: &'static str, v: &str| {
+        sample(
+            &[
+                ("model_name", "NVIDIA GB200"),
+                ("collective", "all_reduce"),
+                ("scope", "inter_node"),
+                ("ranks", "8"),
+                ("ranks_per_node", "1"),
+                ("nvlink_domains", domains),
+                ("size_bytes", "1073741824"),
+                ("backend", "nccl"),
+            ],
+            v,
+        )
+    };
+    let (rack, racks) = (at("1", "0.0024"), at("8", "0.047"));
+    assert_ne!(point_key(&rack, spec.point), point_key(&racks, spec.point));
+    let node = fleet_node("NVIDIA GB200");
+    let domains = |s: &Sample| fleet_record(spec, s, &node).unwrap().detail.nvlink_domains;
+    assert_eq!((domains(&rack), domains(&racks)), (Some(1), Some(8)));
+    let mut slow = at("1", "1.25");
+    slow.metric.push(("hostname", "t7".into()));
+    let medians = BTreeMap::from([(point_key(&slow, spec.point), 0.0024)]);
+    assert_eq!(
+        straggler(spec, &slow, &medians).unwrap().what,
+        "all_reduce x8 inter_node in one NVLink domain busbw at 1073741824 bytes"
+    );
+}
+
 /// A node whose 1 GiB all-reduce over 8 GPUs takes 1.25x the median's 5 ms is 20% behind on
 /// busbw: the median's is 2^30 x 2(8-1)/8 / 5 ms = 375.8 GB/s (nccl-tests' factor), the
 /// node's 300.6 GB/s.
