@@ -85,7 +85,8 @@ pub struct Source {
     /// `nccl`: this node's GPUs (NVML, CUDA, cuBLAS, NCCL); `sim`: a model of --profile.
     #[arg(long, global = true, value_enum, default_value_t = BackendChoice::Nccl, env = "MICROBENCH_BACKEND")]
     pub backend: BackendChoice,
-    /// Sim node profile: dgx-h100, hgx-h200, dgx-a100, l40s-pcie, dgx1-v100.
+    /// Sim node profile: dgx-h100, hgx-h200, gb200-nvl72 (a 4-GPU tray; 18 consecutive
+    /// nodes of a job share one 72-GPU NVLink domain), dgx-a100, l40s-pcie, dgx1-v100.
     #[arg(long, global = true)]
     pub profile: Option<String>,
     /// Sim fault, repeatable: nvlink-degraded:gpu=N, slow-gpu:gpu=N,factor=F,

@@ -56,6 +56,10 @@ pub struct Hello {
     pub profile: Option<String>,
     /// Sim faults on its node, in `--fault` spelling.
     pub faults: Vec<String>,
+    /// The NVLink fabric of its GPU, so that rank 0 can count the NVLink domains a group's
+    /// ranks span; `None` where unknown (and from a microbench that sent none).
+    #[serde(default)]
+    pub nvlink_fabric: Option<crate::discovery::NvlinkFabric>,
     /// Why this rank cannot measure (no driver, its GPU not visible, NCCL missing): rank 0
     /// ends the job naming it once every rank has arrived, so that no rank waits for it in
     /// NCCL's init, which has no timeout of its own.
@@ -525,6 +529,7 @@ pub(crate) mod tests {
             backend: "sim".into(),
             profile: Some("dgx-h100".into()),
             faults: vec![],
+            nvlink_fabric: None,
             error: None,
         }
     }

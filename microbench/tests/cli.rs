@@ -207,7 +207,7 @@ fn bad_values_name_the_field_and_what_is_allowed() {
     // Exit 2: the command line is wrong wherever it runs. Exit 1: the node (here the sim
     // profile) lacks what was asked for; the same line works on a larger node.
     let cases: &[(&[&str], &str, i32)] = &[
-        (&["--backend", "sim", "topo"], "--backend sim needs --profile: one of dgx-h100, hgx-h200, dgx-a100, l40s-pcie, dgx1-v100", 2),
+        (&["--backend", "sim", "topo"], "--backend sim needs --profile: one of dgx-h100, hgx-h200, gb200-nvl72, dgx-a100, l40s-pcie, dgx1-v100", 2),
         (&["--backend", "sim", "--profile", "dgx-z", "topo"], "--profile `dgx-z`: one of dgx-h100", 2),
         (&["--backend", "sim", "--profile", "dgx-h100", "--fault", "nvlink-degraded:gpu=8", "topo"], "--fault `gpu=8`: the profile has 8 gpus (0-7)", 2),
         (&["--backend", "sim", "--profile", "dgx-h100", "all-reduce", "-g", "16"], "all_reduce -g 16 needs 16 GPUs; this node has 8", 1),

@@ -286,6 +286,55 @@ fn fabric_names_the_node_and_nic_that_is_down() {
     }
 }
 
+/// Three trays of one GB200 NVL72 rack, two ranks each: NCCL joins them over the rack's
+/// NVLink, so every record says `nvlink_domains` 1 and runs at NVLink speed (0.85 of a
+/// GPU's 900 GB/s for the rings, 0.9 for the pairs), not a 50 GB/s NIC's, and the pairs
+/// judge no NIC.
+#[test]
+fn a_fabric_run_inside_one_nvl72_rack_runs_over_nvlink() {
+    let done = job("torchrun", 6, |_| {
+        strings(&[
+            "--backend",
+            "sim",
+            "--profile",
+            "gb200-nvl72",
+            "--format",
+            "json",
+            "fabric",
+            "-b",
+            "256M",
+            "-e",
+            "1G",
+            "-n",
+            "5",
+        ])
+    });
+    for (rank, d) in done.iter().enumerate() {
+        assert_eq!(d.code, Some(0), "rank {rank}: {}", d.stderr);
+    }
+    assert!(!done[0].stderr.contains("slow:"), "{}", done[0].stderr);
+    let all = records(&done[0].stdout);
+    assert!(!all.is_empty());
+    assert!(all
+        .iter()
+        .all(|r| r.group.scope == Scope::InterNode && r.detail.nvlink_domains == Some(1)));
+    let largest = all
+        .iter()
+        .filter(|r| r.bytes == 1 << 30 && r.kind == Kind::AllReduce && !r.in_place);
+    for r in largest {
+        let bw = r.busbw.unwrap();
+        assert!(
+            (0.9 * 765e9..765e9).contains(&bw),
+            "{} ranks: {bw}",
+            r.group.ranks
+        );
+    }
+    for p in all.iter().filter(|r| r.detail.peer_node.is_some()) {
+        let bw = p.busbw.unwrap();
+        assert!((0.95 * 810e9..810e9).contains(&bw), "{bw}");
+    }
+}
+
 #[test]
 fn a_rank_that_never_arrives_ends_the_job_naming_it() {
     let started = Instant::now();

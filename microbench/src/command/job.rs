@@ -60,6 +60,8 @@ pub(super) fn hello(cli: &Cli, placement: &Placement, backend: &str) -> Result<H
         backend: backend.into(),
         profile: cli.source.profile.clone(),
         faults: cli.source.fault.iter().map(ToString::to_string).collect(),
+        // The NCCL backend fills it from its GPU; the sim's rank 0 knows its profile's.
+        nvlink_fabric: None,
         error: None,
     })
 }

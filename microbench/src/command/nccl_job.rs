@@ -76,7 +76,15 @@ pub(super) fn nccl_job(
     let prepared = prepare(placement);
     let mut hello = hello(cli, placement, "nccl")?;
     match &prepared {
-        Ok(p) => hello.busy = p.busy,
+        Ok(p) => {
+            hello.busy = p.busy;
+            hello.nvlink_fabric = p
+                .topology
+                .gpus
+                .iter()
+                .find(|g| g.index == p.index)
+                .and_then(|g| g.nvlink_fabric.clone());
+        }
         Err(e) => hello.error = Some(format!("{e:#}")),
     }
     let id = prepared.as_ref().ok().and_then(|p| p.id.clone());

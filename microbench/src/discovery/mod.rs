@@ -66,6 +66,28 @@ pub struct Gpu {
     pub pcie: Option<Pcie>,
     /// Active NVLinks.
     pub nvlinks: u32,
+    /// The NVLink fabric the GPU is on; `None` where NVML could not say (its registration
+    /// with the fabric manager not finished, or failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvlink_fabric: Option<NvlinkFabric>,
+}
+
+/// Which NVLink fabric a GPU is on, from NVML's GPU fabric info: GPUs that share one reach
+/// each other over NVLink, whatever node they are in.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NvlinkFabric {
+    /// Registered with a fabric that spans nodes (a GB200 or GB300 NVL72 rack): every GPU of
+    /// the NVLink domain has the same cluster UUID and clique.
+    Shared {
+        /// The fabric's cluster UUID, `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
+        cluster_uuid: String,
+        /// The clique, a partition of the cluster whose GPUs reach each other.
+        clique_id: u32,
+    },
+    /// No fabric beyond the node: NVSwitches inside it (DGX H100) or none. The node is the
+    /// GPU's NVLink domain.
+    Node,
 }
 
 /// Clocks in MHz, current against maximum; `None` where NVML does not report them.

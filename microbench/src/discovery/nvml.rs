@@ -220,6 +220,7 @@ fn gpu(d: &Device, index: u32) -> Result<Gpu> {
         },
         pcie: pcie.ok(),
         nvlinks: 0,
+        nvlink_fabric: nvml_raw::nvlink_fabric(d),
     })
 }
 

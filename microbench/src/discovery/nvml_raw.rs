@@ -5,7 +5,9 @@
 //! - The NVLink byte counters are field values whose scope id must name the links, which
 //!   `Device::field_values_for` always sets to 0.
 //! - `nvmlDeviceGetGpuMaxPcieLinkGeneration` has no wrapper.
+//! - `nvmlDeviceGetGpuFabricInfo` (which NVLink domain a GPU is in) has none either.
 
+use super::NvlinkFabric;
 use nvml_wrapper::error::{nvml_sym, nvml_try, NvmlError};
 use nvml_wrapper::sys_exports::field_id::{
     NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,
@@ -59,6 +61,58 @@ pub(super) fn gpu_max_pcie_generation(device: &Device) -> Result<u32, NvmlError>
     // SAFETY: the handle lives as long as `device`; `generation` is a valid out pointer.
     nvml_try(unsafe { sym(device.handle(), &mut generation) })?;
     Ok(generation)
+}
+
+/// `nvmlDeviceGetGpuFabricInfo`: the NVLink fabric `device` registered with, read by
+/// [`fabric_of`]. A driver without the call predates multi-node NVLink (R525), so none of its
+/// GPUs is on a fabric beyond the node.
+pub(super) fn nvlink_fabric(device: &Device) -> Option<NvlinkFabric> {
+    let Ok(sym) = nvml_sym(device.nvml().lib().nvmlDeviceGetGpuFabricInfo.as_ref()) else {
+        return Some(NvlinkFabric::Node);
+    };
+    // SAFETY: nvmlGpuFabricInfo_t is plain C data (bytes and integers), for which all zero
+    // bytes are a valid value.
+    let mut info: sys::nvmlGpuFabricInfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: the handle lives as long as `device`; `info` is a valid place for one struct.
+    let ret = unsafe { sym(device.handle(), &mut info) };
+    fabric_of(ret, &info)
+}
+
+/// What NVML's fabric info says of a GPU's NVLink domain. A GPU registered with a fabric
+/// that spans nodes has a cluster UUID; one whose fabric stays inside the node (an HGX
+/// H100's NVSwitches) registers with an all-zero UUID, and a GPU without a fabric answers
+/// not supported. A registration not finished or failed says nothing.
+fn fabric_of(ret: sys::nvmlReturn_t, info: &sys::nvmlGpuFabricInfo_t) -> Option<NvlinkFabric> {
+    const COMPLETED: sys::nvmlGpuFabricState_t = sys::NVML_GPU_FABRIC_STATE_COMPLETED as _;
+    const NOT_SUPPORTED: sys::nvmlGpuFabricState_t = sys::NVML_GPU_FABRIC_STATE_NOT_SUPPORTED as _;
+    match ret {
+        sys::nvmlReturn_enum_NVML_ERROR_NOT_SUPPORTED => return Some(NvlinkFabric::Node),
+        sys::nvmlReturn_enum_NVML_SUCCESS => {}
+        _ => return None,
+    }
+    match info.state {
+        NOT_SUPPORTED => Some(NvlinkFabric::Node),
+        COMPLETED if info.status != sys::nvmlReturn_enum_NVML_SUCCESS => None,
+        COMPLETED if info.clusterUuid.iter().all(|&b| b == 0) => Some(NvlinkFabric::Node),
+        COMPLETED => Some(NvlinkFabric::Shared {
+            cluster_uuid: uuid_text(&info.clusterUuid),
+            clique_id: info.cliqueId,
+        }),
+        _ => None,
+    }
+}
+
+/// A 16-byte UUID in its usual 8-4-4-4-12 hex spelling.
+fn uuid_text(bytes: &[u8; 16]) -> String {
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
 }
 
 /// Scope id that asks a per-link NVLink field for the sum over all links (nvml.h: UINT_MAX).
@@ -120,6 +174,44 @@ mod tests {
         f.valueType = value_type;
         f.value.ullVal = v;
         f
+    }
+
+    /// A GB200 tray registered with its rack's fabric names the rack's cluster and clique;
+    /// an HGX H100 registers its node-local NVSwitch fabric with an all-zero UUID, and an
+    /// A100 answers not supported: both are their node's domain. A registration still in
+    /// progress, or completed with an error, says nothing.
+    #[test]
+    fn fabric_info_names_the_domain_only_when_registration_completed() {
+        let ok = sys::nvmlReturn_enum_NVML_SUCCESS;
+        let info = |state: u32, status, uuid: [u8; 16]| sys::nvmlGpuFabricInfo_t {
+            clusterUuid: uuid,
+            status,
+            cliqueId: 32766,
+            state: state as sys::nvmlGpuFabricState_t,
+        };
+        let rack: [u8; 16] = std::array::from_fn(|i| 0xa0 + i as u8);
+        let done = sys::NVML_GPU_FABRIC_STATE_COMPLETED;
+        assert_eq!(
+            fabric_of(ok, &info(done, ok, rack)),
+            Some(NvlinkFabric::Shared {
+                cluster_uuid: "a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf".into(),
+                clique_id: 32766
+            })
+        );
+        assert_eq!(
+            fabric_of(ok, &info(done, ok, [0; 16])),
+            Some(NvlinkFabric::Node)
+        );
+        let unsupported = sys::nvmlReturn_enum_NVML_ERROR_NOT_SUPPORTED;
+        assert_eq!(
+            fabric_of(unsupported, &info(0, ok, [0; 16])),
+            Some(NvlinkFabric::Node)
+        );
+        let pending = sys::NVML_GPU_FABRIC_STATE_IN_PROGRESS;
+        assert_eq!(fabric_of(ok, &info(pending, ok, rack)), None);
+        let failed = sys::nvmlReturn_enum_NVML_ERROR_UNKNOWN;
+        assert_eq!(fabric_of(ok, &info(done, failed, rack)), None);
+        assert_eq!(fabric_of(failed, &info(done, ok, rack)), None);
     }
 
     /// A field NVML could not read is unavailable, never 0 (issue 10).

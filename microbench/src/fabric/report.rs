@@ -108,10 +108,15 @@ pub fn pair_table(records: &[Record]) -> String {
             r.detail.peer_node.as_deref().unwrap_or("?")
         );
         out.push_str(&format!(
-            "  {:>5}  {pair:<30} {:>10}  {:>13.2}\n",
+            "  {:>5}  {pair:<30} {:>10}  {:>13.2}{}\n",
             r.group.gpus.first().map_or("?".to_string(), u32::to_string),
             r.bytes,
-            r.busbw.unwrap_or(f64::NAN) / 1e9
+            r.busbw.unwrap_or(f64::NAN) / 1e9,
+            if r.inside_one_nvlink_domain() {
+                "  (one NVLink domain: over NVLink, no NIC)"
+            } else {
+                ""
+            }
         ));
     }
     out
@@ -136,9 +141,13 @@ impl Pair<'_> {
 }
 
 /// The slow NICs and pairs among `records`' pairwise points (kind `send_recv`, scope
-/// `inter_node`, with a peer node), at their largest size.
+/// `inter_node`, with a peer node), at their largest size. A pair inside one NVLink domain
+/// (trays of one NVL72 rack) ran over NVLink and is no reference for a NIC.
 pub fn findings(records: &[Record]) -> Vec<Finding> {
-    let pairwise: Vec<&Record> = records.iter().filter(|r| is_pair(r)).collect();
+    let pairwise: Vec<&Record> = records
+        .iter()
+        .filter(|r| is_pair(r) && !r.inside_one_nvlink_domain())
+        .collect();
     let Some(largest) = pairwise.iter().map(|r| r.bytes).max() else {
         return Vec::new();
     };
@@ -265,6 +274,35 @@ mod tests {
                 "slow: pair n0-n2 on rail 0: 15.0 GB/s vs rail median 45.0 GB/s (a cable or switch port between them)",
                 "slow: node n1 NIC 1 (rail 1): 22.5 GB/s vs fleet median 45.0 GB/s on pairs n1-n0, n1-n2, n1-n3",
             ]
+        );
+    }
+
+    /// Trays a0, a1, a2 of rack a and b0 of rack b on one rail: the in-rack pairs ran over
+    /// NVLink at 810 GB/s, the cross-rack ones through the NICs at 45. Set beside the NVLink
+    /// pairs, b0's NIC would look slow (45 against 810); without them every NIC agrees. The
+    /// table says which pairs crossed no NIC.
+    #[test]
+    fn pairs_inside_one_nvlink_domain_judge_no_nic() {
+        let mut records = Vec::new();
+        for (a, b) in [("a0", "a1"), ("a0", "a2"), ("a1", "a2")] {
+            let mut p = pair(a, b, 0, 810.0);
+            p.detail.nvlink_domains = Some(1);
+            records.push(p);
+        }
+        for a in ["a0", "a1", "a2"] {
+            let mut p = pair(a, "b0", 0, 45.0);
+            p.detail.nvlink_domains = Some(2);
+            records.push(p);
+        }
+        assert!(findings(&records).is_empty(), "{:?}", findings(&records));
+        let table = pair_table(&records);
+        assert!(
+            table.contains("  a0-a1                          1073741824         810.00  (one NVLink domain: over NVLink, no NIC)\n"),
+            "{table}"
+        );
+        assert!(
+            table.contains("  a0-b0                          1073741824          45.00\n"),
+            "{table}"
         );
     }
 

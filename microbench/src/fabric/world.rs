@@ -7,11 +7,13 @@
 //! that counted it would wait for it there for good.
 
 use super::{rounds, shapes, Job, Settings, COLLECTIVES};
+use crate::discovery::NvlinkFabric;
 use crate::error::{Error, Result};
 use crate::kernels::loop_timing;
-use crate::rendezvous::Roster;
+use crate::rendezvous::{Hello, Roster};
 use crate::sweep::Sweep;
 use record::{Backend, Clock, Dtype, Group, Kind, Record, Scope, Versions};
+use std::collections::BTreeSet;
 
 /// NCCL's `NCCL_SPLIT_NOCOLOR`: the rank takes no part in the split's communicator.
 pub const SPLIT_NOCOLOR: i32 = -1;
@@ -27,6 +29,25 @@ pub fn split_color(local_rank: u32) -> i32 {
     }
 }
 
+/// The NVLink domain a rank's GPU is in: a fabric shared across nodes, or its own node.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Domain {
+    /// A fabric that spans nodes, as NVML names it.
+    Fabric(NvlinkFabric),
+    /// The node, by name.
+    Node(String),
+}
+
+impl Domain {
+    /// The domain of the rank that said `hello`; `None` where it could not tell.
+    fn of(hello: &Hello) -> Option<Domain> {
+        Some(match hello.nvlink_fabric.as_ref()? {
+            NvlinkFabric::Node => Domain::Node(hello.node.clone()),
+            shared => Domain::Fabric(shared.clone()),
+        })
+    }
+}
+
 /// The ranks that stay, as NCCL numbers them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Layout {
@@ -36,6 +57,8 @@ pub struct Layout {
     pub rails: Vec<u32>,
     /// NCCL rank of rail j on job node i: `grid[i][j]`.
     grid: Vec<Vec<u32>>,
+    /// The NVLink domain of each NCCL rank, where its rank said.
+    domains: Vec<Option<Domain>>,
 }
 
 impl Layout {
@@ -60,9 +83,23 @@ impl Layout {
             .collect();
         Layout {
             rails: members.iter().map(|&r| local(r)).collect(),
+            domains: members
+                .iter()
+                .map(|&r| Domain::of(&roster.members[r as usize]))
+                .collect(),
             members,
             grid,
         }
+    }
+
+    /// How many NVLink domains the NCCL `ranks` span: 1 when they share one fabric (trays of
+    /// one NVL72 rack, which NCCL joins over NVLink); `None` when a rank's is unknown.
+    pub fn nvlink_domains(&self, ranks: &[u32]) -> Option<u32> {
+        let domains: Option<BTreeSet<&Domain>> = ranks
+            .iter()
+            .map(|&r| self.domains.get(r as usize)?.as_ref())
+            .collect();
+        domains.map(|d| d.len() as u32)
     }
 
     /// Ranks in the communicator.
@@ -302,14 +339,16 @@ pub fn records(
                 .iter()
                 .zip(ranks.chunks(2))
                 .map(|(&(a, b), ends)| {
-                    Ok(Record::pair(
+                    let mut r = Record::pair(
                         Backend::Nccl,
                         (&job.nodes[a].name, &job.nodes[b].name),
                         *rail,
                         *bytes,
                         stamp.dtype,
                         timing(ends, at, 0)?,
-                    ))
+                    );
+                    r.detail.nvlink_domains = layout.nvlink_domains(ends);
+                    Ok(r)
                 })
                 .collect::<Result<Vec<_>>>()?,
             _ => {
@@ -335,8 +374,10 @@ pub fn records(
                             timing(&ranks, at, usize::from(in_place))?,
                         );
                         r.in_place = in_place;
-                        r.detail.ranks_per_node =
-                            (nodes > 1).then_some(ranks.len() as u32 / nodes as u32);
+                        if nodes > 1 {
+                            r.detail.ranks_per_node = Some(ranks.len() as u32 / nodes as u32);
+                            r.detail.nvlink_domains = layout.nvlink_domains(&ranks);
+                        }
                         Ok(r)
                     })
                     .collect::<Result<Vec<_>>>()?
@@ -370,6 +411,7 @@ mod tests {
                 backend: "nccl".into(),
                 profile: None,
                 faults: vec![],
+                nvlink_fabric: None,
                 error: None,
             })
             .collect();
@@ -385,6 +427,36 @@ mod tests {
         assert_eq!(split_color(0), 0);
         assert_eq!(split_color(1), SPLIT_NOCOLOR);
         assert_eq!(split_color(7), -1);
+    }
+
+    /// Four nodes of two GPUs: n0 and n1 are trays of one NVL72 rack (one cluster UUID and
+    /// clique), n2 and n3 each their own domain (NVSwitches inside the node). Every rank
+    /// spans 3 domains, and so does one GPU per node; the pair n0-n1 spans 1, n0-n2 and
+    /// n2-n3 span 2. Where one rank could not tell, nothing is said of its groups.
+    #[test]
+    fn groups_count_the_nvlink_domains_of_their_ranks() {
+        let (job, mut roster) = job(4, 2, &[]);
+        let rack = NvlinkFabric::Shared {
+            cluster_uuid: "a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf".into(),
+            clique_id: 1,
+        };
+        for h in &mut roster.members {
+            h.nvlink_fabric = Some(match h.node.as_str() {
+                "n0" | "n1" => rack.clone(),
+                _ => NvlinkFabric::Node,
+            });
+        }
+        let layout = Layout::new(&job, &roster);
+        let all: Vec<u32> = (0..8).collect();
+        assert_eq!(layout.nvlink_domains(&all), Some(3));
+        assert_eq!(layout.nvlink_domains(&[0, 2, 4, 6]), Some(3));
+        assert_eq!(layout.nvlink_domains(&[1, 3]), Some(1));
+        assert_eq!(layout.nvlink_domains(&[0, 4]), Some(2));
+        assert_eq!(layout.nvlink_domains(&[4, 6]), Some(2));
+        roster.members[5].nvlink_fabric = None;
+        let layout = Layout::new(&job, &roster);
+        assert_eq!(layout.nvlink_domains(&all), None);
+        assert_eq!(layout.nvlink_domains(&[1, 3]), Some(1));
     }
 
     /// Node n1 (ranks 2, 3) is busy: the communicator is ranks 0, 1, 4, 5, renumbered 0-3,

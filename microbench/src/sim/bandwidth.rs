@@ -145,6 +145,9 @@ impl SimBackend {
         if self.nodes < 2 {
             return (inside, scale);
         }
+        if self.domains_of(self.nodes) == 1 {
+            return self.domain_bytes_per_s(kind, gpus);
+        }
         let per_node = gpus.len() as f64;
         let ranks = per_node * f64::from(self.nodes);
         let members = match kind {
@@ -173,6 +176,46 @@ impl SimBackend {
             f64::INFINITY
         };
         (inside.min(net), scale.max(NET_HOP_SCALE))
+    }
+
+    /// Bus bandwidth and per-step latency scale of a collective over `gpus` on each of the
+    /// job's nodes when all of them share one NVLink domain (trays of one NVL72 rack): every
+    /// GPU reaches every other through the rack's NVLink switches, so the collective runs as
+    /// inside an NVSwitch node, at the NVLink rate of its slowest member on the slowest node,
+    /// with NVLink's step latency, and no NIC carries it.
+    fn domain_bytes_per_s(&self, kind: Kind, gpus: &[u32]) -> (f64, f64) {
+        let share = if kind == Kind::SendRecv {
+            P2P_SHARE
+        } else {
+            RING_SHARE
+        };
+        let rate = |sim: &SimBackend| {
+            gpus.iter()
+                .map(|&g| sim.gpu_nvlink_bytes_per_s(g))
+                .fold(f64::INFINITY, f64::min)
+                * share
+        };
+        let slowest = self
+            .job
+            .iter()
+            .map(|n| rate(&n.sim))
+            .fold(rate(self), f64::min);
+        (slowest * self.group_speed(gpus), 1.0)
+    }
+
+    /// All of GPU `gpu`'s NVLinks together, one direction, bytes per second.
+    pub(super) fn gpu_nvlink_bytes_per_s(&self, gpu: u32) -> f64 {
+        let links = self
+            .topology
+            .gpus
+            .get(gpu as usize)
+            .map_or(0, |g| g.nvlinks);
+        f64::from(links) * self.profile.nvlink_bytes_per_s
+    }
+
+    /// What a copy engine moves between GPU `rail` of two nodes of one NVLink domain.
+    pub(super) fn domain_pair_bytes_per_s(&self, rail: u32) -> f64 {
+        self.gpu_nvlink_bytes_per_s(rail) * P2P_SHARE
     }
 
     /// Bus bandwidth and per-step latency scale of a collective over `gpus` inside this

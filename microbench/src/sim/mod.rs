@@ -191,21 +191,42 @@ impl SimBackend {
             });
         }
         self.before_point();
-        let bw = from
-            .sim
-            .rail_bytes_per_s(rail)
-            .min(to.sim.rail_bytes_per_s(rail));
-        let model_s = model::collective_time(Kind::SendRecv, 2, bytes, bw, NET_HOP_SCALE).0;
+        // Trays of one NVL72 rack exchange over NVLink, as NCCL routes them; others through
+        // their NICs.
+        let same_domain = self.domain_of(a) == self.domain_of(b);
+        let (bw, hop_scale) = if same_domain {
+            let bw = from.sim.domain_pair_bytes_per_s(rail);
+            (bw.min(to.sim.domain_pair_bytes_per_s(rail)), 1.0)
+        } else {
+            let bw = from.sim.rail_bytes_per_s(rail);
+            (bw.min(to.sim.rail_bytes_per_s(rail)), NET_HOP_SCALE)
+        };
+        let model_s = model::collective_time(Kind::SendRecv, 2, bytes, bw, hop_scale).0;
         let key = format!("send_recv {}-{} rail {rail} {bytes}", from.name, to.name);
         let timing = self.timed_loops(&key, model_s, iters, warmup);
-        Ok(Record::pair(
+        let mut r = Record::pair(
             record::Backend::Sim,
             (&from.name, &to.name),
             rail,
             bytes,
             dtype,
             timing,
-        ))
+        );
+        r.detail.nvlink_domains = Some(if same_domain { 1 } else { 2 });
+        Ok(r)
+    }
+
+    /// The NVLink domain of job node `i`: the profile's domain holds this many nodes, and a
+    /// job fills one domain after another with its nodes in rank order (18 trays to a GB200
+    /// NVL72 rack; one node to a domain elsewhere).
+    fn domain_of(&self, i: usize) -> u32 {
+        let per_domain = (self.profile.nvlink_domain / self.profile.gpus.max(1)).max(1);
+        i as u32 / per_domain
+    }
+
+    /// NVLink domains the first `nodes` nodes of the job span.
+    fn domains_of(&self, nodes: u32) -> u32 {
+        self.domain_of(nodes.saturating_sub(1) as usize) + 1
     }
 
     /// Collectives as the GPU backend times them: warm-up iterations drawn and dropped, then
@@ -339,9 +360,13 @@ impl SimBackend {
         }
     }
 
-    /// The ranks on each node of a collective over `gpus`, for records across nodes.
-    fn ranks_per_node(&self, gpus: &[u32]) -> Option<u32> {
-        (self.nodes > 1).then_some(gpus.len() as u32)
+    /// The ranks on each node of a collective over `gpus`, and the NVLink domains its nodes
+    /// span, for records across nodes.
+    fn spread(&self, gpus: &[u32]) -> (Option<u32>, Option<u32>) {
+        if self.nodes < 2 {
+            return (None, None);
+        }
+        (Some(gpus.len() as u32), Some(self.domains_of(self.nodes)))
     }
 }
 
@@ -389,7 +414,7 @@ impl Backend for SimBackend {
                         timed_loops(if in_place { "in-place" } else { "out-of-place" }),
                     );
                     r.in_place = in_place;
-                    r.detail.ranks_per_node = self.ranks_per_node(gpus);
+                    (r.detail.ranks_per_node, r.detail.nvlink_domains) = self.spread(gpus);
                     r
                 })
                 .collect(),

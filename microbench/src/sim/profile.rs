@@ -1,4 +1,5 @@
-//! Node profiles for the sim: datasheet figures of common 8-GPU servers.
+//! Node profiles for the sim: datasheet figures of common 8-GPU servers, and the 4-GPU tray
+//! of a GB200 NVL72 rack.
 //!
 //! The GPU figures (dense tensor-core peaks, memory as `nvidia-smi` reports it, HBM and NVLink
 //! bandwidth, SMs) come from `record::datasheet`, the table the tuner's catalog prices with, so
@@ -83,6 +84,10 @@ pub struct Profile {
     pub fabric: Fabric,
     /// NVLink bandwidth per link and direction, bytes per second.
     pub nvlink_bytes_per_s: f64,
+    /// GPUs that share one NVLink fabric: the node's GPUs, or 72 for the 18 trays of 4 of a
+    /// GB200 NVL72 rack, whose NVLink switches join the trays. A sim job fills a domain with
+    /// consecutive nodes.
+    pub nvlink_domain: u32,
     /// NUMA nodes (GPUs split evenly, in index order).
     pub numa_nodes: u32,
     /// CPU cores per NUMA node (affinity lists count hyperthreads after all cores).
@@ -146,9 +151,10 @@ fn memory_bytes(gpu: &Gpu) -> u64 {
 
 /// Every profile.
 pub fn profiles() -> Vec<Profile> {
-    let (h100, h200, a100, l40s) = (
+    let (h100, h200, gb200, a100, l40s) = (
         sheet("h100-sxm"),
         sheet("h200-sxm"),
+        sheet("gb200"),
         sheet("a100-sxm-80gb"),
         sheet("l40s"),
     );
@@ -165,6 +171,7 @@ pub fn profiles() -> Vec<Profile> {
         pcie: PCIE5,
         fabric: Fabric::NvSwitch { links: 18 },
         nvlink_bytes_per_s: h100.nvlink_bytes_per_s / 18.0,
+        nvlink_domain: 8,
         numa_nodes: 2,
         cores_per_numa: 56,
         nics: 8,
@@ -181,6 +188,36 @@ pub fn profiles() -> Vec<Profile> {
             ..h100_node
         },
         Profile {
+            name: "gb200-nvl72",
+            gpu_name: "NVIDIA GB200",
+            gpus: 4,
+            memory_bytes: memory_bytes(gb200),
+            compute_capability: [10, 0],
+            sms: gb200.sms,
+            // nvidia-smi's maximum SM clock and the memory clock under load on GB200 trays.
+            clocks_mhz: [2062, 3996],
+            peaks: peaks(gb200),
+            hbm_bytes_per_s: gb200.hbm_bytes_per_s,
+            // The datasheet's host link generation; the tray's GPUs reach Grace over
+            // NVLink-C2C, which the sim's host copies do not model.
+            pcie: Pcie {
+                generation: gb200.pcie_gen,
+                generation_max: gb200.pcie_gen,
+                width: 16,
+                width_max: 16,
+                generation_gpu_max: Some(gb200.pcie_gen),
+            },
+            // NV18 in a tray's topology: 18 NVLink 5 links per GPU to the rack's switches.
+            fabric: Fabric::NvSwitch { links: 18 },
+            nvlink_bytes_per_s: gb200.nvlink_bytes_per_s / 18.0,
+            nvlink_domain: 72,
+            // Two Grace CPUs of 72 cores, one 400 Gb/s ConnectX-7 per GPU for scale-out.
+            numa_nodes: 2,
+            cores_per_numa: 72,
+            nics: 4,
+            nic_bytes_per_s: 50.0 * GB,
+        },
+        Profile {
             name: "dgx-a100",
             gpu_name: "NVIDIA A100-SXM4-80GB",
             gpus: 8,
@@ -193,6 +230,7 @@ pub fn profiles() -> Vec<Profile> {
             pcie: PCIE4,
             fabric: Fabric::NvSwitch { links: 12 },
             nvlink_bytes_per_s: a100.nvlink_bytes_per_s / 12.0,
+            nvlink_domain: 8,
             numa_nodes: 2,
             cores_per_numa: 64,
             nics: 8,
@@ -211,6 +249,7 @@ pub fn profiles() -> Vec<Profile> {
             pcie: PCIE4,
             fabric: Fabric::Pcie { per_switch: 2 },
             nvlink_bytes_per_s: 0.0,
+            nvlink_domain: 1,
             numa_nodes: 2,
             cores_per_numa: 32,
             nics: 2,
@@ -240,6 +279,7 @@ pub fn profiles() -> Vec<Profile> {
             },
             fabric: Fabric::Mesh(DGX1_MESH),
             nvlink_bytes_per_s: 25.0 * GB,
+            nvlink_domain: 8,
             numa_nodes: 2,
             cores_per_numa: 20,
             nics: 4,
@@ -277,7 +317,13 @@ mod tests {
         // NVML reports 81559 MiB for the H100 80GB, which the datasheet keeps.
         assert_eq!(h100.memory_bytes, 81559 << 20);
         assert_eq!(h100.nvlink_bytes_per_s, 25e9);
-        assert_eq!(all.len(), 5);
+        assert_eq!(all.len(), 6);
+        // A GB200 tray: 4 of the rack's 72 GPUs, 18 links of 50 GB/s each way to its
+        // NVLink switches (900 GB/s), one 50 GB/s NIC per GPU.
+        let tray = profile("gb200-nvl72").unwrap();
+        assert_eq!((tray.gpus, tray.nvlink_domain, tray.nics), (4, 72, 4));
+        assert_eq!(tray.nvlink_bytes_per_s, 50e9);
+        assert_eq!(tray.peaks.bf16, Some(2.5e15));
     }
 
     #[test]
@@ -286,7 +332,8 @@ mod tests {
         let err = profile("dgx-h300").unwrap_err().to_string();
         assert_eq!(
             err,
-            "--profile `dgx-h300`: one of dgx-h100, hgx-h200, dgx-a100, l40s-pcie, dgx1-v100"
+            "--profile `dgx-h300`: one of dgx-h100, hgx-h200, gb200-nvl72, dgx-a100, l40s-pcie, \
+             dgx1-v100"
         );
     }
 }

@@ -579,3 +579,51 @@ fn groups_follow_the_links() {
     let busbw = all.last().unwrap().busbw.unwrap();
     assert!((115e9..135e9).contains(&busbw), "{busbw}");
 }
+
+/// GB200 NVL72 trays: 4 GPUs with 18 NVLinks of 50 GB/s each way to the rack's switches, one
+/// 50 GB/s NIC each; 18 trays to a rack. Eight trays of one rack run an all-reduce over
+/// NVLink, at 0.85 of 18 x 50 GB/s = 765 GB/s busbw, one GPU per tray or four, and say
+/// `nvlink_domains` 1; twenty trays span two racks and run at one NIC's 0.9 x 50 = 45 GB/s per
+/// GPU. A pair of trays in one rack copies at 0.9 x 900 = 810 GB/s, across racks at 45.
+#[test]
+fn trays_of_one_nvl72_rack_run_over_nvlink_and_across_racks_over_the_nics() {
+    let sweep = |nodes: u32, gpus: &[u32]| {
+        let mut sim = node("gb200-nvl72", &[]);
+        sim.set_nodes(nodes).unwrap();
+        let r = one(
+            &sim,
+            Point::Collective {
+                kind: Kind::AllReduce,
+                gpus: gpus.to_vec(),
+                bytes: 4 << 30,
+                dtype: Dtype::Bf16,
+            },
+        );
+        (r.detail.nvlink_domains, r.busbw.unwrap())
+    };
+    let within = |bw: f64, rate: f64| (0.95 * rate..rate).contains(&bw);
+    let (domains, bw) = sweep(8, &[0]);
+    assert!(domains == Some(1) && within(bw, 765e9), "{domains:?} {bw}");
+    let (domains, bw) = sweep(8, &[0, 1, 2, 3]);
+    assert!(domains == Some(1) && within(bw, 765e9), "{domains:?} {bw}");
+    let (domains, bw) = sweep(20, &[0]);
+    assert!(domains == Some(2) && within(bw, 45e9), "{domains:?} {bw}");
+    let mut job = node("gb200-nvl72", &[]);
+    let trays: Vec<(String, Vec<Fault>)> = (0..20).map(|i| (format!("t{i}"), vec![])).collect();
+    job.set_job(&trays).unwrap();
+    let pair = |ends| {
+        let r = job
+            .measure_pair(ends, 0, 1 << 30, Dtype::Bf16, (5, 1))
+            .unwrap();
+        (r.detail.nvlink_domains, r.busbw.unwrap())
+    };
+    let (domains, bw) = pair((0, 17));
+    assert!(domains == Some(1) && within(bw, 810e9), "{domains:?} {bw}");
+    let (domains, bw) = pair((0, 18));
+    assert!(domains == Some(2) && within(bw, 45e9), "{domains:?} {bw}");
+    // A DGX H100 is its own domain: three of them span three.
+    let mut dgx = node("dgx-h100", &[]);
+    dgx.set_nodes(3).unwrap();
+    let r = collective(&dgx, Kind::AllReduce, &[0], &BIG);
+    assert!(r.iter().all(|r| r.detail.nvlink_domains == Some(3)));
+}

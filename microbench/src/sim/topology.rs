@@ -5,7 +5,7 @@
 use super::fault::Fault;
 use super::profile::{Fabric, Profile};
 use crate::discovery::matrix::Matrix;
-use crate::discovery::{Clocks, Gpu, Link, Nic, Topology};
+use crate::discovery::{Clocks, Gpu, Link, Nic, NvlinkFabric, Topology};
 use crate::error::{Error, Result};
 
 /// The node a profile describes, with the faults applied.
@@ -144,6 +144,9 @@ fn gpu(p: &Profile, faults: &[Fault], links: &[Vec<Link>], g: u32) -> Gpu {
         },
         pcie: Some(pcie),
         nvlinks,
+        // A node that is its own domain says so; which rack a tray is in depends on the job
+        // (`SimBackend::set_job`), which one node's topology does not know.
+        nvlink_fabric: (p.nvlink_domain <= p.gpus).then_some(NvlinkFabric::Node),
     }
 }
 
