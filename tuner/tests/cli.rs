@@ -1455,3 +1455,125 @@ fn text_is_the_table_as_microbench_names_it() {
     let models = |format: &str| stdout_of(&["models", "--format", format]);
     assert_eq!(models("text"), models("table"));
 }
+
+/// A GB200 NVL72 rack is 18 trays of 4 GPUs on one 72-GPU NVLink fabric. On four racks
+/// (288 GPUs) DeepSeek-V3's ranking reaches past a tray, TP 8 and EP 8 or 16, and keeps every
+/// TP x CP x EP block inside the rack: none of the 40 best is warned as wider than the
+/// domain. A TP of 128 is, by name.
+#[test]
+fn nvl72_layouts_spread_tp_and_ep_over_trays_and_stay_in_the_rack() {
+    let doc: Value = serde_json::from_str(&stdout_of(&[
+        "recommend",
+        "--model",
+        "deepseek-v3",
+        "--gpus",
+        "288",
+        "--cluster",
+        "gb200-nvl72",
+        "--top",
+        "40",
+        "--format",
+        "json",
+    ]))
+    .unwrap();
+    let meshes = doc["meshes"].as_array().unwrap();
+    let knob = |m: &Value, k: &str| m[k].as_u64().unwrap();
+    assert!(meshes.iter().any(|m| knob(m, "tp") == 8), "no TP 8");
+    assert!(
+        meshes.iter().any(|m| knob(m, "ep") >= 8),
+        "no EP past a tray"
+    );
+    for m in meshes {
+        let block = knob(m, "tp") * knob(m, "cp") * knob(m, "ep");
+        assert!(block <= 72, "rank {}: TP x CP x EP = {block}", m["rank"]);
+        assert!(
+            !m["warnings"].to_string().contains("wider than the 72-GPU"),
+            "{m}"
+        );
+    }
+    let (_, err) = outputs_of(&[
+        "explain",
+        "--model",
+        "deepseek-v3",
+        "--gpus",
+        "256",
+        "--cluster",
+        "gb200-nvl72",
+        "--tp",
+        "128",
+        "--pp",
+        "2",
+        "--dp",
+        "1",
+    ]);
+    assert!(
+        err.contains("TP=128 is wider than the 72-GPU NVLink domain"),
+        "{err}"
+    );
+}
+
+/// A fabric run over two trays of one NVL72 rack, four ranks each (`nvlink_domains` 1), prices
+/// the TP 8 collectives (all-reduce, and all-gather and reduce-scatter under sequence
+/// parallelism) of a layout on gb200-nvl72: they span the two trays over NVLink. The
+/// same run without the field, as an older file says it, is taken for a run across racks and
+/// prices nothing inside the rack.
+#[test]
+fn a_fabric_run_inside_the_rack_prices_tp_across_its_trays() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, domains: Option<u32>| {
+        let mut lines = String::new();
+        // nccl-tests' bus bandwidth factors at 8 ranks: 2 x 7/8, and 7/8.
+        let kinds = [
+            ("all_reduce", 1.75),
+            ("all_gather", 0.875),
+            ("reduce_scatter", 0.875),
+        ];
+        for (kind, factor) in kinds {
+            for i in 20..=30 {
+                let bytes = 1u64 << i;
+                let time_s = 20e-6 + bytes as f64 * factor / 700e9;
+                let mut r = serde_json::json!({
+                    "kind": kind, "backend": "nccl", "node": "t0",
+                    "gpus": [0, 1, 2, 3, 0, 1, 2, 3], "scope": "inter_node", "ranks": 8,
+                    "bytes": bytes, "dtype": "bf16", "time_s": time_s, "time_min_s": null,
+                    "time_max_s": null, "iters": 20, "clock": "cuda_event",
+                    "algbw": bytes as f64 / time_s, "busbw": bytes as f64 * factor / time_s,
+                    "flops": null, "timestamp": null, "ranks_per_node": 4,
+                    "nodes": ["t0", "t1"], "gpu_model": "NVIDIA GB200"
+                });
+                if let Some(d) = domains {
+                    r["nvlink_domains"] = d.into();
+                }
+                lines.push_str(&format!("{r}\n"));
+            }
+        }
+        let path = dir.path().join(name);
+        std::fs::write(&path, lines).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let tp_comm = |file: &str| {
+        let doc: Value = serde_json::from_str(&stdout_of(&[
+            "explain",
+            "--model",
+            "deepseek-v3",
+            "--gpus",
+            "288",
+            "--cluster",
+            "gb200-nvl72",
+            "--tp",
+            "8",
+            "--pp",
+            "9",
+            "--dp",
+            "4",
+            "--measurements",
+            file,
+            "--format",
+            "json",
+        ]))
+        .unwrap();
+        doc["meshes"][0]["sources"]["tp_comm"].clone()
+    };
+    assert_eq!(tp_comm(&write("rack.jsonl", Some(1))), "measured");
+    assert_eq!(tp_comm(&write("old.jsonl", None)), "nominal");
+}
