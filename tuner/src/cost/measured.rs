@@ -561,7 +561,7 @@ mod tests {
             .iter()
             .map(|f| (f.nvlink_domains, (f.busbw_bytes_per_s / 1e9).round()))
             .collect();
-        kept.sort_by(|a, b| a.0.cmp(&b.0));
+        kept.sort_by_key(|k| k.0);
         assert_eq!(kept, [(Some(1), 800.0), (Some(8), 40.0)]);
         let m = MeasuredCollectives::new(NominalCollectives::new(&c, &NOMINAL), &fits.fleet, None);
         let tp = span(8, 1, &c);
