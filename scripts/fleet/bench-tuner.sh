@@ -10,6 +10,8 @@
 #              bounds promtool's memory (about 3.6 GB per 1,000 nodes in one part)
 #   RAW_MAX    the largest fleet the raw path is timed on (default 4000): past it the raw
 #              reply passes the tuner's 256 MiB limit
+#   WINDOW     how far back the tuner reads (--window, default 30m); a WORKDIR whose data/
+#              another script backfilled earlier needs it to reach that data's samples
 # Needs python3, promtool, prometheus and GNU time (/usr/bin/time -v). Prints one line per
 # run: what ran, wall seconds, max RSS in MB, exit code.
 set -euo pipefail
@@ -21,6 +23,7 @@ tuner=${TUNER:-target/release/tuner}
 parts=${PARTS:-4}
 raw_max=${RAW_MAX:-4000}
 port=${PORT:-19391}
+window=${WINDOW:-30m}
 mkdir -p "$work"
 
 for tool in python3 promtool prometheus /usr/bin/time "$tuner"; do
@@ -66,15 +69,15 @@ timed() {
     END { printf "%-28s %8.1f s %8.0f MB  rc=%s\n", name, wall, rss, rc }' "$work/$name.err"
 }
 
-job=(recommend --model 70b --gpus 512 --format json --timeout 600s --window 30m)
+job=(recommend --model 70b --gpus 512 --format json --timeout 600s --window "$window")
 url="http://127.0.0.1:$port"
 echo "fleet of $nodes nodes in $work"
 timed reduced "$tuner" "${job[@]}" --prometheus "$url" --fleet-query reduced
-timed snapshot-compact "$tuner" snapshot --compact --prometheus "$url" --timeout 600s --window 30m -o "$work/compact.json"
+timed snapshot-compact "$tuner" snapshot --compact --prometheus "$url" --timeout 600s --window "$window" -o "$work/compact.json"
 timed from-compact "$tuner" "${job[@]}" --measurements "$work/compact.json"
 if [ "$nodes" -le "$raw_max" ]; then
   timed raw "$tuner" "${job[@]}" --prometheus "$url" --fleet-query raw
-  timed snapshot-raw "$tuner" snapshot --prometheus "$url" --timeout 600s --window 30m -o "$work/raw.json"
+  timed snapshot-raw "$tuner" snapshot --prometheus "$url" --timeout 600s --window "$window" -o "$work/raw.json"
   timed from-raw "$tuner" "${job[@]}" --measurements "$work/raw.json"
 fi
 ls -l "$work"/*.json
