@@ -74,6 +74,18 @@ pub trait ComputeModel {
         let fwd = self.gemm_s(t, out, inp);
         (fwd, 2.0 * fwd)
     }
+    /// [`ComputeModel::linear_s`] of a linear that fp8 training leaves in bf16: the output
+    /// layer and the MoE router. Megatron-Core builds the output layer as a plain
+    /// `tensor_parallel.ColumnParallelLinear` outside Transformer Engine, whose
+    /// `fp8_autocast` converts only its own modules (`megatron/core/models/gpt/gpt_model.py`,
+    /// a TE head only under MXFP8), and the router's GEMM as `router_gating_linear` on the
+    /// unquantized input and weight (`moe/router.py`, `moe/moe_utils.py`); torchtitan converts every linear but the output
+    /// (`module_filter_fn=lambda mod, fqn: fqn != "output"`); DeepSeek-V3 keeps "the
+    /// embedding module, the output head, MoE gating modules" in BF16 (arXiv 2412.19437
+    /// §3.3.1). Under bf16 it is `linear_s`.
+    fn bf16_linear_s(&self, t: f64, out: f64, inp: f64) -> (f64, f64) {
+        self.linear_s(t, out, inp)
+    }
     /// Fused attention forward executing `flops` in calls over sequences (or ring blocks) of
     /// `seq` tokens with heads `head_dim` wide.
     fn attention_s(&self, flops: f64, seq: f64, head_dim: f64) -> f64;
@@ -125,6 +137,9 @@ pub struct NominalCompute {
     /// Tensorwise GEMM time over the recipe's: below 1 for rowwise fp8, whose measured GEMM
     /// figures (a tensorwise cuBLAS sweep) it scales too.
     recipe: f64,
+    /// The same GPU in bf16, which prices the GEMMs an fp8 recipe leaves in bf16; `None`
+    /// where the GEMMs already run in bf16.
+    bf16: Option<Box<NominalCompute>>,
 }
 
 impl NominalCompute {
@@ -164,6 +179,8 @@ impl NominalCompute {
             }
             _ => 1.0,
         };
+        let bf16 = (peak != gpu.bf16_flops)
+            .then(|| Box::new(NominalCompute::new(gpu, Precision::Bf16, flash, eff)));
         let attention = match flash {
             FlashKernel::Flash1 => k.flash1,
             FlashKernel::Flash2 => k.flash2,
@@ -181,6 +198,7 @@ impl NominalCompute {
             tile: k.tile,
             sms: f64::from(gpu.sms),
             host_s_per_kernel: eff.host_s_per_kernel,
+            bf16,
         }
     }
 
@@ -234,6 +252,13 @@ impl NominalCompute {
 impl ComputeModel for NominalCompute {
     fn gemm_s(&self, m: f64, n: f64, k: f64) -> f64 {
         2.0 * m * n * k / (self.peak_flops * self.gemm_efficiency(m, n, k))
+    }
+
+    fn bf16_linear_s(&self, t: f64, out: f64, inp: f64) -> (f64, f64) {
+        match &self.bf16 {
+            Some(bf16) => bf16.linear_s(t, out, inp),
+            None => self.linear_s(t, out, inp),
+        }
     }
 
     fn attention_s(&self, flops: f64, seq: f64, _head_dim: f64) -> f64 {
@@ -375,6 +400,30 @@ mod tests {
         let fp8_loop =
             k_loop(512.0, HOPPER_FP8_K_OVERHEAD) / k_loop(16384.0, HOPPER_FP8_K_OVERHEAD);
         assert!(bf16_loop / fp8_loop > 1.8, "{bf16_loop} {fp8_loop}");
+    }
+
+    /// The output layer and the router stay in bf16 under fp8 (Megatron-Core's
+    /// `ColumnParallelLinear` head and `router_gating_linear`, torchtitan's filter on
+    /// "output", DeepSeek-V3 §3.3.1): Qwen3-30B-A3B's head on H100, 4096 tokens from 2048
+    /// features to 151,936 logits, is priced at the bf16 rate, not the fp8 one.
+    #[test]
+    fn the_output_layer_stays_in_bf16_under_fp8() {
+        let h100 = catalog::gpu("h100-sxm").unwrap();
+        let at = |p| NominalCompute::new(h100, p, FlashKernel::Newest, &NOMINAL);
+        let (t, vocab, h) = (4096.0, 151936.0, 2048.0);
+        let (fp8, bf16) = (at(Precision::Fp8), at(Precision::Bf16));
+        assert_eq!(fp8.bf16_linear_s(t, vocab, h), bf16.linear_s(t, vocab, h));
+        assert_eq!(bf16.bf16_linear_s(t, vocab, h), bf16.linear_s(t, vocab, h));
+        // 128x256 tiles: 32 x 594 = 19,008 tiles in 144 full waves of 132 SMs, 4096 x 151,936
+        // of 19,008 x 128 x 256 busy (0.99916). bf16: 0.76 x 0.99916 x 2048/2144 = 0.72536 of
+        // 989.4 TFLOP/s; fp8: the plateau 0.66 x (8192/8288)/(8192/8832) = 0.70332 x 0.99916 x
+        // 2048/2688 = 0.53541 of 1978.9. The head takes 1059.5/717.7 = 1.476x the fp8 time.
+        let ratio = bf16.gemm_s(t, vocab, h) / fp8.gemm_s(t, vocab, h);
+        assert!((ratio - 1.4763).abs() < 1e-3, "{ratio}");
+        // Without fp8 tensor cores the recipe runs in bf16 throughout.
+        let a100 = catalog::gpu("a100-sxm-80gb").unwrap();
+        let a = NominalCompute::new(a100, Precision::Fp8, FlashKernel::Flash2, &NOMINAL);
+        assert_eq!(a.bf16_linear_s(t, vocab, h), a.linear_s(t, vocab, h));
     }
 
     #[test]

@@ -124,7 +124,7 @@ fn dense_mlp_gemms(c: &dyn ComputeModel, t: f64, h: f64, f: f64, up: f64, tp: f6
 /// Transformer Engine's GroupedLinear) and torchtitan (`torch._grouped_mm`) run every local
 /// expert's projection in one launch whose tiles spread over the SMs together; DeepSpeed-MoE
 /// loops over them (`looped`). Shared experts see every token; the router is one GEMM to the
-/// expert count.
+/// expert count, in bf16 under fp8 ([`ComputeModel::bf16_linear_s`]).
 fn moe_mlp_gemms(
     c: &dyn ComputeModel,
     moe: &Moe,
@@ -155,7 +155,7 @@ fn moe_mlp_gemms(
     } else {
         (0.0, 0.0)
     };
-    (sum(sum(routed, shared), c.linear_s(t, e, h)), launches)
+    (sum(sum(routed, shared), c.bf16_linear_s(t, e, h)), launches)
 }
 
 /// Rows of one expert's share of a grouped GEMM over `tokens` tokens: the tiles of a grouped

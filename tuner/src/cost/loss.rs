@@ -4,14 +4,15 @@ use super::compute::ComputeModel;
 use crate::mesh::LossKernel;
 
 /// Forward and backward seconds of the output layer over `t` tokens from `hidden` features
-/// to `vocab / tp` logits, and of the loss over them.
+/// to `vocab / tp` logits, in bf16 whatever the training precision
+/// ([`ComputeModel::bf16_linear_s`]), and of the loss over them.
 pub(super) fn output_layer_s(
     c: &dyn ComputeModel,
     loss: LossKernel,
     t: f64,
     (hidden, vocab, tp): (f64, f64, f64),
 ) -> f64 {
-    let (logits_fwd, logits_bwd) = c.linear_s(t, vocab / tp, hidden);
+    let (logits_fwd, logits_bwd) = c.bf16_linear_s(t, vocab / tp, hidden);
     logits_fwd + logits_bwd + c.memory_s(loss.bytes_per_logit() * t * vocab / tp)
 }
 

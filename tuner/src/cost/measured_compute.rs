@@ -124,6 +124,18 @@ impl ComputeModel for MeasuredCompute {
         (fwd, dgrad + wgrad)
     }
 
+    /// A sweep measures the training precision's GEMMs: each of the three is scaled by the
+    /// catalog's bf16 time over its time at that precision for the same shape.
+    fn bf16_linear_s(&self, t: f64, out: f64, inp: f64) -> (f64, f64) {
+        if self.gemms.is_none() {
+            return self.nominal.bf16_linear_s(t, out, inp);
+        }
+        let (fwd, bwd) = self.linear_s(t, out, inp);
+        let (nominal_fwd, nominal_bwd) = self.nominal.linear_s(t, out, inp);
+        let (bf16_fwd, bf16_bwd) = self.nominal.bf16_linear_s(t, out, inp);
+        (fwd * bf16_fwd / nominal_fwd, bwd * bf16_bwd / nominal_bwd)
+    }
+
     fn attention_s(&self, flops: f64, seq: f64, head_dim: f64) -> f64 {
         match self.attention_rate(seq, head_dim, false) {
             Some((rate, _)) => flops / rate,
@@ -247,6 +259,29 @@ mod tests {
             }),
             Source::Measured
         );
+    }
+
+    /// A sweep of an fp8 run's GEMMs prices a linear left in bf16 (the output layer) at the
+    /// measured time scaled by the catalog's bf16 time over its fp8 time for the same GEMMs.
+    #[test]
+    fn a_bf16_linear_scales_the_measured_fp8_gemms_by_the_catalog_s_ratio() {
+        let recs = [
+            gemm(3072, 4096, 1024, GemmLayout::Tn, 900.0),
+            gemm(1024, 4096, 3072, GemmLayout::Nn, 800.0),
+            gemm(1024, 3072, 4096, GemmLayout::Nt, 700.0),
+        ];
+        let refs: Vec<&Record> = recs.iter().collect();
+        let h100 = catalog::gpu("h100-sxm").unwrap();
+        let fp8 = NominalCompute::new(h100, Precision::Fp8, FlashKernel::Newest, &NOMINAL);
+        let table = GemmTable::new(&refs, 1978.9e12, Aggregate::Slowest).map(Arc::new);
+        let c = MeasuredCompute::new(fp8.clone(), table, None, None, 0.0);
+        let (t, out, inp) = (4096.0, 3072.0, 1024.0);
+        let (fwd, bwd) = c.linear_s(t, out, inp);
+        let (hf, hb) = c.bf16_linear_s(t, out, inp);
+        let ((nf, nb), (bf, bb)) = (fp8.linear_s(t, out, inp), fp8.bf16_linear_s(t, out, inp));
+        assert!((hf / fwd - bf / nf).abs() < 1e-12 && (hb / bwd - bb / nb).abs() < 1e-12);
+        // k = 1024 is a short fp8 k-loop: bf16 takes 1.25x, not the 1.74x of long ones.
+        assert!((bf / nf - 1.246).abs() < 1e-3, "{}", bf / nf);
     }
 
     /// Past the sweep the catalog's shape curve carries the measured level: a shape twice as

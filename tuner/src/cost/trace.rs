@@ -140,6 +140,13 @@ impl ComputeModel for TracedCompute<'_> {
         self.inner.linear_s(t, out, inp)
     }
 
+    fn bf16_linear_s(&self, t: f64, out: f64, inp: f64) -> (f64, f64) {
+        for (layout, shape) in linear_gemms(t, out, inp) {
+            self.gemm(layout, shape);
+        }
+        self.inner.bf16_linear_s(t, out, inp)
+    }
+
     fn attention_s(&self, flops: f64, seq: f64, head_dim: f64) -> f64 {
         let source = self.inner.origin(Kernel::Attention { seq, head_dim });
         self.coverage
