@@ -177,7 +177,9 @@ fn moe_on_h100_is_priced_with_the_recipe_s_dispatcher_and_balance() {
     // runs, 39%, and the two rows rank as measured (EP 8 the faster). With the dispatcher's
     // permutation copies and each expert's half-empty last row block: 30% and 35%. With fp8's
     // k-loop overhead as DeepGEMM measured it (hidden 2048 and experts 768 wide make short
-    // k-loops): 26% and 31%.
+    // k-loops): 26% and 31%; with the output layer and router in bf16, 25% and 30%. The PP 2
+    // row's recipe (Megatron-Bridge v0.3.0 scripts/performance, moe_a2a_overlap) ran
+    // Megatron-Core's combined 1F1B, which hides its all-to-alls: 43% too fast.
     let v = load("megatron-bridge-h100-moe.yaml");
     let ep16 = run(&v, "mbridge-26.04.01-h100-qwen3-30b-a3b-16gpu-ep16-fp8");
     assert_eq!(ep16.choices[&Choice::MoeDispatch], "node-dedup");
@@ -187,7 +189,9 @@ fn moe_on_h100_is_priced_with_the_recipe_s_dispatcher_and_balance() {
         &v,
         "mbridge-26.02.01-h100-qwen3-30b-a3b-16gpu-pp2-vp12-ep8-fp8",
     );
-    assert!((-0.34..=-0.28).contains(&ep8.error), "{:+.3}", ep8.error);
+    let a2a = &ep8.breakdown.ep_all_to_all;
+    assert!(a2a.exposed_s < 0.25 * a2a.time_s, "{a2a:?}");
+    assert!((-0.46..=-0.40).contains(&ep8.error), "{:+.3}", ep8.error);
     assert!(ep8.predicted_iteration_time_s < ep16.predicted_iteration_time_s);
     assert!(ep8.observed_iteration_time_s < ep16.observed_iteration_time_s);
 }

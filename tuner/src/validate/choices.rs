@@ -211,7 +211,8 @@ fn rowwise(notes: &str) -> bool {
 
 /// Whether a run's source is one of Megatron-Bridge's performance tables, whose MoE recipes
 /// force balanced routing (`moe_router_force_load_balancing = True`) and dispatch through
-/// the `flex` dispatcher with HybridEP (`perf_recipes/qwen/h100/qwen3_moe.py`).
+/// the `flex` dispatcher with HybridEP (`perf_recipes/qwen/h100/qwen3_moe.py`) or, before
+/// 2026-02-23, DeepEP (`scripts/performance/configs/qwen/qwen3_workload_base_configs.py`).
 fn bridge_perf_recipe(run: &Run) -> bool {
     run.source.to_lowercase().contains("megatron-bridge")
 }
