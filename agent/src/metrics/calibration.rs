@@ -526,7 +526,7 @@ mod tests {
     }
 
     /// The values of `family`'s series whose labels hold every one of `having`.
-    fn values<'a>(text: &'a str, family: &str, having: &[&str]) -> Vec<f64> {
+    fn values(text: &str, family: &str, having: &[&str]) -> Vec<f64> {
         text.lines()
             .filter(|l| l.starts_with(&format!("{family}{{")))
             .filter(|l| having.iter().all(|h| l.contains(h)))
