@@ -359,20 +359,9 @@ fn collectives<'a>(records: impl Iterator<Item = &'a Record>, model: Option<&str
         for ((kind, scope, ranks, per_node, domains, size, backend), (time, bw)) in &slowest {
             let value = if busbw { *bw } else { Some(*time) };
             if let Some(v) = value {
-                let (ranks, size) = (ranks.to_string(), size.to_string());
-                let per_node = per_node.map(|p| p.to_string());
-                let domains = domains.map(|d| d.to_string());
-                let mut labels = vec![
-                    ("collective", *kind),
-                    ("scope", *scope),
-                    ("ranks", ranks.as_str()),
-                ];
-                if let Some(p) = &per_node {
-                    labels.push(("ranks_per_node", p.as_str()));
-                }
-                if let Some(d) = &domains {
-                    labels.push(("nvlink_domains", d.as_str()));
-                }
+                let grouping = grouping_labels(kind, scope, *ranks, *per_node, *domains);
+                let size = size.to_string();
+                let mut labels = borrow(&grouping);
                 labels.extend([("size_bytes", size.as_str()), ("backend", *backend)]);
                 family.sample(&labels, v);
             }
@@ -397,24 +386,31 @@ fn collectives<'a>(records: impl Iterator<Item = &'a Record>, model: Option<&str
             "Highest bus bandwidth of the collective over the exported sizes (meshfit_collective_busbw_bytes_per_second), with the node's GPU model, cached from the last calibration (intra_node) or the last fabric run (inter_node, with ranks_per_node).",
         );
     for ((kind, scope, ranks, per_node, domains, backend), bw) in &peaks {
-        let ranks = ranks.to_string();
-        let per_node = per_node.map(|p| p.to_string());
-        let domains = domains.map(|d| d.to_string());
-        let mut labels = vec![
-            ("model_name", model),
-            ("collective", *kind),
-            ("scope", *scope),
-            ("ranks", ranks.as_str()),
-        ];
-        if let Some(p) = &per_node {
-            labels.push(("ranks_per_node", p.as_str()));
-        }
-        if let Some(d) = &domains {
-            labels.push(("nvlink_domains", d.as_str()));
-        }
+        let grouping = grouping_labels(kind, scope, *ranks, *per_node, *domains);
+        let mut labels = vec![("model_name", model)];
+        labels.extend(borrow(&grouping));
         labels.push(("backend", *backend));
         family.sample(&labels, *bw);
     }
+}
+
+/// The labels that say which collective group a series measured: the collective, scope and
+/// rank count, and where known the ranks per node and the NVLink domains the ranks spanned.
+fn grouping_labels(
+    kind: &str,
+    scope: &str,
+    ranks: u32,
+    per_node: Option<u32>,
+    domains: Option<u32>,
+) -> Vec<(&'static str, String)> {
+    let mut labels = vec![
+        ("collective", kind.to_string()),
+        ("scope", scope.to_string()),
+        ("ranks", ranks.to_string()),
+    ];
+    labels.extend(per_node.map(|p| ("ranks_per_node", p.to_string())));
+    labels.extend(domains.map(|d| ("nvlink_domains", d.to_string())));
+    labels
 }
 
 #[cfg(test)]

@@ -83,8 +83,27 @@ mod tests {
     use crate::cache::Cache;
     use crate::fabric::tests::{job_wide, pair};
     use crate::metrics::text;
-    use record::Kind;
+    use record::{Kind, Record};
     use std::sync::Arc;
+
+    /// Node `node`'s fabric results from `records`: the notes the reading wrote, and the
+    /// exported lines that start with one of `prefixes`.
+    fn exported(records: Vec<Record>, node: &str, prefixes: &[&str]) -> (Vec<String>, Vec<String>) {
+        let (fabric, notes) = crate::fabric::Fabric::from_records(records, node, 4);
+        let cache = Cache::new(
+            node.into(),
+            record::Backend::Sim,
+            crate::state::Calibration::default(),
+        );
+        cache.update(|s| s.fabric = Arc::new(fabric));
+        let text = text(&cache.snapshot());
+        let lines = text
+            .lines()
+            .filter(|l| prefixes.iter().any(|p| l.starts_with(p)))
+            .map(String::from)
+            .collect();
+        (notes, lines)
+    }
 
     /// Node n1 of a 3-node run whose NIC 1 is slow: its pairs and the job-wide all-reduce,
     /// next to the intra-node collectives of its own calibration.
@@ -96,21 +115,17 @@ mod tests {
             job_wide(Kind::AllReduce, 6, 2, 1 << 20, 1e-4),
             job_wide(Kind::AllReduce, 3, 1, 1 << 20, 2e-4),
         ];
-        let (fabric, notes) = crate::fabric::Fabric::from_records(records, "n1", 4);
-        assert!(notes.is_empty(), "{notes:?}");
-        let cache = Cache::new(
-            "n1".into(),
-            record::Backend::Sim,
-            crate::state::Calibration::default(),
+        let (notes, lines) = exported(
+            records,
+            "n1",
+            &[
+                "meshfit_fabric_",
+                "meshfit_collective_time",
+                "meshfit_scrape_collector_success{collector=\"fabric\"",
+            ],
         );
-        cache.update(|s| s.fabric = Arc::new(fabric));
-        let text = text(&cache.snapshot());
-        let lines: Vec<&str> = text
-            .lines()
-            .filter(|l| {
-                l.starts_with("meshfit_fabric_") || l.starts_with("meshfit_collective_time")
-            })
-            .collect();
+        assert!(notes.is_empty(), "{notes:?}");
+        let (success, lines) = lines.split_last().unwrap();
         assert_eq!(
             lines,
             [
@@ -125,7 +140,10 @@ mod tests {
                 "meshfit_fabric_rail_peers{gpu=\"1\",backend=\"sim\",hostname=\"n1\"} 1",
             ]
         );
-        assert!(text.contains("meshfit_scrape_collector_success{collector=\"fabric\",hostname=\"n1\",backend=\"sim\"} 1"));
+        assert_eq!(
+            success,
+            "meshfit_scrape_collector_success{collector=\"fabric\",hostname=\"n1\",backend=\"sim\"} 1"
+        );
     }
 
     /// Tray t0 of an NVL72 rack in a run over two racks: its all-reduce over 8 trays of the
@@ -144,24 +162,15 @@ mod tests {
             in_domain(job_wide(Kind::AllReduce, 8, 1, 1 << 20, 1e-4), 1),
             in_domain(job_wide(Kind::AllReduce, 16, 1, 1 << 20, 3e-4), 2),
         ];
-        let (fabric, notes) = crate::fabric::Fabric::from_records(records, "t0", 4);
+        let (notes, lines) = exported(
+            records,
+            "t0",
+            &["meshfit_fabric_pair", "meshfit_collective_time"],
+        );
         assert_eq!(
             notes,
             ["1 pair records ran inside one NVLink domain (nvlink_domains 1: over NVLink, through no NIC); not exported as NIC pairs"]
         );
-        let cache = Cache::new(
-            "t0".into(),
-            record::Backend::Sim,
-            crate::state::Calibration::default(),
-        );
-        cache.update(|s| s.fabric = Arc::new(fabric));
-        let text = text(&cache.snapshot());
-        let lines: Vec<&str> = text
-            .lines()
-            .filter(|l| {
-                l.starts_with("meshfit_fabric_pair") || l.starts_with("meshfit_collective_time")
-            })
-            .collect();
         assert_eq!(
             lines,
             [
