@@ -93,14 +93,23 @@ else
   # and starves them. So a Prometheus without rules merges them here, once, and the rules run
   # on one block as a fleet's own history would be.
   for d in "$work"/parts/*/; do mv "$d"/*/ "$work/blocks/"; done
-  blocks() { find "$work/blocks" -mindepth 1 -maxdepth 1 -type d -name '01*' ! -name '*.tmp*' | wc -l; }
-  if [ "$(blocks)" -gt 1 ]; then
-    say "merging $(blocks) overlapping blocks"
+  # Blocks whose time ranges overlap another's. A span across a 2-hour boundary leaves
+  # adjacent blocks too, which Prometheus never merges: only overlaps are waited for.
+  overlapping() {
+    python3 - "$work/blocks" <<'PY'
+import glob, json, sys
+spans = [json.load(open(m)) for m in glob.glob(sys.argv[1] + "/01*/meta.json") if ".tmp" not in m]
+spans = [(m["minTime"], m["maxTime"]) for m in spans]
+print(sum(any(a < d and c < b for j, (c, d) in enumerate(spans) if j != i) for i, (a, b) in enumerate(spans)))
+PY
+  }
+  if [ "$(overlapping)" -gt 0 ]; then
+    say "merging $(overlapping) overlapping blocks"
     printf 'global:\n  scrape_interval: 1h\n' >"$work/merge.yml"
     prometheus --config.file="$work/merge.yml" --storage.tsdb.path="$work/blocks" \
       --web.listen-address="127.0.0.1:0" --log.level=warn >"$work/merge.log" 2>&1 &
     prom=$!
-    until [ "$(blocks)" -eq 1 ] && ! ls -d "$work"/blocks/*.tmp* >/dev/null 2>&1; do
+    until [ "$(overlapping)" -eq 0 ] && ! ls -d "$work"/blocks/*.tmp* >/dev/null 2>&1; do
       kill -0 "$prom" 2>/dev/null || { tail -5 "$work/merge.log" >&2; echo "bench-rules.sh: merging the blocks failed" >&2; exit 1; }
       sleep 10
     done
