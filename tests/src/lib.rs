@@ -381,7 +381,21 @@ pub struct Prometheus {
 impl Prometheus {
     /// Starts it in `dir` and waits until it is ready (up to 60 s).
     pub fn start(dir: &Path, targets: &[SocketAddr]) -> Prometheus {
+        Prometheus::start_with(dir, targets, None, &[])
+    }
+
+    /// [`Prometheus::start`] with a rule file (every group as its own interval says) and
+    /// more flags.
+    pub fn start_with(
+        dir: &Path,
+        targets: &[SocketAddr],
+        rules: Option<&Path>,
+        flags: &[&str],
+    ) -> Prometheus {
         let config = dir.join("prometheus.yml");
+        let rule_files = rules
+            .map(|r| format!("rule_files: ['{}']\n", r.display()))
+            .unwrap_or_default();
         let list = targets
             .iter()
             .map(|t| format!("'{t}'"))
@@ -390,7 +404,7 @@ impl Prometheus {
         std::fs::write(
             &config,
             format!(
-                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: meshfit\n    static_configs:\n      - targets: [{list}]\n"
+                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n{rule_files}scrape_configs:\n  - job_name: meshfit\n    static_configs:\n      - targets: [{list}]\n"
             ),
         )
         .expect("prometheus config");
@@ -403,6 +417,7 @@ impl Prometheus {
                 dir.join("data").display()
             ))
             .arg(format!("--web.listen-address={addr}"))
+            .args(flags)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log"))

@@ -507,6 +507,7 @@ pub(crate) fn snapshot_command(
     }
     // Every node's records unless asked otherwise: a snapshot is what support reads.
     let mode = match (compact, measure_args.fleet_query) {
+        (true, FleetQuery::Recorded) => FleetQuery::Recorded,
         (true, _) => FleetQuery::Reduced,
         (false, FleetQuery::Auto) => FleetQuery::Raw,
         (false, mode) => mode,

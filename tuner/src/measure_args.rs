@@ -62,9 +62,11 @@ pub struct MeasureArgs {
     /// Leave out every flagged node.
     #[arg(long)]
     pub exclude_degraded: bool,
-    /// How Prometheus is read: every node's series (raw), or reduced in Prometheus to the
-    /// fleet's figures per GPU model and the stragglers by name (reduced); auto reads raw up
-    /// to 128 nodes.
+    /// How Prometheus is read: every node's series (raw), reduced in Prometheus at query time
+    /// to the fleet's figures per GPU model and the stragglers by name (reduced), or the same
+    /// figures as the chart's meshfit.fleet.curves rules record them (recorded); auto reads
+    /// raw up to 128 nodes, past that recorded where the curves stand for the fleet asked for
+    /// and reduced where not.
     #[arg(long, value_enum, default_value_t = FleetQuery::Auto)]
     pub fleet_query: FleetQuery,
 }

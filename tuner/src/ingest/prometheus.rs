@@ -99,6 +99,11 @@ impl PromSource {
 
     /// The series of `family` scoped by the selector and `extra` matchers, as of the window.
     fn series(&self, family: &str, extra: &str) -> String {
+        self.series_within(family, extra, self.window.as_deref())
+    }
+
+    /// [`PromSource::series`] as of `window` (`None`: the latest sample).
+    fn series_within(&self, family: &str, extra: &str, window: Option<&str>) -> String {
         let selected = self
             .selector
             .as_deref()
@@ -114,7 +119,7 @@ impl PromSource {
             (a, b) => format!("{a},{b}"),
         };
         let series = format!("{family}{{{matchers}}}");
-        match &self.window {
+        match window {
             Some(w) => format!("last_over_time({series}[{w}])"),
             None => series,
         }

@@ -7,7 +7,7 @@
 //! `fleet/<model>`, whose records are the aggregate, and the stragglers are named as the raw
 //! path names them.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use record::{busbw_factor, Family, Kind, Record};
 
@@ -27,8 +27,11 @@ pub enum FleetQuery {
     Auto,
     /// Every node's series, whatever the fleet's size.
     Raw,
-    /// Reduced in Prometheus, whatever the fleet's size.
+    /// Reduced in Prometheus at query time, whatever the fleet's size.
     Reduced,
+    /// The fleet's curves as the chart's recording rules keep them (`meshfit.fleet.curves`),
+    /// whatever the fleet's size; refused, saying why, where they cannot stand for the fleet.
+    Recorded,
 }
 
 /// The most nodes `auto` reads series by series: 128 nodes are about 115,000 series, a reply
@@ -79,6 +82,9 @@ struct Spec {
     per_node: Option<&'static [&'static str]>,
     /// What the raw path stamps the family with.
     stamp: Family,
+    /// The recording rule that keeps the family's fleet curve, less its aggregate
+    /// (`:max`/`:min` for the slowest, `:median`).
+    recorded: &'static str,
 }
 
 /// The families the fleet prices, with the labels the records read.
@@ -101,6 +107,7 @@ const SPECS: [Spec; 5] = [
         cost: true,
         per_node: None,
         stamp: Family::CalibrationLastSuccess,
+        recorded: "model_size:meshfit_collective_time_seconds",
     },
     Spec {
         family: Family::CollectiveTime,
@@ -127,6 +134,7 @@ const SPECS: [Spec; 5] = [
         cost: true,
         per_node: None,
         stamp: Family::FabricLastRun,
+        recorded: "model_size:meshfit_collective_time_seconds",
     },
     Spec {
         family: Family::GemmFlops,
@@ -141,6 +149,7 @@ const SPECS: [Spec; 5] = [
         cost: false,
         per_node: None,
         stamp: Family::CalibrationLastSuccess,
+        recorded: "model_shape:meshfit_gemm_flops_per_second",
     },
     Spec {
         family: Family::MemoryBandwidth,
@@ -151,6 +160,7 @@ const SPECS: [Spec; 5] = [
         cost: false,
         per_node: Some(&["hostname", "model_name", "path", "backend"]),
         stamp: Family::CalibrationLastSuccess,
+        recorded: "model_path:meshfit_memory_bandwidth_bytes_per_second",
     },
     Spec {
         family: Family::FabricPairBusbw,
@@ -162,6 +172,7 @@ const SPECS: [Spec; 5] = [
         // A healthy NIC reaches full speed with at least one peer: its best pair.
         per_node: Some(&["hostname", "model_name", "gpu", "backend"]),
         stamp: Family::FabricLastRun,
+        recorded: "model:meshfit_fabric_pair_busbw_bytes_per_second",
     },
 ];
 
@@ -341,6 +352,11 @@ impl Reducer<'_> {
         }
     }
 
+    /// `--aggregate` as the notes name it.
+    fn aggregate_name(&self) -> String {
+        format!("{:?}", self.opts.aggregate).to_lowercase()
+    }
+
     fn by(spec: &Spec) -> String {
         std::iter::once("model_name")
             .chain(spec.point.iter().copied())
@@ -432,7 +448,7 @@ impl PromSource {
         let reduce = match opts.mode {
             FleetQuery::Auto => census.nodes() > RAW_NODES,
             FleetQuery::Raw => false,
-            FleetQuery::Reduced => true,
+            FleetQuery::Reduced | FleetQuery::Recorded => true,
         };
         if !reduce {
             return self.fetch_raw(&client, now);
@@ -448,7 +464,28 @@ impl PromSource {
             queries: 1,
             samples: census.models.len(),
         };
-        reduced(&mut r, &census)
+        let found = match opts.mode {
+            FleetQuery::Reduced => reduced(&mut r)?,
+            FleetQuery::Recorded => {
+                recorded::fetch(&mut r, &census)?.map_err(|why| TunerError::Prometheus {
+                    url: self.redacted_url(),
+                    query: recorded::CURVES.into(),
+                    message: format!("{why} (--fleet-query recorded)"),
+                })?
+            }
+            // Recorded where the curves stand for the fleet, reduced at query time where not.
+            FleetQuery::Auto | FleetQuery::Raw => match recorded::fetch(&mut r, &census)? {
+                Ok(found) => found,
+                Err(why) => {
+                    let mut found = reduced(&mut r)?;
+                    found
+                        .notes
+                        .push(format!("recorded fleet curves not used: {why}"));
+                    found
+                }
+            },
+        };
+        assemble(&r, &census, found)
     }
 
     /// The GPU models and their node counts; an error naming the clusters where the series
@@ -607,10 +644,39 @@ fn worst_per_node(stragglers: Vec<Straggler>) -> Vec<Straggler> {
         .collect()
 }
 
+/// Records of the pseudo-nodes from aggregate replies in [`SPECS`]' order, each stamped with
+/// its model's oldest calibration (`calibrated`) or fabric run (`fabric`).
+fn fleet_records(
+    r: &Reducer,
+    replies: &[Vec<Sample>],
+    calibrated: &BTreeMap<String, f64>,
+    fabric: &BTreeMap<String, f64>,
+) -> Vec<Record> {
+    let mut records = Vec::new();
+    for (spec, samples) in SPECS.iter().zip(replies) {
+        let stamps = if spec.stamp == Family::FabricLastRun {
+            fabric
+        } else {
+            calibrated
+        };
+        for s in samples {
+            let model = r.model_of(s);
+            let node = fleet_node(&model);
+            if let Some(mut rec) = fleet_record(spec, s, &node) {
+                rec.timestamp = stamps.get(&model).copied();
+                if rec.validate_at(r.now).is_ok() {
+                    records.push(rec);
+                }
+            }
+        }
+    }
+    records
+}
+
 /// The reduced fetch: stragglers first (which `--exclude-degraded` leaves out), then the
 /// aggregate over the nodes kept, and over every node where some are left out (what keeping
 /// them would cost).
-fn reduced(r: &mut Reducer, census: &Census) -> Result<(Measurements, Snapshot), TunerError> {
+fn reduced(r: &mut Reducer) -> Result<Found, TunerError> {
     // One round for what every node is judged by, one for the aggregate of those kept.
     let mut queries: Vec<String> = SPECS.iter().map(|spec| r.median(spec)).collect();
     queries.extend(SPECS.iter().map(|spec| r.stragglers(spec)));
@@ -655,35 +721,68 @@ fn reduced(r: &mut Reducer, census: &Census) -> Result<(Measurements, Snapshot),
         queries.extend(SPECS.iter().map(|s| r.aggregate(s, &[])));
     }
     let replies = r.run_all(&queries)?;
-    let records = |replies: &[Vec<Sample>]| -> Vec<Record> {
-        let mut records = Vec::new();
-        for (spec, samples) in SPECS.iter().zip(replies) {
-            let stamps = if spec.stamp == Family::FabricLastRun {
-                &fabric
-            } else {
-                &calibrated
-            };
-            for s in samples {
-                let model = r.model_of(s);
-                let node = fleet_node(&model);
-                if let Some(mut rec) = fleet_record(spec, s, &node) {
-                    rec.timestamp = stamps.get(&model).copied();
-                    if rec.validate_at(r.now).is_ok() {
-                        records.push(rec);
-                    }
-                }
-            }
-        }
-        records
-    };
     let (kept, all) = replies.split_at(SPECS.len());
-    let (kept, all) = (records(kept), (!all.is_empty()).then(|| records(all)));
+    let mut notes = Vec::new();
+    if stale + fabric_stale > 0 {
+        notes.push(format!(
+            "{stale} nodes' calibrations and {fabric_stale} nodes' fabric runs are older than \
+             --max-age: those nodes are left out of the fleet's figures"
+        ));
+    }
+    Ok(Found {
+        kept: fleet_records(r, kept, &calibrated, &fabric),
+        all: (!all.is_empty()).then(|| fleet_records(r, all, &calibrated, &fabric)),
+        stragglers,
+        excluded,
+        oldest: calibrated
+            .values()
+            .chain(fabric.values())
+            .copied()
+            .collect(),
+        how: format!(
+            "reduced in Prometheus to their {} per point and GPU model",
+            r.aggregate_name()
+        ),
+        notes,
+    })
+}
+
+/// What a fleet fetch found, before it becomes measurements and a snapshot.
+struct Found {
+    /// The pseudo-nodes' records over the nodes kept.
+    kept: Vec<Record>,
+    /// Over every node, where some were left out.
+    all: Option<Vec<Record>>,
+    stragglers: Vec<Straggler>,
+    /// Nodes left out, and why.
+    excluded: Vec<(String, String)>,
+    /// The stamps of the calibrations and fabric runs the records stand on.
+    oldest: Vec<f64>,
+    /// How the fleet was read, for the note: "reduced in Prometheus to ...".
+    how: String,
+    notes: Vec<String>,
+}
+
+/// The measurements and the compact snapshot of what a fetch `found`.
+fn assemble(
+    r: &Reducer,
+    census: &Census,
+    found: Found,
+) -> Result<(Measurements, Snapshot), TunerError> {
+    let Found {
+        kept,
+        all,
+        stragglers,
+        excluded,
+        oldest,
+        how,
+        notes,
+    } = found;
     let mut m = Measurements::default();
-    let models: BTreeSet<&String> = census.models.keys().collect();
     let what = r.src.described();
     let mut nodes: Vec<Node> = Vec::new();
     let mut gpus = NodeGpus::default();
-    for model in &models {
+    for model in census.models.keys() {
         let name = fleet_node(model);
         gpus.list(&name, 0, model, &what)
             .expect("one pseudo-node per GPU model");
@@ -691,7 +790,7 @@ fn reduced(r: &mut Reducer, census: &Census) -> Result<(Measurements, Snapshot),
             name: name.clone(),
             gpus: vec![GpuInfo {
                 index: 0,
-                model: (*model).clone(),
+                model: model.clone(),
             }],
             links: Vec::new(),
             records: kept
@@ -708,36 +807,25 @@ fn reduced(r: &mut Reducer, census: &Census) -> Result<(Measurements, Snapshot),
         .map(|(model, n)| format!("{n} of {model}"))
         .collect();
     m.notes.push(format!(
-        "fleet query: {fleet_nodes} nodes ({}) reduced in Prometheus to their {} per point and \
-         GPU model, {} stragglers named ({} queries, {} series read; --fleet-query raw reads \
-         every node's series)",
+        "fleet query: {fleet_nodes} nodes ({}) {how}, {} stragglers named ({} queries, {} \
+         series read; --fleet-query raw reads every node's series)",
         per_model.join(", "),
-        format!("{:?}", r.opts.aggregate).to_lowercase(),
         stragglers.len(),
         r.queries,
         r.samples
     ));
-    if stale + fabric_stale > 0 {
-        m.notes.push(format!(
-            "{stale} nodes' calibrations and {fabric_stale} nodes' fabric runs are older than \
-             --max-age: those nodes are left out of the fleet's figures"
-        ));
-    }
+    m.notes.extend(notes);
     m.add_gpus(gpus)?;
     m.sources.push(format!(
         "{what} (fleet of {fleet_nodes} nodes reduced to {} records)",
         kept.len()
     ));
-    let oldest = calibrated
-        .values()
-        .chain(fabric.values())
-        .copied()
-        .fold(r.now, f64::min);
+    let oldest = oldest.into_iter().fold(r.now, f64::min);
     let section = FleetSection {
         nodes: census.models.clone(),
         aggregate: r.opts.aggregate,
-        stragglers: stragglers.clone(),
-        excluded: excluded.clone(),
+        stragglers,
+        excluded,
     };
     m.records = kept;
     m.fleet = Some(FleetSummary {
@@ -757,5 +845,6 @@ fn reduced(r: &mut Reducer, census: &Census) -> Result<(Measurements, Snapshot),
     Ok((m, snapshot))
 }
 
+mod recorded;
 #[cfg(test)]
 mod tests;

@@ -206,7 +206,7 @@ fn a_straggler_is_priced_against_the_median_per_point() {
 }
 
 /// Answers every request with `body` until the test ends.
-fn serve(body: &'static str) -> String {
+pub(super) fn serve(body: &'static str) -> String {
     let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = server.local_addr().unwrap().port();
     std::thread::spawn(move || {
