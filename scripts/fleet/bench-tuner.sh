@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The tuner against a fleet in a real Prometheus: wall time and peak memory of
-# `tuner recommend --prometheus` reading every node's series (raw) and reduced in Prometheus,
-# and of `tuner recommend --measurements` on a snapshot of each kind.
+# `tuner recommend --prometheus` reading every node's series (raw), reduced in Prometheus at
+# query time, and from the chart's recorded curves (where WORKDIR's data/ holds them: run
+# scripts/fleet/bench-rules.sh --work WORKDIR first), and of `tuner recommend --measurements`
+# on a snapshot of each kind.
 #
 # Usage: scripts/fleet/bench-tuner.sh NODES [WORKDIR]
 #   TUNER      the tuner binary (default target/release/tuner; build it with
@@ -73,6 +75,10 @@ job=(recommend --model 70b --gpus 512 --format json --timeout 600s --window "$wi
 url="http://127.0.0.1:$port"
 echo "fleet of $nodes nodes in $work"
 timed reduced "$tuner" "${job[@]}" --prometheus "$url" --fleet-query reduced
+if curl -sf "$url/api/v1/query" --data-urlencode "query=last_over_time(model:meshfit_node_gpu_model_info:nodes[$window])" | grep -q model_name; then
+  timed recorded "$tuner" "${job[@]}" --prometheus "$url" --fleet-query recorded
+  timed snapshot-compact-recorded "$tuner" snapshot --compact --fleet-query recorded --prometheus "$url" --timeout 600s --window "$window" -o "$work/compact-recorded.json"
+fi
 timed snapshot-compact "$tuner" snapshot --compact --prometheus "$url" --timeout 600s --window "$window" -o "$work/compact.json"
 timed from-compact "$tuner" "${job[@]}" --measurements "$work/compact.json"
 if [ "$nodes" -le "$raw_max" ]; then
