@@ -644,6 +644,18 @@ fn worst_per_node(stragglers: Vec<Straggler>) -> Vec<Straggler> {
         .collect()
 }
 
+/// The oldest stamp of `calibrated` and `fabric` (as [`Reducer::oldest`] gives them), or now.
+fn oldest_stamp(
+    r: &Reducer,
+    calibrated: &BTreeMap<String, f64>,
+    fabric: &BTreeMap<String, f64>,
+) -> f64 {
+    calibrated
+        .values()
+        .chain(fabric.values())
+        .fold(r.now, |a, &b| a.min(b))
+}
+
 /// Records of the pseudo-nodes from aggregate replies in [`SPECS`]' order, each stamped with
 /// its model's oldest calibration (`calibrated`) or fabric run (`fabric`).
 fn fleet_records(
@@ -734,11 +746,7 @@ fn reduced(r: &mut Reducer) -> Result<Found, TunerError> {
         all: (!all.is_empty()).then(|| fleet_records(r, all, &calibrated, &fabric)),
         stragglers,
         excluded,
-        oldest: calibrated
-            .values()
-            .chain(fabric.values())
-            .copied()
-            .collect(),
+        oldest: oldest_stamp(r, &calibrated, &fabric),
         how: format!(
             "reduced in Prometheus to their {} per point and GPU model",
             r.aggregate_name()
@@ -756,8 +764,8 @@ struct Found {
     stragglers: Vec<Straggler>,
     /// Nodes left out, and why.
     excluded: Vec<(String, String)>,
-    /// The stamps of the calibrations and fabric runs the records stand on.
-    oldest: Vec<f64>,
+    /// The oldest of the calibrations and fabric runs the records stand on.
+    oldest: f64,
     /// How the fleet was read, for the note: "reduced in Prometheus to ...".
     how: String,
     notes: Vec<String>,
@@ -820,7 +828,6 @@ fn assemble(
         "{what} (fleet of {fleet_nodes} nodes reduced to {} records)",
         kept.len()
     ));
-    let oldest = oldest.into_iter().fold(r.now, f64::min);
     let section = FleetSection {
         nodes: census.models.clone(),
         aggregate: r.opts.aggregate,

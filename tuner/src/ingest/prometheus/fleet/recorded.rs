@@ -201,11 +201,7 @@ pub(super) fn fetch(r: &mut Reducer, census: &Census) -> Result<Result<Found, St
         all: None,
         stragglers: worst_per_node(stragglers),
         excluded: Vec::new(),
-        oldest: calibrated
-            .values()
-            .chain(fabric.values())
-            .copied()
-            .collect(),
+        oldest: super::oldest_stamp(r, &calibrated, &fabric),
         how: format!(
             "read from {CURVES}'s recorded curves ({:.0} min old) as their {} per point and \
              GPU model",
