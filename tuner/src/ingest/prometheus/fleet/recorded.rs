@@ -264,16 +264,9 @@ fn behind(j: &Judged, nodes: &[Sample], medians: &[Sample]) -> Vec<Straggler> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::{sample, serve, src};
     use super::*;
     use crate::ingest::prometheus::fleet::{FleetOptions, FleetQuery};
-    use crate::ingest::prometheus::PromSource;
-
-    fn sample(labels: &[(&'static str, &str)], v: &str) -> Sample {
-        Sample {
-            metric: labels.iter().map(|(k, v)| (*k, v.to_string())).collect(),
-            value: v.to_string(),
-        }
-    }
 
     /// A node's peak busbw is named against its own group's median: n7's all-reduce at 0.65 of
     /// a median of 4.6e11 is 2.99e11, 35% behind; a group with no median names nobody.
@@ -327,25 +320,14 @@ mod tests {
     fn opts(aggregate: Aggregate) -> FleetOptions {
         FleetOptions {
             mode: FleetQuery::Recorded,
-            aggregate,
-            threshold: 0.1,
-            exclude: Vec::new(),
-            exclude_degraded: false,
-            max_age_s: None,
+            ..super::super::tests::opts(aggregate)
         }
     }
 
     /// What the curves cannot stand for is named before anything is read.
     #[test]
     fn curves_over_every_node_stand_for_no_subset() {
-        let src = PromSource {
-            url: "http://p:9090".into(),
-            bearer: None,
-            basic: None,
-            timeout: Duration::from_secs(1),
-            selector: None,
-            window: None,
-        };
+        let src = src("http://p:9090", None);
         let client = reqwest::blocking::Client::new();
         let why = |o: &FleetOptions| {
             unusable(&Reducer {
@@ -375,17 +357,8 @@ mod tests {
     /// names the group and the rule file, and prices nothing.
     #[test]
     fn recorded_without_the_rules_says_where_they_are() {
-        let url = super::super::tests::serve(
-            r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#,
-        );
-        let src = PromSource {
-            url,
-            bearer: None,
-            basic: None,
-            timeout: Duration::from_secs(5),
-            selector: None,
-            window: None,
-        };
+        let url = serve(r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#);
+        let src = src(&url, None);
         let err = src
             .fetch_fleet(0.0, &opts(Aggregate::Slowest))
             .unwrap_err()

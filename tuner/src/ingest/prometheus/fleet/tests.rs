@@ -3,7 +3,7 @@ use std::time::Duration;
 
 use super::*;
 
-fn src(url: &str, selector: Option<&str>) -> PromSource {
+pub(super) fn src(url: &str, selector: Option<&str>) -> PromSource {
     PromSource {
         url: url.into(),
         bearer: None,
@@ -14,7 +14,7 @@ fn src(url: &str, selector: Option<&str>) -> PromSource {
     }
 }
 
-fn opts(aggregate: Aggregate) -> FleetOptions {
+pub(super) fn opts(aggregate: Aggregate) -> FleetOptions {
     FleetOptions {
         mode: FleetQuery::Reduced,
         aggregate,
@@ -25,7 +25,7 @@ fn opts(aggregate: Aggregate) -> FleetOptions {
     }
 }
 
-fn sample(labels: &[(&'static str, &str)], v: &str) -> Sample {
+pub(super) fn sample(labels: &[(&'static str, &str)], v: &str) -> Sample {
     Sample {
         metric: labels.iter().map(|(k, v)| (*k, v.to_string())).collect(),
         value: v.to_string(),
