@@ -371,6 +371,50 @@ mod tests {
         );
     }
 
+    /// The chart's rule file, as far as the tuner relies on it.
+    #[derive(serde::Deserialize)]
+    struct RuleFile {
+        groups: Vec<RuleGroup>,
+    }
+
+    #[derive(serde::Deserialize)]
+    struct RuleGroup {
+        name: String,
+        rules: Vec<Rule>,
+    }
+
+    #[derive(serde::Deserialize)]
+    struct Rule {
+        record: Option<String>,
+    }
+
+    /// The chart's group records every curve the tuner reads, and the census last: the tuner
+    /// takes the census as the word that the curves of its evaluation are written, which holds
+    /// only because a group writes its rules in order. CI once read a first evaluation between
+    /// the two and priced a fleet without its HBM and fabric curves.
+    #[test]
+    fn the_chart_records_every_curve_and_the_census_last() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../deploy/helm/meshfit/rules/meshfit.rules.yaml"
+        );
+        let file: RuleFile =
+            serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let group = file.groups.iter().find(|g| g.name == CURVES).unwrap();
+        let names: Vec<&str> = group
+            .rules
+            .iter()
+            .filter_map(|r| r.record.as_deref())
+            .collect();
+        for spec in &SPECS {
+            for aggregate in [Aggregate::Slowest, Aggregate::Median] {
+                let curve = curve_name(spec, aggregate);
+                assert!(names.contains(&curve.as_str()), "{curve} not in {names:?}");
+            }
+        }
+        assert_eq!(names[names.len() - 2..], [NODES, RECORDED_AT]);
+    }
+
     #[test]
     fn the_slowest_is_the_most_time_and_the_least_rate() {
         assert_eq!(
