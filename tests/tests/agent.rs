@@ -22,6 +22,7 @@ const FAMILIES: &[(&str, &[&str])] = &[
     ("meshfit_gpu_memory_bytes", &["gpu", "UUID"]),
     ("meshfit_gpu_link_info", &["gpu", "peer_gpu", "link"]),
     ("meshfit_gpu_nvlink_active_links", &["gpu", "peer_gpu"]),
+    ("meshfit_gpu_nvlinks_active", &["gpu", "model_name"]),
     ("meshfit_gpu_pcie_link_generation", &["gpu"]),
     ("meshfit_gpu_pcie_link_width", &["gpu"]),
     ("meshfit_node_nic_info", &["nic", "state"]),

@@ -184,6 +184,22 @@ impl Topology {
             let (ga, gb) = (a.to_string(), b.to_string());
             nvlinks.sample(&[("gpu", &ga), ("peer_gpu", &gb)], f64::from(count));
         }
+        // What the fleet's NVLink alert compares, 8 series a node where the pairs are 56: a
+        // pair through NVSwitches counts the fewer links of its two GPUs, so a GPU that lost
+        // one lowers all its pairs, and the GPU itself names it once.
+        let mut active = out.family(
+            "meshfit_gpu_nvlinks_active",
+            Type::Gauge,
+            "Active NVLinks of gpu, to NVSwitches and peer GPUs, from discovery; model_name is the node's GPU model, as meshfit_node_gpu_model_info names it.",
+        );
+        let model = node_model(t);
+        for g in &t.gpus {
+            let gpu = g.index.to_string();
+            active.sample(
+                &[("gpu", &gpu), ("model_name", model)],
+                f64::from(g.nvlinks),
+            );
+        }
     }
 
     /// The datasheet's intra-node bus bandwidth of each GPU model ([`nominal_busbw`]).
@@ -315,6 +331,46 @@ mod tests {
             text.contains("meshfit_nominal_busbw_bytes_per_second{scope=\"intra_node\",model_name=\"NVIDIA H100 80GB HBM3\",hostname=\"n1\",backend=\"sim\"} 450000000000\n"),
             "{text}"
         );
+    }
+
+    /// An H100 whose GPU 3 has half its 18 NVLinks: through the NVSwitches every pair of
+    /// GPU 3 runs on 9, and GPU 3 alone counts 9 of its own, where the alert looks.
+    #[test]
+    fn a_gpu_that_lost_links_counts_them_once() {
+        let fault = "nvlink-degraded:gpu=3".parse().unwrap();
+        let t = SimBackend::new(sim::profile("dgx-h100").unwrap(), vec![fault], 7)
+            .unwrap()
+            .topology()
+            .unwrap();
+        let cache = Cache::new(
+            "n1".into(),
+            record::Backend::Sim,
+            crate::state::Calibration::default(),
+        );
+        cache.update(|s| s.discovery = Discovery::Found(Arc::new(t)));
+        let mut out = Out::new(&cache.snapshot());
+        Topology.collect(&cache.snapshot(), &mut out).unwrap();
+        let text = out.text();
+        let value = |series: &str| -> Vec<&str> {
+            text.lines()
+                .filter(|l| l.starts_with(series))
+                .filter_map(|l| l.rsplit(' ').next())
+                .collect()
+        };
+        let model = "model_name=\"NVIDIA H100 80GB HBM3\"";
+        assert_eq!(
+            value(&format!("meshfit_gpu_nvlinks_active{{gpu=\"3\",{model}")),
+            ["9"]
+        );
+        assert_eq!(
+            value(&format!("meshfit_gpu_nvlinks_active{{gpu=\"0\",{model}")),
+            ["18"]
+        );
+        assert_eq!(
+            value("meshfit_gpu_nvlink_active_links{gpu=\"0\",peer_gpu=\"3\""),
+            ["9"]
+        );
+        assert_eq!(value("meshfit_gpu_nvlinks_active{").len(), 8);
     }
 
     /// The rules compare a node with nodes of its model; a node of two models is its own
