@@ -292,10 +292,28 @@ mod tests {
 
     /// The node's topology as the `profile` sim discovers it.
     fn found(profile: &str) -> Found {
-        SimBackend::new(sim::profile(profile).unwrap(), vec![], 7)
+        found_with(profile, vec![])
+    }
+
+    /// The same with `faults` injected.
+    fn found_with(profile: &str, faults: Vec<sim::Fault>) -> Found {
+        SimBackend::new(sim::profile(profile).unwrap(), faults, 7)
             .unwrap()
             .topology()
             .unwrap()
+    }
+
+    /// What the collector exports for node `n1` with topology `t`.
+    fn exported(t: Found) -> String {
+        let cache = Cache::new(
+            "n1".into(),
+            record::Backend::Sim,
+            crate::state::Calibration::default(),
+        );
+        cache.update(|s| s.discovery = Discovery::Found(Arc::new(t)));
+        let mut out = Out::new(&cache.snapshot());
+        Topology.collect(&cache.snapshot(), &mut out).unwrap();
+        out.text()
     }
 
     /// A DGX H100 (NVSwitch: NV18 between every pair) gets the datasheet's 450 GB/s per GPU
@@ -318,15 +336,7 @@ mod tests {
         t.links[0][1] = Some(Link::Sys);
         assert_eq!(nominal_busbw(&t), [("NVIDIA H100 80GB HBM3", 63e9)]);
 
-        let cache = Cache::new(
-            "n1".into(),
-            record::Backend::Sim,
-            crate::state::Calibration::default(),
-        );
-        cache.update(|s| s.discovery = Discovery::Found(Arc::new(found("dgx-h100"))));
-        let mut out = Out::new(&cache.snapshot());
-        Topology.collect(&cache.snapshot(), &mut out).unwrap();
-        let text = out.text();
+        let text = exported(found("dgx-h100"));
         assert!(
             text.contains("meshfit_nominal_busbw_bytes_per_second{scope=\"intra_node\",model_name=\"NVIDIA H100 80GB HBM3\",hostname=\"n1\",backend=\"sim\"} 450000000000\n"),
             "{text}"
@@ -338,19 +348,7 @@ mod tests {
     #[test]
     fn a_gpu_that_lost_links_counts_them_once() {
         let fault = "nvlink-degraded:gpu=3".parse().unwrap();
-        let t = SimBackend::new(sim::profile("dgx-h100").unwrap(), vec![fault], 7)
-            .unwrap()
-            .topology()
-            .unwrap();
-        let cache = Cache::new(
-            "n1".into(),
-            record::Backend::Sim,
-            crate::state::Calibration::default(),
-        );
-        cache.update(|s| s.discovery = Discovery::Found(Arc::new(t)));
-        let mut out = Out::new(&cache.snapshot());
-        Topology.collect(&cache.snapshot(), &mut out).unwrap();
-        let text = out.text();
+        let text = exported(found_with("dgx-h100", vec![fault]));
         let value = |series: &str| -> Vec<&str> {
             text.lines()
                 .filter(|l| l.starts_with(series))
@@ -384,16 +382,7 @@ mod tests {
         t.gpus.clear();
         assert_eq!(node_model(&t), "");
 
-        let cache = Cache::new(
-            "n1".into(),
-            record::Backend::Sim,
-            crate::state::Calibration::default(),
-        );
-        cache.update(|s| s.discovery = Discovery::Found(Arc::new(found("dgx-a100"))));
-        let mut out = Out::new(&cache.snapshot());
-        Topology.collect(&cache.snapshot(), &mut out).unwrap();
-        let lines: Vec<String> = out
-            .text()
+        let lines: Vec<String> = exported(found("dgx-a100"))
             .lines()
             .filter(|l| l.starts_with("meshfit_node_gpu_model_info{"))
             .map(String::from)
