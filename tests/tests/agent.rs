@@ -29,11 +29,11 @@ const FAMILIES: &[(&str, &[&str])] = &[
     ("meshfit_node_nic_rate_bytes_per_second", &["nic"]),
     (
         "meshfit_collective_time_seconds",
-        &["collective", "scope", "ranks", "size_bytes"],
+        &["model_name", "collective", "scope", "ranks", "size_bytes"],
     ),
     (
         "meshfit_collective_busbw_bytes_per_second",
-        &["collective", "scope", "ranks", "size_bytes"],
+        &["model_name", "collective", "scope", "ranks", "size_bytes"],
     ),
     (
         "meshfit_p2p_bandwidth_bytes_per_second",
@@ -41,11 +41,11 @@ const FAMILIES: &[(&str, &[&str])] = &[
     ),
     (
         "meshfit_gemm_flops_per_second",
-        &["gpu", "dtype", "m", "n", "k"],
+        &["gpu", "model_name", "dtype", "m", "n", "k"],
     ),
     (
         "meshfit_memory_bandwidth_bytes_per_second",
-        &["gpu", "path"],
+        &["gpu", "model_name", "path"],
     ),
     ("meshfit_node_gpu_model_info", &["model_name"]),
     (
@@ -125,7 +125,7 @@ fn metrics_pass_promtool_with_every_family_and_label() {
     );
     assert_eq!(value(&text, "meshfit_up{"), Some(1.0));
     assert!(text.contains(
-        "meshfit_collective_busbw_bytes_per_second{collective=\"all_reduce\",scope=\"intra_node\",ranks=\"8\",size_bytes=\"1073741824\",backend=\"sim\",hostname=\"node-a\"}"
+        "meshfit_collective_busbw_bytes_per_second{model_name=\"NVIDIA H100 80GB HBM3\",collective=\"all_reduce\",scope=\"intra_node\",ranks=\"8\",size_bytes=\"1073741824\",backend=\"sim\",hostname=\"node-a\"}"
     ));
     if have("promtool") {
         // Nothing at all: the model label is `model_name`, not dcgm-exporter's camelCase

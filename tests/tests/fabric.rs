@@ -394,16 +394,18 @@ fn issue_28_a_node_of_a_large_fabric_run_exports_a_bounded_set_of_series() {
     };
     assert_eq!(on_rail(0), ["p1", "p1000", "p2", "p3", "p4"]);
     assert_eq!(on_rail(3), ["p1", "p1000", "p2", "p3", "p7"]);
-    let rail3 = "{gpu=\"3\",backend=\"sim\",hostname=\"n0\"}";
+    let rail3 = "gpu=\"3\",backend=\"sim\",hostname=\"n0\"}";
     assert_eq!(
-        value(&text, &format!("meshfit_fabric_rail_peers{rail3}")),
+        value(&text, &format!("meshfit_fabric_rail_peers{{{rail3}")),
         Some(1000.0)
     );
     // The middle two of 999 healthy peers and p7's 10 GB/s: p500 and p501.
     assert_eq!(
         value(
             &text,
-            &format!("meshfit_fabric_rail_median_busbw_bytes_per_second{rail3}")
+            &format!(
+                "meshfit_fabric_rail_median_busbw_bytes_per_second{{model_name=\"NVIDIA H100 80GB HBM3\",{rail3}"
+            )
         ),
         Some(40.5005e9)
     );
@@ -444,7 +446,7 @@ fn issue_12_the_agent_serves_the_fabric_file_and_refuses_a_bad_one() {
     assert_eq!(
         value(
             &text,
-            "meshfit_collective_busbw_bytes_per_second{collective=\"all_reduce\",scope=\"inter_node\",ranks=\"6\",ranks_per_node=\"2\",size_bytes=\"1048576\",backend=\"sim\",hostname=\"n1\"}"
+            "meshfit_collective_busbw_bytes_per_second{model_name=\"NVIDIA H100 80GB HBM3\",collective=\"all_reduce\",scope=\"inter_node\",ranks=\"6\",ranks_per_node=\"2\",size_bytes=\"1048576\",backend=\"sim\",hostname=\"n1\"}"
         ),
         Some(80e9),
         "{text}"

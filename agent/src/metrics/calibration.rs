@@ -6,7 +6,7 @@
 //! Sizes and GEMM shapes come from fixed small sets, so the series count stays bounded
 //! whatever the sweep measured; `/v1/results` has every record.
 
-use super::topology::{borrow, gpu_labels, node_model};
+use super::topology::{borrow, gpu_labels, node_model, with_model};
 use super::{Collector, FamilyData, Out, Type};
 use crate::cache::{Discovery, Snapshot};
 use crate::fabric::Fabric;
@@ -188,13 +188,21 @@ fn measured_families(s: &Snapshot, out: &mut Out) {
     let Some(t) = t else {
         return;
     };
-    let labels_of = |gpu: u32| t.gpus.iter().find(|g| g.index == gpu).map(gpu_labels);
+    // Per-GPU series carry the GPU's own model, so that the curves group reduces them per
+    // model without joining every node's series to its model (issue 28).
+    let labels_of = |gpu: u32| {
+        t.gpus.iter().find(|g| g.index == gpu).map(|g| {
+            let mut l = gpu_labels(g).to_vec();
+            l.push(("model_name", g.name.clone()));
+            l
+        })
+    };
     let mut p2p: BTreeMap<(u32, u32, &str), &Record> = BTreeMap::new();
     let mut memory: BTreeMap<(u32, &str, &str), &Record> = BTreeMap::new();
     let mut gemm = out.family(
             Family::GemmFlops.as_str(),
             Type::Gauge,
-            "GEMM throughput in FLOP/s (2mnk per multiply, fixed shape set), cached from the last calibration.",
+            "GEMM throughput in FLOP/s (2mnk per multiply, fixed shape set), with the GPU's model, cached from the last calibration.",
         );
     let shapes = gemm_shapes();
     let mut gemm_peak: BTreeMap<(u32, &str, &str), f64> = BTreeMap::new();
@@ -261,16 +269,11 @@ fn measured_families(s: &Snapshot, out: &mut Out) {
             "Highest GEMM throughput in FLOP/s over the exported shapes (meshfit_gemm_flops_per_second) per GPU and dtype, with the GPU's model, cached from the last calibration.",
         );
     for ((gpu, dtype, backend), flops) in &gemm_peak {
-        let Some(g) = t.gpus.iter().find(|g| g.index == *gpu) else {
+        let Some(labels) = labels_of(*gpu) else {
             continue;
         };
-        let labels = gpu_labels(g);
         let mut l = borrow(&labels);
-        l.extend([
-            ("model_name", g.name.as_str()),
-            ("dtype", *dtype),
-            ("backend", *backend),
-        ]);
+        l.extend([("dtype", *dtype), ("backend", *backend)]);
         family.sample(&l, *flops);
     }
     let mut family = out.family(
@@ -287,7 +290,7 @@ fn measured_families(s: &Snapshot, out: &mut Out) {
     let mut family = out.family(
             Family::MemoryBandwidth.as_str(),
             Type::Gauge,
-            "Copy bandwidth in bytes per second at the largest size measured, by path (h2d, d2h, hbm_copy counting reads and writes), cached from the last calibration.",
+            "Copy bandwidth in bytes per second at the largest size measured, by path (h2d, d2h, hbm_copy counting reads and writes), with the GPU's model, cached from the last calibration.",
         );
     for ((gpu, path, backend), r) in &memory {
         if let (Some(bw), Some(labels)) = (r.busbw.or(r.algbw), labels_of(*gpu)) {
@@ -307,7 +310,8 @@ fn measured_families(s: &Snapshot, out: &mut Out) {
 /// of one size were measured (a cube-mesh has differing pairs), the slowest stands for them:
 /// a parallel group is as fast as its slowest member.
 ///
-/// With the node's GPU model known, also each collective's peak bus bandwidth over the sizes
+/// With the node's GPU model known, every series carries it as `model_name`, and the node also
+/// exports each collective's peak bus bandwidth over the sizes
 /// (the bandwidth-bound end, where a slow link shows), labelled with that model: the series
 /// the fleet rules compare nodes by, a few per node instead of every size.
 fn collectives<'a>(records: impl Iterator<Item = &'a Record>, model: Option<&str>, out: &mut Out) {
@@ -346,12 +350,12 @@ fn collectives<'a>(records: impl Iterator<Item = &'a Record>, model: Option<&str
     for (name, help, busbw) in [
         (
             Family::CollectiveTime.as_str(),
-            "Median time of the collective in seconds (out-of-place, slowest group of that size, fixed size set), cached from the last calibration (intra_node) or the last fabric run (inter_node, with ranks_per_node, and nvlink_domains where known: 1 when every rank shared one NVLink fabric).",
+            "Median time of the collective in seconds (out-of-place, slowest group of that size, fixed size set), with the node's GPU model once discovery has named it, cached from the last calibration (intra_node) or the last fabric run (inter_node, with ranks_per_node, and nvlink_domains where known: 1 when every rank shared one NVLink fabric).",
             false,
         ),
         (
             "meshfit_collective_busbw_bytes_per_second",
-            "Bus bandwidth of the collective in bytes per second (nccl-tests convention, slowest group of that size), cached from the last calibration (intra_node) or the last fabric run (inter_node, with ranks_per_node, and nvlink_domains where known: 1 when every rank shared one NVLink fabric).",
+            "Bus bandwidth of the collective in bytes per second (nccl-tests convention, slowest group of that size), with the node's GPU model once discovery has named it, cached from the last calibration (intra_node) or the last fabric run (inter_node, with ranks_per_node, and nvlink_domains where known: 1 when every rank shared one NVLink fabric).",
             true,
         ),
     ] {
@@ -361,7 +365,7 @@ fn collectives<'a>(records: impl Iterator<Item = &'a Record>, model: Option<&str
             if let Some(v) = value {
                 let grouping = grouping_labels(kind, scope, *ranks, *per_node, *domains);
                 let size = size.to_string();
-                let mut labels = borrow(&grouping);
+                let mut labels = with_model(model, &borrow(&grouping));
                 labels.extend([("size_bytes", size.as_str()), ("backend", *backend)]);
                 family.sample(&labels, v);
             }
@@ -387,8 +391,7 @@ fn collectives<'a>(records: impl Iterator<Item = &'a Record>, model: Option<&str
         );
     for ((kind, scope, ranks, per_node, domains, backend), bw) in &peaks {
         let grouping = grouping_labels(kind, scope, *ranks, *per_node, *domains);
-        let mut labels = vec![("model_name", model)];
-        labels.extend(borrow(&grouping));
+        let mut labels = with_model(Some(model), &borrow(&grouping));
         labels.push(("backend", *backend));
         family.sample(&labels, *bw);
     }
@@ -578,6 +581,45 @@ mod tests {
                 ],
             );
             assert_eq!(peaks, [shapes.iter().copied().fold(0.0, f64::max)]);
+        }
+    }
+
+    /// Every series the curves group reduces per GPU model carries the model, so that no rule
+    /// joins a node's sizes and shapes to it: the node's for collectives, the GPU's own for
+    /// GEMM and copies.
+    #[test]
+    fn r28_3_sizes_shapes_and_copies_carry_the_model() {
+        let mut plan = Plan::collectives(
+            Kind::AllGather,
+            &[(0..8).collect()],
+            &sweep(1 << 20, 1 << 22),
+            Dtype::Bf16,
+            5,
+            1,
+        )
+        .unwrap();
+        plan.extend(Plan::gemms(
+            &[0],
+            &gemm_shapes()[..1],
+            &[Dtype::Bf16],
+            &[GemmLayout::Tn],
+            5,
+            1,
+        ));
+        plan.extend(
+            Plan::copies(&[CopyPath::Hbm { gpu: 0 }], &sweep(1 << 20, 1 << 22), 5, 1).unwrap(),
+        );
+        let text = render("dgx-h100", &plan);
+        let model = "model_name=\"NVIDIA H100 80GB HBM3\"";
+        for family in [
+            "meshfit_collective_time_seconds",
+            "meshfit_collective_busbw_bytes_per_second",
+            "meshfit_gemm_flops_per_second",
+            "meshfit_memory_bandwidth_bytes_per_second",
+        ] {
+            let all = values(&text, family, &[]);
+            assert!(!all.is_empty(), "{family}\n{text}");
+            assert_eq!(values(&text, family, &[model]), all, "{family}\n{text}");
         }
     }
 

@@ -7,8 +7,9 @@
 //! and how many peers it is over: at most rails x (k + 3) series whatever the fleet size
 //! (issue 28: one series per peer made 8M series at 1,000 nodes).
 
+use super::topology::{node_model, with_model};
 use super::{Collector, Out, Type};
-use crate::cache::Snapshot;
+use crate::cache::{Discovery, Snapshot};
 use record::Family;
 
 /// Each rail's median over all peers.
@@ -34,31 +35,40 @@ impl Collector for Fabric {
             )
             .sample(&[], at);
         }
+        // The node's GPU model on the series the rules reduce per model, so that they need not
+        // join each node's pairs to it (issue 28); none until discovery has named it.
+        let model = match &s.discovery {
+            Discovery::Found(t) => Some(node_model(t)),
+            _ => None,
+        };
         let mut pairs = out.family(
             Family::FabricPairBusbw.as_str(),
             Type::Gauge,
-            "Send/recv bandwidth in bytes per second between this node and peer_node over rail gpu (GPU and NIC of that index on both nodes) at the largest size measured, cached from the last fabric run: per rail the fabric_slowest_peers slowest peers and the fastest one.",
+            "Send/recv bandwidth in bytes per second between this node and peer_node over rail gpu (GPU and NIC of that index on both nodes) at the largest size measured, with the node's GPU model once discovery has named it, cached from the last fabric run: per rail the fabric_slowest_peers slowest peers and the fastest one.",
         );
         for p in &f.pairs {
             let rail = p.rail.to_string();
             pairs.sample(
-                &[
-                    ("peer_node", &p.peer_node),
-                    ("gpu", &rail),
-                    ("backend", p.backend.as_str()),
-                ],
+                &with_model(
+                    model,
+                    &[
+                        ("peer_node", &p.peer_node),
+                        ("gpu", &rail),
+                        ("backend", p.backend.as_str()),
+                    ],
+                ),
                 p.busbw_bytes_per_s,
             );
         }
         let mut medians = out.family(
             RAIL_MEDIAN,
             Type::Gauge,
-            "Median over every peer node of the send/recv bandwidth in bytes per second over rail gpu at the largest size measured, cached from the last fabric run.",
+            "Median over every peer node of the send/recv bandwidth in bytes per second over rail gpu at the largest size measured, with the node's GPU model once discovery has named it, cached from the last fabric run.",
         );
         for r in &f.rails {
             let rail = r.rail.to_string();
             medians.sample(
-                &[("gpu", &rail), ("backend", r.backend.as_str())],
+                &with_model(model, &[("gpu", &rail), ("backend", r.backend.as_str())]),
                 r.median_busbw_bytes_per_s,
             );
         }
@@ -80,15 +90,22 @@ impl Collector for Fabric {
 
 #[cfg(test)]
 mod tests {
-    use crate::cache::Cache;
+    use crate::cache::{Cache, Discovery};
     use crate::fabric::tests::{job_wide, pair};
     use crate::metrics::text;
+    use microbench::{sim, Backend, SimBackend};
     use record::{Kind, Record};
     use std::sync::Arc;
 
-    /// Node `node`'s fabric results from `records`: the notes the reading wrote, and the
-    /// exported lines that start with one of `prefixes`.
-    fn exported(records: Vec<Record>, node: &str, prefixes: &[&str]) -> (Vec<String>, Vec<String>) {
+    /// Node `node`'s fabric results from `records`, with the GPUs of sim `profile` discovered
+    /// where one is given: the notes the reading wrote, and the exported lines that start with
+    /// one of `prefixes`.
+    fn exported(
+        records: Vec<Record>,
+        node: &str,
+        profile: Option<&str>,
+        prefixes: &[&str],
+    ) -> (Vec<String>, Vec<String>) {
         let (fabric, notes) = crate::fabric::Fabric::from_records(records, node, 4);
         let cache = Cache::new(
             node.into(),
@@ -96,6 +113,11 @@ mod tests {
             crate::state::Calibration::default(),
         );
         cache.update(|s| s.fabric = Arc::new(fabric));
+        if let Some(p) = profile {
+            let sim = SimBackend::new(sim::profile(p).unwrap(), vec![], 7).unwrap();
+            let found = Arc::new(sim.topology().unwrap());
+            cache.update(|s| s.discovery = Discovery::Found(found));
+        }
         let text = text(&cache.snapshot());
         let lines = text
             .lines()
@@ -118,6 +140,7 @@ mod tests {
         let (notes, lines) = exported(
             records,
             "n1",
+            None,
             &[
                 "meshfit_fabric_",
                 "meshfit_collective_time",
@@ -165,6 +188,7 @@ mod tests {
         let (notes, lines) = exported(
             records,
             "t0",
+            None,
             &["meshfit_fabric_pair", "meshfit_collective_time"],
         );
         assert_eq!(
@@ -177,6 +201,34 @@ mod tests {
                 "meshfit_collective_time_seconds{collective=\"all_reduce\",scope=\"inter_node\",ranks=\"8\",ranks_per_node=\"1\",nvlink_domains=\"1\",size_bytes=\"1048576\",backend=\"sim\",hostname=\"t0\"} 0.0001",
                 "meshfit_collective_time_seconds{collective=\"all_reduce\",scope=\"inter_node\",ranks=\"16\",ranks_per_node=\"1\",nvlink_domains=\"2\",size_bytes=\"1048576\",backend=\"sim\",hostname=\"t0\"} 0.0003",
                 "meshfit_fabric_pair_busbw_bytes_per_second{peer_node=\"r1\",gpu=\"0\",backend=\"sim\",hostname=\"t0\"} 45000000000",
+            ]
+        );
+    }
+
+    /// Once discovery has named the node's GPUs, the series the rules reduce per model carry
+    /// it: the pairs, the rail medians and the job-wide collectives.
+    #[test]
+    fn r28_3_a_discovered_node_labels_its_fabric_series_with_its_model() {
+        let records = vec![
+            pair("n0", "n1", 0, 1 << 26, 45e9),
+            job_wide(Kind::AllReduce, 6, 2, 1 << 20, 1e-4),
+        ];
+        let (_, lines) = exported(
+            records,
+            "n1",
+            Some("dgx-h100"),
+            &[
+                "meshfit_fabric_pair",
+                "meshfit_fabric_rail_median",
+                "meshfit_collective_time",
+            ],
+        );
+        assert_eq!(
+            lines,
+            [
+                "meshfit_collective_time_seconds{model_name=\"NVIDIA H100 80GB HBM3\",collective=\"all_reduce\",scope=\"inter_node\",ranks=\"6\",ranks_per_node=\"2\",size_bytes=\"1048576\",backend=\"sim\",hostname=\"n1\"} 0.0001",
+                "meshfit_fabric_pair_busbw_bytes_per_second{model_name=\"NVIDIA H100 80GB HBM3\",peer_node=\"n0\",gpu=\"0\",backend=\"sim\",hostname=\"n1\"} 45000000000",
+                "meshfit_fabric_rail_median_busbw_bytes_per_second{model_name=\"NVIDIA H100 80GB HBM3\",gpu=\"0\",backend=\"sim\",hostname=\"n1\"} 45000000000",
             ]
         );
     }

@@ -28,6 +28,20 @@ pub(super) fn node_model(t: &Found) -> &str {
     }
 }
 
+/// `labels` after the node's or GPU's model (`model_name`) where it is known: the series the
+/// fleet rules reduce per model carry it, so that no rule joins every node's series to its
+/// model (issue 28).
+pub(super) fn with_model<'a>(
+    model: Option<&'a str>,
+    labels: &[(&'a str, &'a str)],
+) -> Vec<(&'a str, &'a str)> {
+    model
+        .map(|m| ("model_name", m))
+        .into_iter()
+        .chain(labels.iter().copied())
+        .collect()
+}
+
 /// Owned labels as the borrowed pairs [`super::Family::sample`] takes.
 pub(super) fn borrow<'a>(labels: &'a [(&'static str, String)]) -> Vec<(&'a str, &'a str)> {
     labels.iter().map(|(k, v)| (*k, v.as_str())).collect()
