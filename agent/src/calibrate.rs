@@ -663,7 +663,7 @@ mod tests {
         assert!(
             args.starts_with(
                 "calibrate --json --minbytes 1048576 --maxbytes 1048576 --stepfactor 2 \
-                 --iters 20 --warmup_iters 5 --datatype bf16 --gemm-dtype bf16,fp16,tf32,fp8_e4m3 \
+                 --iters 20 --warmup_iters 5 --datatype bf16 --gemm-dtype bf16,fp16,fp8_e4m3 \
                  --backend sim --profile dgx-h100"
             ),
             "{args}"
