@@ -533,19 +533,24 @@ mod tests {
             .collect()
     }
 
-    /// The peak series are the maximum over the sizes (shapes) of the series they summarise,
-    /// one per collective and group size (GPU and dtype), with the node's (GPU's) model.
-    #[test]
-    fn peaks_are_the_best_exported_size_and_shape() {
-        let mut plan = Plan::collectives(
-            Kind::AllReduce,
+    /// `kind` in bf16 over GPUs 0-7, from 1 MiB to `max_bytes`.
+    fn over_eight_gpus(kind: Kind, max_bytes: u64) -> Plan {
+        Plan::collectives(
+            kind,
             &[(0..8).collect()],
-            &sweep(1 << 20, 1 << 30),
+            &sweep(1 << 20, max_bytes),
             Dtype::Bf16,
             5,
             1,
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    /// The peak series are the maximum over the sizes (shapes) of the series they summarise,
+    /// one per collective and group size (GPU and dtype), with the node's (GPU's) model.
+    #[test]
+    fn peaks_are_the_best_exported_size_and_shape() {
+        let mut plan = over_eight_gpus(Kind::AllReduce, 1 << 30);
         let shapes = gemm_shapes();
         plan.extend(Plan::gemms(
             &[0, 1],
@@ -589,15 +594,7 @@ mod tests {
     /// GEMM and copies.
     #[test]
     fn r28_3_sizes_shapes_and_copies_carry_the_model() {
-        let mut plan = Plan::collectives(
-            Kind::AllGather,
-            &[(0..8).collect()],
-            &sweep(1 << 20, 1 << 22),
-            Dtype::Bf16,
-            5,
-            1,
-        )
-        .unwrap();
+        let mut plan = over_eight_gpus(Kind::AllGather, 1 << 22);
         plan.extend(Plan::gemms(
             &[0],
             &gemm_shapes()[..1],
