@@ -46,6 +46,16 @@ pub enum Discovery {
     },
 }
 
+impl Discovery {
+    /// The topology, once discovery has found it.
+    pub fn found(&self) -> Option<&Arc<Topology>> {
+        match self {
+            Discovery::Found(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
 /// The agent's own process, read by the sampler from /proc, for the standard `process_*`
 /// families (host figures are node_exporter's to export).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

@@ -8,7 +8,7 @@
 
 use super::topology::{borrow, gpu_labels, node_model, with_model};
 use super::{Collector, FamilyData, Out, Type};
-use crate::cache::{Discovery, Snapshot};
+use crate::cache::Snapshot;
 use crate::fabric::Fabric;
 use crate::state::{self, RunResult};
 use microbench::discovery::Topology;
@@ -81,10 +81,7 @@ impl Collector for Calibration {
 
     fn collect(&self, s: &Snapshot, out: &mut Out) -> Result<(), String> {
         state_families(s, out);
-        let topology = match &s.discovery {
-            Discovery::Found(t) => Some(t.clone()),
-            _ => None,
-        };
+        let topology = s.discovery.found().cloned();
         let mut memo = self
             .memo
             .lock()
@@ -176,10 +173,7 @@ fn state_families(s: &Snapshot, out: &mut Out) {
 /// Collectives, GEMM, p2p and memory bandwidths from the records.
 fn measured_families(s: &Snapshot, out: &mut Out) {
     let c = &s.calibration;
-    let t = match &s.discovery {
-        Discovery::Found(t) => Some(t),
-        _ => None,
-    };
+    let t = s.discovery.found();
     collectives(
         c.records.iter().chain(&s.fabric.collectives),
         t.map(|t| node_model(t)),
@@ -189,14 +183,18 @@ fn measured_families(s: &Snapshot, out: &mut Out) {
         return;
     };
     // Per-GPU series carry the GPU's own model, so that the curves group reduces them per
-    // model without joining every node's series to its model (issue 28).
-    let labels_of = |gpu: u32| {
-        t.gpus.iter().find(|g| g.index == gpu).map(|g| {
+    // model without joining every node's series to its model (issue 28). Built once per GPU,
+    // not per record.
+    let gpu_series_labels: BTreeMap<u32, Vec<(&str, String)>> = t
+        .gpus
+        .iter()
+        .map(|g| {
             let mut l = gpu_labels(g).to_vec();
             l.push(("model_name", g.name.clone()));
-            l
+            (g.index, l)
         })
-    };
+        .collect();
+    let labels_of = |gpu: u32| gpu_series_labels.get(&gpu);
     let mut p2p: BTreeMap<(u32, u32, &str), &Record> = BTreeMap::new();
     let mut memory: BTreeMap<(u32, &str, &str), &Record> = BTreeMap::new();
     let mut gemm = out.family(
@@ -231,7 +229,7 @@ fn measured_families(s: &Snapshot, out: &mut Out) {
                     shape.n.to_string(),
                     shape.k.to_string(),
                 );
-                let mut l = borrow(&labels);
+                let mut l = borrow(labels);
                 l.extend([
                     ("dtype", r.dtype.as_str()),
                     ("m", m.as_str()),
@@ -272,7 +270,7 @@ fn measured_families(s: &Snapshot, out: &mut Out) {
         let Some(labels) = labels_of(*gpu) else {
             continue;
         };
-        let mut l = borrow(&labels);
+        let mut l = borrow(labels);
         l.extend([("dtype", *dtype), ("backend", *backend)]);
         family.sample(&l, *flops);
     }
@@ -294,7 +292,7 @@ fn measured_families(s: &Snapshot, out: &mut Out) {
         );
     for ((gpu, path, backend), r) in &memory {
         if let (Some(bw), Some(labels)) = (r.busbw.or(r.algbw), labels_of(*gpu)) {
-            let mut l = borrow(&labels);
+            let mut l = borrow(labels);
             l.extend([("path", *path), ("backend", *backend)]);
             family.sample(&l, bw);
         }
@@ -419,7 +417,7 @@ fn grouping_labels(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::Cache;
+    use crate::cache::{Cache, Discovery};
     use microbench::plan::{CopyPath, Plan};
     use microbench::sweep::Sweep;
     use microbench::{sim, Backend, SimBackend};

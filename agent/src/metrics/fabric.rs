@@ -9,7 +9,7 @@
 
 use super::topology::{node_model, with_model};
 use super::{Collector, Out, Type};
-use crate::cache::{Discovery, Snapshot};
+use crate::cache::Snapshot;
 use record::Family;
 
 /// Each rail's median over all peers.
@@ -37,10 +37,7 @@ impl Collector for Fabric {
         }
         // The node's GPU model on the series the rules reduce per model, so that they need not
         // join each node's pairs to it (issue 28); none until discovery has named it.
-        let model = match &s.discovery {
-            Discovery::Found(t) => Some(node_model(t)),
-            _ => None,
-        };
+        let model = s.discovery.found().map(|t| node_model(t));
         let mut pairs = out.family(
             Family::FabricPairBusbw.as_str(),
             Type::Gauge,
@@ -93,7 +90,7 @@ mod tests {
     use crate::cache::{Cache, Discovery};
     use crate::fabric::tests::{job_wide, pair};
     use crate::metrics::text;
-    use microbench::{sim, Backend, SimBackend};
+    use crate::metrics::topology::tests::found;
     use record::{Kind, Record};
     use std::sync::Arc;
 
@@ -114,9 +111,7 @@ mod tests {
         );
         cache.update(|s| s.fabric = Arc::new(fabric));
         if let Some(p) = profile {
-            let sim = SimBackend::new(sim::profile(p).unwrap(), vec![], 7).unwrap();
-            let found = Arc::new(sim.topology().unwrap());
-            cache.update(|s| s.discovery = Discovery::Found(found));
+            cache.update(|s| s.discovery = Discovery::Found(Arc::new(found(p))));
         }
         let text = text(&cache.snapshot());
         let lines = text

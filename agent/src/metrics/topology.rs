@@ -298,14 +298,14 @@ impl Topology {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::cache::Cache;
     use microbench::{sim, Backend, SimBackend};
     use std::sync::Arc;
 
     /// The node's topology as the `profile` sim discovers it.
-    fn found(profile: &str) -> Found {
+    pub(crate) fn found(profile: &str) -> Found {
         found_with(profile, vec![])
     }
 
