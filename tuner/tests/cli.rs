@@ -1457,9 +1457,9 @@ fn text_is_the_table_as_microbench_names_it() {
 }
 
 /// A GB200 NVL72 rack is 18 trays of 4 GPUs on one 72-GPU NVLink fabric. On four racks
-/// (288 GPUs) DeepSeek-V3's ranking reaches past a tray, TP 8 and EP 8 or 16, and keeps every
-/// TP x CP x EP block inside the rack: none of the 40 best is warned as wider than the
-/// domain. A TP of 128 is, by name.
+/// (288 GPUs) DeepSeek-V3's ranking reaches past a tray, TP x EP blocks of 8 to 32 with EP 8
+/// or 16, and keeps every TP x CP x EP block inside the rack: none of the 40 best is warned
+/// as wider than the domain. A TP of 128 is, by name.
 #[test]
 fn nvl72_layouts_spread_tp_and_ep_over_trays_and_stay_in_the_rack() {
     let doc: Value = serde_json::from_str(&stdout_of(&[
@@ -1478,7 +1478,12 @@ fn nvl72_layouts_spread_tp_and_ep_over_trays_and_stay_in_the_rack() {
     .unwrap();
     let meshes = doc["meshes"].as_array().unwrap();
     let knob = |m: &Value, k: &str| m[k].as_u64().unwrap();
-    assert!(meshes.iter().any(|m| knob(m, "tp") == 8), "no TP 8");
+    assert!(
+        meshes
+            .iter()
+            .any(|m| knob(m, "tp") > 1 && knob(m, "tp") * knob(m, "ep") > 4),
+        "no TP x EP block past a tray"
+    );
     assert!(
         meshes.iter().any(|m| knob(m, "ep") >= 8),
         "no EP past a tray"

@@ -83,9 +83,8 @@ pub struct Defaults {
     /// Whether a sequence-parallel gather or scatter also copies the whole tensor (see
     /// [`Framework::sp_copies`]).
     pub sp_copies: bool,
-    /// Whether its MoE layer runs one GEMM per local expert in a loop instead of a grouped
-    /// GEMM.
-    pub looped_experts: bool,
+    /// How its MoE layer runs the GEMMs of the local experts.
+    pub expert_gemms: ExpertGemms,
     /// Whether its tensorwise fp8 recipe casts to fp8 before the sequence-parallel
     /// all-gather (see [`Training::tp_gather_bytes`]).
     pub fp8_tp_gather: bool,
@@ -102,6 +101,27 @@ pub struct Defaults {
     pub sharded_pipeline: bool,
     /// Whether it runs combined 1F1B ([`crate::mesh::Schedule::Combined1F1B`]).
     pub combined_1f1b: bool,
+}
+
+/// How a framework runs the GEMMs of an MoE layer's local experts: how many launches a
+/// projection takes, each with its host time, and whether their tiles share the SMs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpertGemms {
+    /// One grouped launch per projection whose tiles spread over the SMs together: PyTorch's
+    /// `torch._grouped_mm` (torchtitan), DeepGEMM.
+    Grouped,
+    /// One cuBLAS GEMM per expert, issued round-robin over four streams so that their tiles
+    /// still share the SMs: Transformer Engine's `GroupedLinear` by default, whose
+    /// `general_grouped_gemm` reaches `nvte_multi_tensor_gemm` and from there
+    /// `multi_stream_cublas_gemm`, with a Python loop over the experts for their weights' fp8
+    /// copies (NVIDIA/TransformerEngine at d0067d0, 2026-08: `module/grouped_linear.py`,
+    /// `common/gemm/cublaslt_gemm.cu`). Its grouped-tensor path, one launch, is opt-in
+    /// (`use_grouped_tensor`, `NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM`; Megatron-Core's
+    /// `moe_use_grouped_tensor` defaults to False, NVIDIA/Megatron-LM at d98e8a6), and the
+    /// CUTLASS kernel behind `NVTE_USE_CUTLASS_GROUPED_GEMM` takes bf16 on Hopper only.
+    PerExpertStreams,
+    /// One GEMM per expert after another on one stream: DeepSpeed-MoE's Python loop.
+    Looped,
 }
 
 /// Megatron-LM / Megatron-Core (NeMo, Megatron-Bridge). Attention through Transformer
@@ -128,7 +148,7 @@ pub const MEGATRON: Defaults = Defaults {
         per_rank: 1e6,
     },
     sp_copies: false,
-    looped_experts: false,
+    expert_gemms: ExpertGemms::PerExpertStreams,
     fp8_tp_gather: false,
     fp8_saved_inputs: true,
     fused_glu: true,
@@ -165,7 +185,7 @@ pub const DEEPSPEED: Defaults = Defaults {
         per_rank: 0.0,
     },
     sp_copies: false,
-    looped_experts: true,
+    expert_gemms: ExpertGemms::Looped,
     fp8_tp_gather: false,
     fp8_saved_inputs: false,
     fused_glu: false,
@@ -198,7 +218,7 @@ pub const FSDP: Defaults = Defaults {
     loss: LossKernel::Eager,
     bucket: Bucket::Bytes(25.0 * 1024.0 * 1024.0),
     sp_copies: true,
-    looped_experts: false,
+    expert_gemms: ExpertGemms::Grouped,
     fp8_tp_gather: true,
     fp8_saved_inputs: false,
     fused_glu: true,

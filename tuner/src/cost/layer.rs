@@ -6,6 +6,7 @@
 use super::collective::{Collective, CollectiveModel};
 use super::compute::ComputeModel;
 use super::inputs::Inputs;
+use crate::catalog::frameworks::ExpertGemms;
 use crate::catalog::Efficiency;
 use crate::mesh::{Mesh, MoeDispatch, Precision, Training};
 use crate::model::{FfnAct, Moe};
@@ -120,11 +121,11 @@ fn dense_mlp_gemms(c: &dyn ComputeModel, t: f64, h: f64, f: f64, up: f64, tp: f6
 /// The GEMMs of an MoE block over `t` tokens, and how many launches each expert projection
 /// takes. The busiest expert sets the pace: its tokens are the mean share times `imbalance`
 /// ([`Moe::load`]: capped by the capacity where the router drops tokens, the capacity where
-/// inputs are padded to it). Megatron-Core (`--moe-grouped-gemm`,
-/// Transformer Engine's GroupedLinear) and torchtitan (`torch._grouped_mm`) run every local
-/// expert's projection in one launch whose tiles spread over the SMs together; DeepSpeed-MoE
-/// loops over them (`looped`). Shared experts see every token; the router is one GEMM to the
-/// expert count, in bf16 under fp8 ([`ComputeModel::bf16_linear_s`]).
+/// inputs are padded to it). A grouped launch and Transformer Engine's GEMMs over four
+/// streams spread the experts' tiles over the SMs together, priced as one GEMM over every
+/// expert's padded rows; a loop runs each expert's GEMM alone ([`ExpertGemms`]). Each launch
+/// is a kernel the host issues. Shared experts see every token; the router is one GEMM to
+/// the expert count, in bf16 under fp8 ([`ComputeModel::bf16_linear_s`]).
 fn moe_mlp_gemms(
     c: &dyn ComputeModel,
     moe: &Moe,
@@ -132,23 +133,28 @@ fn moe_mlp_gemms(
     h: f64,
     up: f64,
     (tp, ep): (f64, f64),
-    (imbalance, looped): (f64, bool),
+    (imbalance, gemms): (f64, ExpertGemms),
 ) -> (Pass, f64) {
     let e = f64::from(moe.experts);
     let fe = f64::from(moe.expert_ffn_hidden);
     let local_experts = e / ep;
     let per_expert = t * ep * f64::from(moe.top_k) / e * imbalance;
-    // (launches per projection, rows of each launch)
-    let (launches, rows) = if looped {
-        (local_experts, per_expert)
-    } else {
-        (1.0, local_experts * grouped_rows(per_expert))
+    // (GEMMs priced one after another, rows of each)
+    let (serial, rows) = match gemms {
+        ExpertGemms::Looped => (local_experts, per_expert),
+        ExpertGemms::Grouped | ExpertGemms::PerExpertStreams => {
+            (1.0, local_experts * grouped_rows(per_expert))
+        }
+    };
+    let launches = match gemms {
+        ExpertGemms::Grouped => 1.0,
+        ExpertGemms::Looped | ExpertGemms::PerExpertStreams => local_experts,
     };
     let (fwd, bwd) = sum(
         c.linear_s(rows, up * fe / tp, h),
         c.linear_s(rows, h, fe / tp),
     );
-    let routed = (launches * fwd, launches * bwd);
+    let routed = (serial * fwd, serial * bwd);
     let shared = if moe.shared_experts > 0 {
         let fs = fe * f64::from(moe.shared_experts);
         dense_mlp_gemms(c, t, h, fs, up, tp)
@@ -438,7 +444,7 @@ pub(super) fn layer(x: &Inputs, moe_layer: bool) -> Layer {
     };
     let mlp_gemms = match moe {
         Some(moe) => {
-            let looped = x.training.framework.defaults().looped_experts;
+            let gemms = x.training.framework.defaults().expert_gemms;
             let ep = f64::from(mesh.ep);
             let (gemms, launches) = moe_mlp_gemms(
                 c,
@@ -447,7 +453,7 @@ pub(super) fn layer(x: &Inputs, moe_layer: bool) -> Layer {
                 h,
                 up,
                 (tp, ep),
-                (moe.load(eff.moe_imbalance), looped),
+                (moe.load(eff.moe_imbalance), gemms),
             );
             kernels += MOE_KERNELS + 2.0 * launches;
             gemms

@@ -36,7 +36,7 @@ fn a_swiglu_mlp_has_two_up_projections_and_one_down() {
 }
 
 #[test]
-fn grouped_expert_gemms_launch_once_and_looped_ones_once_per_expert() {
+fn grouped_expert_gemms_launch_once_and_the_others_once_per_expert() {
     // Mixtral 8x7B at EP 8 over 4,096 tokens, imbalance 1: each GPU holds one expert, which
     // receives 4,096 x 8 x 2 / 8 = 8,192 tokens, computed as 8,192 + 64 rows in a grouped
     // GEMM (its last 128-row block half full on average); 3 x 4,096 x 14,336 weights; and the
@@ -45,21 +45,25 @@ fn grouped_expert_gemms_launch_once_and_looped_ones_once_per_expert() {
     let expert = 2.0 * 8256.0 * 3.0 * 4096.0 * 14336.0 * 1e-15;
     let router = 2.0 * 4096.0 * 8.0 * 4096.0 * 1e-15;
     // 4,096 tokens of width 4,096 through SwiGLU's two up projections, at TP 1.
-    let gemms = |ep, looped| {
+    let gemms = |ep, how| {
         let t = 4096.0;
-        moe_mlp_gemms(&PER_FLOP, &moe, t, 4096.0, 2.0, (1.0, ep), (1.0, looped))
+        moe_mlp_gemms(&PER_FLOP, &moe, t, 4096.0, 2.0, (1.0, ep), (1.0, how))
     };
-    let ((fwd, bwd), launches) = gemms(8.0, false);
+    let ((fwd, bwd), launches) = gemms(8.0, ExpertGemms::Grouped);
     close(fwd, expert + router);
     close(bwd, 2.0 * fwd);
     assert_eq!(launches, 1.0);
     // At EP 2, four experts a GPU of 2,048 tokens each: one launch of 4 x 2,112 rows, or four
     // launches of 2,048, each quantized by its own GEMM (which one rate per FLOP does not
-    // price): 8,448 / 8,192 the time.
-    let (grouped, looped) = (gemms(2.0, false), gemms(2.0, true));
-    assert_eq!((grouped.1, looped.1), (1.0, 4.0));
+    // price): 8,448 / 8,192 the time. Transformer Engine's four streams launch four GEMMs
+    // whose tiles run together, as the grouped launch's do.
+    let grouped = gemms(2.0, ExpertGemms::Grouped);
+    let streams = gemms(2.0, ExpertGemms::PerExpertStreams);
+    let looped = gemms(2.0, ExpertGemms::Looped);
+    assert_eq!((grouped.1, streams.1, looped.1), (1.0, 4.0, 4.0));
     let experts = |p: ((f64, f64), f64)| p.0 .0 - router;
     close(experts(grouped) / experts(looped), 8448.0 / 8192.0);
+    close(experts(streams), experts(grouped));
 }
 
 #[test]
