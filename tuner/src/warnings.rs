@@ -79,6 +79,13 @@ pub enum SpreadReason {
         /// Tokens per expert per microbatch.
         tokens_per_expert: f64,
     },
+    /// The host launches each local expert's GEMMs on their own, and the step waits for it.
+    ExpertLaunches {
+        /// Experts on each GPU.
+        local_experts: u32,
+        /// Exposed host-bound launch share of the step.
+        share: f64,
+    },
 }
 
 impl fmt::Display for SpreadReason {
@@ -99,6 +106,11 @@ impl fmt::Display for SpreadReason {
             SpreadReason::StarvedExperts { tokens_per_expert } => write!(
                 f,
                 "only {tokens_per_expert:.0} tokens per expert per microbatch: expert GEMMs starve and routing skew shows"
+            ),
+            SpreadReason::ExpertLaunches { local_experts, share } => write!(
+                f,
+                "host-bound launches are {:.0}% of the step, and the host launches a GEMM per expert for each of the {local_experts} experts on a GPU: raise EP so that fewer experts share a GPU",
+                share * 100.0
             ),
         }
     }

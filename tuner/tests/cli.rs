@@ -1152,6 +1152,46 @@ fn moe_layouts_carry_the_validation_caveat_and_the_dispatch_remedy() {
     assert!(!crosses(&dedup), "{dedup:?}");
 }
 
+#[test]
+fn moe_layouts_host_bound_by_per_expert_launches_say_to_raise_ep() {
+    // DeepSeek-V3 without EP holds all 256 experts on every GPU. Megatron-Core launches each
+    // expert's GEMM on its own (Transformer Engine's GroupedLinear): 512 launches a forward
+    // pass, and the step waits for the host. At EP 8, 32 experts a GPU, the all-to-alls keep
+    // the GPU busier than the host; torchtitan's grouped GEMM is one launch whatever EP is.
+    let base = [
+        "--model",
+        "deepseek-v3",
+        "--gpus",
+        "2048",
+        "--cluster",
+        "hgx-h800",
+        "--global-batch",
+        "15360",
+        "--pp",
+        "8",
+        "--microbatch-size",
+        "1",
+        "--recompute",
+        "selective",
+    ];
+    let warnings = |extra: &[&str]| explain_warnings(&[&base[..], extra].concat());
+    let launches = |w: &[String]| {
+        w.iter()
+            .find(|w| w.contains("launches a GEMM per expert"))
+            .cloned()
+    };
+    let all = warnings(&["--tp", "8", "--ep", "1"]);
+    let said = launches(&all).unwrap_or_else(|| panic!("{all:?}"));
+    assert!(
+        said.contains("each of the 256 experts on a GPU") && said.contains("raise EP"),
+        "{said}"
+    );
+    let spread = warnings(&["--tp", "2", "--ep", "8"]);
+    assert!(launches(&spread).is_none(), "{spread:?}");
+    let grouped = warnings(&["--tp", "8", "--ep", "1", "--framework", "fsdp"]);
+    assert!(launches(&grouped).is_none(), "{grouped:?}");
+}
+
 /// Issue 31, item 12: `--zero 3 --pp 2` was ranked and `--emit deepspeed` wrote `stage: 3`
 /// with a pipeline; pinning both is a usage error naming both flags.
 #[test]

@@ -19,6 +19,7 @@ pub mod trace;
 
 use serde::Serialize;
 
+use crate::catalog::frameworks::ExpertGemms;
 use crate::catalog::{Cluster, Efficiency};
 use crate::mesh::{Mesh, Training};
 use crate::model::ModelShape;
@@ -271,6 +272,18 @@ impl Scenario {
             if per_expert < 256.0 {
                 w.push(Pitfall::MoeSpread(SpreadReason::StarvedExperts {
                     tokens_per_expert: per_expert,
+                }));
+            }
+            // Launches that raising EP would cut: one per local expert, where the framework
+            // does not group them.
+            let launches = e.breakdown.launch.exposed_s / e.step_time_s;
+            let local_experts = moe.experts / mesh.ep;
+            let per_expert_launch =
+                self.training.framework.defaults().expert_gemms != ExpertGemms::Grouped;
+            if per_expert_launch && local_experts > 1 && launches > 0.1 {
+                w.push(Pitfall::MoeSpread(SpreadReason::ExpertLaunches {
+                    local_experts,
+                    share: launches,
                 }));
             }
             w.push(Pitfall::MoeOptimistic);
