@@ -1152,6 +1152,18 @@ fn moe_layouts_carry_the_validation_caveat_and_the_dispatch_remedy() {
     assert!(!crosses(&dedup), "{dedup:?}");
 }
 
+/// DeepSeek-V3 on 2,048 H800 at the batch of its technical report (§4.2).
+const DEEPSEEK_V3_AT_DEEPSEEK_S_BATCH: [&str; 8] = [
+    "--model",
+    "deepseek-v3",
+    "--gpus",
+    "2048",
+    "--cluster",
+    "hgx-h800",
+    "--global-batch",
+    "15360",
+];
+
 #[test]
 fn moe_layouts_host_bound_by_per_expert_launches_say_to_raise_ep() {
     // DeepSeek-V3 without EP holds all 256 experts on every GPU. Megatron-Core launches each
@@ -1159,21 +1171,17 @@ fn moe_layouts_host_bound_by_per_expert_launches_say_to_raise_ep() {
     // pass, and the step waits for the host. At EP 8, 32 experts a GPU, the all-to-alls keep
     // the GPU busier than the host; torchtitan's grouped GEMM is one launch whatever EP is.
     let base = [
-        "--model",
-        "deepseek-v3",
-        "--gpus",
-        "2048",
-        "--cluster",
-        "hgx-h800",
-        "--global-batch",
-        "15360",
-        "--pp",
-        "8",
-        "--microbatch-size",
-        "1",
-        "--recompute",
-        "selective",
-    ];
+        &DEEPSEEK_V3_AT_DEEPSEEK_S_BATCH[..],
+        &[
+            "--pp",
+            "8",
+            "--microbatch-size",
+            "1",
+            "--recompute",
+            "selective",
+        ],
+    ]
+    .concat();
     let warnings = |extra: &[&str]| explain_warnings(&[&base[..], extra].concat());
     let launches = |w: &[String]| {
         w.iter()
@@ -1269,16 +1277,7 @@ fn deepseek_v3_s_own_layout_explains_and_a_split_that_cannot_hold_is_named() {
     // 61 layers on 16 stages: refused before; the edge stages now take what 14 inner stages
     // of 4 leave (3 and 2). Pinned edges of 3 and 3 leave 55 layers, which 14 stages cannot
     // share evenly.
-    let base = [
-        "explain",
-        "--model",
-        "deepseek-v3",
-        "--gpus",
-        "2048",
-        "--cluster",
-        "hgx-h800",
-        "--global-batch",
-        "15360",
+    let layout = [
         "--tp",
         "1",
         "--pp",
@@ -1304,6 +1303,7 @@ fn deepseek_v3_s_own_layout_explains_and_a_split_that_cannot_hold_is_named() {
         "--moe-dispatch",
         "node-dedup",
     ];
+    let base = [&["explain"][..], &DEEPSEEK_V3_AT_DEEPSEEK_S_BATCH, &layout].concat();
     let doc: Value =
         serde_json::from_str(&stdout_of(&[&base[..], &["--format", "json"]].concat())).unwrap();
     let mesh = &doc["meshes"][0];
