@@ -1,6 +1,7 @@
 //! Reading measurements: snapshot files, microbench JSON lines, nccl-tests logs and the
 //! Prometheus HTTP API. Each source ends as records plus notes on what was odd.
 
+mod file_kind;
 pub mod files;
 pub mod node_gpus;
 mod points;

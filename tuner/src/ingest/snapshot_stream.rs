@@ -9,6 +9,7 @@ use std::path::Path;
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
+use super::file_kind::{bad, kind_of, FileKind};
 use super::node_gpus::NodeGpus;
 use super::snapshot::{FleetSection, Node, TimeRange, FORMAT_VERSION};
 use super::{FleetSummary, Measurements};
@@ -36,7 +37,7 @@ pub fn open(path: &Path) -> Result<Option<impl Read>, TunerError> {
     let mut reader = BufReader::with_capacity(1 << 16, file);
     let head = reader.fill_buf().map_err(io)?;
     let head = String::from_utf8_lossy(&head[..head.len().min(HEAD)]);
-    Ok((super::files::kind_of(&head) == super::files::FileKind::Snapshot).then_some(reader))
+    Ok((kind_of(&head) == FileKind::Snapshot).then_some(reader))
 }
 
 /// Reads one snapshot from `de` into `into`, naming it `origin` in notes and errors. A
@@ -49,7 +50,7 @@ where
     let seed = SnapshotSeed { into, origin };
     let read = seed.deserialize(de).map_err(|e| {
         // The records of a file refused are not kept.
-        super::files::bad(origin, e)
+        bad(origin, e)
     });
     match read {
         Ok(Outcome::Skipped(version)) => {
@@ -65,7 +66,7 @@ where
         }) => {
             if fleet.is_some() && into.fleet.is_some() {
                 into.records.truncate(before);
-                return Err(super::files::bad(
+                return Err(bad(
                     origin,
                     "a second compact snapshot: one fleet is priced at a time",
                 ));
