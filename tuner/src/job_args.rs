@@ -8,7 +8,7 @@ use clap::{Args, ValueEnum};
 
 use tuner::catalog::{self, Cluster, NOMINAL};
 use tuner::cost::Scenario;
-use tuner::mesh::{Framework, MoeDispatch, Precision, ReduceDtype, Training};
+use tuner::mesh::{ExpertGemms, Framework, MoeDispatch, Precision, ReduceDtype, Training};
 
 use crate::exit::{bad_flag, from_flags};
 use crate::render::Format;
@@ -102,6 +102,13 @@ pub(crate) struct JobArgs {
     /// over NVLink from there (DeepEP, Megatron's flex dispatcher).
     #[arg(long, value_enum, default_value_t = MoeDispatch::AllToAll)]
     pub(crate) moe_dispatch: MoeDispatch,
+    /// How the MoE layer launches its local experts' GEMMs (default: the framework's: one
+    /// per expert under Megatron, whose Transformer Engine loops over them; one grouped
+    /// launch under torchtitan; one after another under DeepSpeed). `grouped` prices
+    /// Megatron-Core's `moe_use_grouped_tensor` or, in bf16 on Hopper,
+    /// `NVTE_USE_CUTLASS_GROUPED_GEMM=1`.
+    #[arg(long, value_enum)]
+    pub(crate) expert_gemms: Option<ExpertGemms>,
     /// A calibration profile (`tuner calibrate -o`): its knobs in place of the catalog's.
     #[arg(long)]
     pub(crate) profile: Option<PathBuf>,
@@ -271,6 +278,7 @@ impl JobArgs {
             tp_comm_overlap: defaults.tp_comm_overlap && !self.no_tp_comm_overlap,
             grad_reduce: self.grad_reduce.unwrap_or(defaults.grad_reduce),
             moe_dispatch: self.moe_dispatch,
+            expert_gemms: self.expert_gemms.unwrap_or(defaults.expert_gemms),
             ..defaults
         };
         let (efficiency, profiled) = efficiency(self.profile.as_deref())?;

@@ -360,6 +360,41 @@ impl fmt::Display for MoeDispatch {
     }
 }
 
+/// How the GEMMs of an MoE layer's local experts run: how many launches a projection takes,
+/// each with its host time, and whether their tiles share the SMs. Transformer Engine's
+/// `GroupedLinear` (Megatron-Core's `--moe-grouped-gemm`) launches one cuBLAS GEMM per expert
+/// by default: `general_grouped_gemm` reaches `nvte_multi_tensor_gemm` and from there
+/// `multi_stream_cublas_gemm`, round-robin over four streams, with a Python loop over the
+/// experts for their weights' fp8 copies (NVIDIA/TransformerEngine at d0067d0, 2026-08:
+/// `module/grouped_linear.py`, `common/gemm/cublaslt_gemm.cu`). Its one-launch grouped-tensor
+/// path is opt-in (`use_grouped_tensor`; Megatron-Core's `moe_use_grouped_tensor` defaults to
+/// False, NVIDIA/Megatron-LM at d98e8a6), as is the CUTLASS kernel that
+/// `NVTE_USE_CUTLASS_GROUPED_GEMM=1` picks for bf16 on Hopper.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExpertGemms {
+    /// One grouped launch a projection, its tiles spread over the SMs together
+    /// (torchtitan's `torch._grouped_mm`, DeepGEMM, Transformer Engine's grouped-tensor path).
+    Grouped,
+    /// One GEMM launch per expert over several streams, whose tiles still share the SMs
+    /// (Transformer Engine's `GroupedLinear` by default).
+    #[value(name = "per-expert")]
+    #[serde(rename = "per-expert")]
+    PerExpertStreams,
+    /// One GEMM per expert after another on one stream (DeepSpeed-MoE's loop).
+    Looped,
+}
+
+impl fmt::Display for ExpertGemms {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ExpertGemms::Grouped => "grouped",
+            ExpertGemms::PerExpertStreams => "per-expert",
+            ExpertGemms::Looped => "looped",
+        })
+    }
+}
+
 /// The kernels of the loss over the logits, which read and write every logit a different
 /// number of times.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -447,6 +482,8 @@ pub struct Training {
     pub loss: LossKernel,
     /// How MoE tokens reach their experts.
     pub moe_dispatch: MoeDispatch,
+    /// How the local experts' GEMMs are launched.
+    pub expert_gemms: ExpertGemms,
 }
 
 impl Training {
@@ -469,6 +506,7 @@ impl Training {
             param_fetch: ParamFetch::Coalesced,
             loss: LossKernel::Megatron,
             moe_dispatch: MoeDispatch::AllToAll,
+            expert_gemms: ExpertGemms::PerExpertStreams,
         }
     }
 

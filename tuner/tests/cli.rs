@@ -1169,7 +1169,8 @@ fn moe_layouts_host_bound_by_per_expert_launches_say_to_raise_ep() {
     // DeepSeek-V3 without EP holds all 256 experts on every GPU. Megatron-Core launches each
     // expert's GEMM on its own (Transformer Engine's GroupedLinear): 512 launches a forward
     // pass, and the step waits for the host. At EP 8, 32 experts a GPU, the all-to-alls keep
-    // the GPU busier than the host; torchtitan's grouped GEMM is one launch whatever EP is.
+    // the GPU busier than the host; torchtitan's grouped GEMM is one launch whatever EP is,
+    // and so is Megatron's where `--expert-gemms grouped` says it runs one.
     let base = [
         &DEEPSEEK_V3_AT_DEEPSEEK_S_BATCH[..],
         &[
@@ -1198,6 +1199,9 @@ fn moe_layouts_host_bound_by_per_expert_launches_say_to_raise_ep() {
     assert!(launches(&spread).is_none(), "{spread:?}");
     let grouped = warnings(&["--tp", "8", "--ep", "1", "--framework", "fsdp"]);
     assert!(launches(&grouped).is_none(), "{grouped:?}");
+    // Megatron told that its experts launch as one grouped GEMM (moe_use_grouped_tensor).
+    let told = warnings(&["--tp", "8", "--ep", "1", "--expert-gemms", "grouped"]);
+    assert!(launches(&told).is_none(), "{told:?}");
 }
 
 /// Issue 31, item 12: `--zero 3 --pp 2` was ranked and `--emit deepspeed` wrote `stage: 3`

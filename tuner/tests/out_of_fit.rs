@@ -187,6 +187,7 @@ fn moe_on_h100_is_priced_with_the_recipe_s_dispatcher_and_balance() {
     let v = load("megatron-bridge-h100-moe.yaml");
     let ep16 = run(&v, "mbridge-26.04.01-h100-qwen3-30b-a3b-16gpu-ep16-fp8");
     assert_eq!(ep16.choices[&Choice::MoeDispatch], "node-dedup");
+    assert!(ep16.choices[&Choice::ExpertGemms].starts_with("per-expert"));
     assert!(ep16.choices[&Choice::MoeBalance].starts_with("forced"));
     assert!((-0.29..=-0.23).contains(&ep16.error), "{:+.3}", ep16.error);
     let ep8 = run(
@@ -247,6 +248,7 @@ fn deepseek_v3_prices_as_deepseek_laid_it_out() {
             r.error
         );
         assert_eq!(r.choices[&Choice::MoeDispatch], "node-dedup");
+        assert!(r.choices[&Choice::ExpertGemms].contains("DeepGEMM"));
         assert_eq!(r.precision.to_string(), "fp8-blockwise");
     }
 }

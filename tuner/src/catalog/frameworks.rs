@@ -5,7 +5,9 @@
 
 use record::datasheet::Arch;
 
-use crate::mesh::{FlashKernel, Framework, LossKernel, Recompute, ReduceDtype, Training};
+use crate::mesh::{
+    ExpertGemms, FlashKernel, Framework, LossKernel, Recompute, ReduceDtype, Training,
+};
 
 /// How a framework cuts the data-parallel gradients into reduction buckets.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -101,27 +103,6 @@ pub struct Defaults {
     pub sharded_pipeline: bool,
     /// Whether it runs combined 1F1B ([`crate::mesh::Schedule::Combined1F1B`]).
     pub combined_1f1b: bool,
-}
-
-/// How a framework runs the GEMMs of an MoE layer's local experts: how many launches a
-/// projection takes, each with its host time, and whether their tiles share the SMs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExpertGemms {
-    /// One grouped launch per projection whose tiles spread over the SMs together: PyTorch's
-    /// `torch._grouped_mm` (torchtitan), DeepGEMM.
-    Grouped,
-    /// One cuBLAS GEMM per expert, issued round-robin over four streams so that their tiles
-    /// still share the SMs: Transformer Engine's `GroupedLinear` by default, whose
-    /// `general_grouped_gemm` reaches `nvte_multi_tensor_gemm` and from there
-    /// `multi_stream_cublas_gemm`, with a Python loop over the experts for their weights' fp8
-    /// copies (NVIDIA/TransformerEngine at d0067d0, 2026-08: `module/grouped_linear.py`,
-    /// `common/gemm/cublaslt_gemm.cu`). Its grouped-tensor path, one launch, is opt-in
-    /// (`use_grouped_tensor`, `NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM`; Megatron-Core's
-    /// `moe_use_grouped_tensor` defaults to False, NVIDIA/Megatron-LM at d98e8a6), and the
-    /// CUTLASS kernel behind `NVTE_USE_CUTLASS_GROUPED_GEMM` takes bf16 on Hopper only.
-    PerExpertStreams,
-    /// One GEMM per expert after another on one stream: DeepSpeed-MoE's Python loop.
-    Looped,
 }
 
 /// Megatron-LM / Megatron-Core (NeMo, Megatron-Bridge). Attention through Transformer
@@ -261,6 +242,7 @@ impl Training {
             framework,
             grad_reduce: d.grad_reduce,
             loss: d.loss,
+            expert_gemms: d.expert_gemms,
             ..Training::megatron(seq_len, global_batch)
         }
     }

@@ -6,9 +6,8 @@
 use super::collective::{Collective, CollectiveModel};
 use super::compute::ComputeModel;
 use super::inputs::Inputs;
-use crate::catalog::frameworks::ExpertGemms;
 use crate::catalog::Efficiency;
-use crate::mesh::{Mesh, MoeDispatch, Precision, Training};
+use crate::mesh::{ExpertGemms, Mesh, MoeDispatch, Precision, Training};
 use crate::model::{FfnAct, Moe};
 use crate::placement::GroupSpan;
 
@@ -444,7 +443,6 @@ pub(super) fn layer(x: &Inputs, moe_layer: bool) -> Layer {
     };
     let mlp_gemms = match moe {
         Some(moe) => {
-            let gemms = x.training.framework.defaults().expert_gemms;
             let ep = f64::from(mesh.ep);
             let (gemms, launches) = moe_mlp_gemms(
                 c,
@@ -453,7 +451,7 @@ pub(super) fn layer(x: &Inputs, moe_layer: bool) -> Layer {
                 h,
                 up,
                 (tp, ep),
-                (moe.load(eff.moe_imbalance), gemms),
+                (moe.load(eff.moe_imbalance), x.training.expert_gemms),
             );
             kernels += MOE_KERNELS + 2.0 * launches;
             gemms

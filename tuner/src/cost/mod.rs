@@ -19,9 +19,8 @@ pub mod trace;
 
 use serde::Serialize;
 
-use crate::catalog::frameworks::ExpertGemms;
 use crate::catalog::{Cluster, Efficiency};
-use crate::mesh::{Mesh, Training};
+use crate::mesh::{ExpertGemms, Mesh, Training};
 use crate::model::ModelShape;
 use crate::placement::{LinkClass, Placement};
 use crate::warnings::{Pitfall, SpreadReason};
@@ -278,8 +277,7 @@ impl Scenario {
             // does not group them.
             let launches = e.breakdown.launch.exposed_s / e.step_time_s;
             let local_experts = moe.experts / mesh.ep;
-            let per_expert_launch =
-                self.training.framework.defaults().expert_gemms != ExpertGemms::Grouped;
+            let per_expert_launch = self.training.expert_gemms != ExpertGemms::Grouped;
             if per_expert_launch && local_experts > 1 && launches > 0.1 {
                 w.push(Pitfall::MoeSpread(SpreadReason::ExpertLaunches {
                     local_experts,

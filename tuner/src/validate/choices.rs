@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use super::{Attention, Run};
 use crate::catalog::frameworks::{Unsaid, MEGATRON_RECIPES, TORCHTITAN};
 use crate::mesh::{
-    FlashKernel, Framework, LossKernel, MoeDispatch, Optimizer, ParamFetch, Precision, ReduceDtype,
-    Training,
+    ExpertGemms, FlashKernel, Framework, LossKernel, MoeDispatch, Optimizer, ParamFetch, Precision,
+    ReduceDtype, Training,
 };
 use record::datasheet::{Arch, GRAND_TETON_H100};
 
@@ -18,6 +18,8 @@ record::named_enum! {
     Choice, "choice" {
         /// Fused or unfused attention.
         Attention => "attention",
+        /// How the local experts' GEMMs launch.
+        ExpertGemms => "expert_gemms",
         /// Which fused attention kernel.
         FlashKernel => "flash_kernel",
         /// fp8 scaling per row.
@@ -420,6 +422,22 @@ pub fn training(run: &Run, arch: Arch) -> (Training, BTreeMap<Choice, String>) {
     if run.model.moe.is_some() && l.ep.unwrap_or(1) > 1 {
         choices.insert(Choice::MoeDispatch, moe_dispatch.to_string());
     }
+    // DeepSeek's framework runs DeepGEMM's grouped kernels (DeepSeek-V3 §3.3); otherwise the
+    // framework's own ([`ExpertGemms`]).
+    let expert_gemms = if dualpipe {
+        ExpertGemms::Grouped
+    } else {
+        framework.defaults().expert_gemms
+    };
+    if run.model.moe.is_some() {
+        let why = match expert_gemms {
+            ExpertGemms::Grouped if dualpipe => "grouped (DeepGEMM, DeepSeek's framework)",
+            ExpertGemms::Grouped => "grouped (torch._grouped_mm)",
+            ExpertGemms::PerExpertStreams => "per-expert (Transformer Engine's GroupedLinear)",
+            ExpertGemms::Looped => "looped (DeepSpeed-MoE)",
+        };
+        choices.insert(Choice::ExpertGemms, why.into());
+    }
     // Megatron-Core recipes on Hopper turn on --tp-comm-overlap with sequence parallelism
     // (Transformer Engine userbuffers need sm_90); torchtitan's async TP is opt-in.
     let async_tp = async_tp(run, &notes).filter(|_| l.tp > 1 && framework == Framework::Fsdp);
@@ -443,6 +461,7 @@ pub fn training(run: &Run, arch: Arch) -> (Training, BTreeMap<Choice, String>) {
             param_fetch,
             loss,
             moe_dispatch,
+            expert_gemms,
             ..defaults
         },
         choices,
