@@ -4,7 +4,8 @@
 
 use crate::catalog::{self, models::Architecture};
 use crate::mesh::{
-    FlashKernel, Mesh, MoeDispatch, Precision, Recompute, ReduceDtype, Schedule, Training,
+    ExpertGemms, FlashKernel, Mesh, MoeDispatch, Precision, Recompute, ReduceDtype, Schedule,
+    Training,
 };
 use crate::model::{FfnAct, ModelShape, Moe};
 
@@ -95,7 +96,8 @@ fn megatron_moe_args(moe: &Moe, layers: u32, t: &Training, m: &Mesh) -> Vec<Stri
             layers.saturating_sub(moe.dense_layers)
         ));
     }
-    // The experts' projections were priced as one grouped launch each.
+    // Transformer Engine's GroupedLinear: one cuBLAS GEMM per expert over four streams, as
+    // `--expert-gemms per-expert` prices it; `megatron` notes any other pricing.
     a.push("--moe-grouped-gemm".into());
     if let Some(c) = moe.capacity_factor {
         a.push(format!("--moe-expert-capacity-factor {c}"));
@@ -238,6 +240,13 @@ pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, No
             "# Megatron-LM shards optimizer states only (ZeRO-1, --use-distributed-optimizer); ZeRO-{} needs --emit deepspeed or --emit torchtitan\n",
             m.zero_stage
         ));
+    }
+    if model.moe.is_some() {
+        match t.expert_gemms {
+            ExpertGemms::PerExpertStreams => {}
+            ExpertGemms::Grouped => out.push_str("# the experts' GEMMs were priced as one grouped launch a projection: Transformer Engine runs that with NVTE_USE_CUTLASS_GROUPED_GEMM=1 (bf16 on Hopper), or under --moe-use-grouped-tensor on a Megatron-Core newer than core_v0.19; otherwise it launches one GEMM per expert\n"),
+            ExpertGemms::Looped => out.push_str("# the experts' GEMMs were priced one after another on one stream; Transformer Engine launches one per expert over four streams, whose tiles run together\n"),
+        }
     }
     if uneven {
         out.push_str(&format!(
@@ -1080,6 +1089,27 @@ mod tests {
         let a = megatron_args(&megatron(&capped, &training(ReduceDtype::Fp32), &m).unwrap());
         assert_eq!(a["moe-expert-capacity-factor"], ["1.25"]);
         assert!(a.contains_key("moe-pad-expert-input-to-capacity"));
+        // Transformer Engine's per-expert launches are what the flag runs; a grouped or a
+        // looped price is said, since core_v0.19 has no flag that runs it.
+        for (gemms, said) in [
+            (ExpertGemms::PerExpertStreams, None),
+            (
+                ExpertGemms::Grouped,
+                Some("NVTE_USE_CUTLASS_GROUPED_GEMM=1"),
+            ),
+            (ExpertGemms::Looped, Some("one after another")),
+        ] {
+            let t = Training {
+                expert_gemms: gemms,
+                ..training(ReduceDtype::Fp32)
+            };
+            let text = megatron(&model, &t, &m).unwrap();
+            let note = text.lines().find(|l| l.starts_with("# the experts' GEMMs"));
+            match said {
+                Some(said) => assert!(note.is_some_and(|n| n.contains(said)), "{text}"),
+                None => assert!(note.is_none(), "{text}"),
+            }
+        }
     }
 
     #[test]
