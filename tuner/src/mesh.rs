@@ -370,7 +370,7 @@ impl fmt::Display for MoeDispatch {
 /// path is opt-in (`use_grouped_tensor`; Megatron-Core's `moe_use_grouped_tensor` defaults to
 /// False, NVIDIA/Megatron-LM at d98e8a6), as is the CUTLASS kernel that
 /// `NVTE_USE_CUTLASS_GROUPED_GEMM=1` picks for bf16 on Hopper.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum ExpertGemms {
     /// One grouped launch a projection, its tiles spread over the SMs together
@@ -383,16 +383,6 @@ pub enum ExpertGemms {
     PerExpertStreams,
     /// One GEMM per expert after another on one stream (DeepSpeed-MoE's loop).
     Looped,
-}
-
-impl fmt::Display for ExpertGemms {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ExpertGemms::Grouped => "grouped",
-            ExpertGemms::PerExpertStreams => "per-expert",
-            ExpertGemms::Looped => "looped",
-        })
-    }
 }
 
 /// The kernels of the loss over the logits, which read and write every logit a different

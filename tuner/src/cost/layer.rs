@@ -138,16 +138,12 @@ fn moe_mlp_gemms(
     let fe = f64::from(moe.expert_ffn_hidden);
     let local_experts = e / ep;
     let per_expert = t * ep * f64::from(moe.top_k) / e * imbalance;
-    // (GEMMs priced one after another, rows of each)
-    let (serial, rows) = match gemms {
-        ExpertGemms::Looped => (local_experts, per_expert),
-        ExpertGemms::Grouped | ExpertGemms::PerExpertStreams => {
-            (1.0, local_experts * grouped_rows(per_expert))
-        }
-    };
-    let launches = match gemms {
-        ExpertGemms::Grouped => 1.0,
-        ExpertGemms::Looped | ExpertGemms::PerExpertStreams => local_experts,
+    let grouped = local_experts * grouped_rows(per_expert);
+    // (launches per projection, GEMMs priced one after another, rows of each)
+    let (launches, serial, rows) = match gemms {
+        ExpertGemms::Grouped => (1.0, 1.0, grouped),
+        ExpertGemms::PerExpertStreams => (local_experts, 1.0, grouped),
+        ExpertGemms::Looped => (local_experts, local_experts, per_expert),
     };
     let (fwd, bwd) = sum(
         c.linear_s(rows, up * fe / tp, h),

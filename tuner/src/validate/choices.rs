@@ -424,18 +424,21 @@ pub fn training(run: &Run, arch: Arch) -> (Training, BTreeMap<Choice, String>) {
     }
     // DeepSeek's framework runs DeepGEMM's grouped kernels (DeepSeek-V3 §3.3); otherwise the
     // framework's own ([`ExpertGemms`]).
-    let expert_gemms = if dualpipe {
-        ExpertGemms::Grouped
+    let (expert_gemms, why) = if dualpipe {
+        (
+            ExpertGemms::Grouped,
+            "grouped (DeepGEMM, DeepSeek's framework)",
+        )
     } else {
-        framework.defaults().expert_gemms
-    };
-    if run.model.moe.is_some() {
-        let why = match expert_gemms {
-            ExpertGemms::Grouped if dualpipe => "grouped (DeepGEMM, DeepSeek's framework)",
+        let own = framework.defaults().expert_gemms;
+        let why = match own {
             ExpertGemms::Grouped => "grouped (torch._grouped_mm)",
             ExpertGemms::PerExpertStreams => "per-expert (Transformer Engine's GroupedLinear)",
             ExpertGemms::Looped => "looped (DeepSpeed-MoE)",
         };
+        (own, why)
+    };
+    if run.model.moe.is_some() {
         choices.insert(Choice::ExpertGemms, why.into());
     }
     // Megatron-Core recipes on Hopper turn on --tp-comm-overlap with sequence parallelism
