@@ -27,6 +27,16 @@ impl FfnAct {
     }
 }
 
+/// How one layer attends, as Hugging Face's `layer_types` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttentionType {
+    /// Over the last `sliding_window` positions, its own included.
+    SlidingAttention,
+    /// Over every earlier position.
+    FullAttention,
+}
+
 /// Mixture-of-experts block replacing the dense MLP in all but the first `dense_layers` layers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -195,6 +205,15 @@ pub struct ModelShape {
     /// the embedding and the output head. They train but are no part of the model's FLOPs.
     #[serde(default)]
     pub mtp_layers: u32,
+    /// Positions a sliding-window layer attends to, its own included (Hugging Face's
+    /// `sliding_window`: 128 for GPT-OSS, whose Megatron-Bridge recipe sets
+    /// `window_size = (127, 0)`).
+    #[serde(default)]
+    pub sliding_window: Option<u32>,
+    /// Which layers slide, in order, as Hugging Face's `layer_types` lists them; absent under a
+    /// window, every layer does (Mistral 7B's `sliding_window` alone).
+    #[serde(default)]
+    pub layer_types: Option<Vec<AttentionType>>,
 }
 
 /// Parameter counts of a model, split the way parallelism shards them.
@@ -273,6 +292,7 @@ impl ModelShape {
                 ));
             }
         }
+        self.validate_window()?;
         if let Some(moe) = &self.moe {
             if moe.experts == 0 || moe.expert_ffn_hidden == 0 {
                 return Err(self.bad(
@@ -327,6 +347,54 @@ impl ModelShape {
             }
         }
         Ok(())
+    }
+
+    fn validate_window(&self) -> Result<(), TunerError> {
+        match (self.sliding_window, &self.layer_types) {
+            (Some(0), _) => Err(self.bad(
+                "sliding_window",
+                "0".into(),
+                "a positive number of positions, or left out",
+            )),
+            (None, Some(_)) => Err(self.bad(
+                "layer_types",
+                "a list".into(),
+                "left out without a sliding_window",
+            )),
+            (Some(_), Some(types)) if types.len() != self.layers as usize => Err(self.bad(
+                "layer_types",
+                format!("{} entries", types.len()),
+                &format!("one per layer: {}", self.layers),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Layers that attend over a sliding window.
+    pub fn sliding_layers(&self) -> u32 {
+        match (self.sliding_window, &self.layer_types) {
+            (None, _) => 0,
+            (Some(_), None) => self.layers,
+            (Some(_), Some(types)) => types
+                .iter()
+                .filter(|&&k| k == AttentionType::SlidingAttention)
+                .count() as u32,
+        }
+    }
+
+    /// Sliding-window attention over `s`-token sequences, where the window binds: the share
+    /// of the layers that slide, and the span a causal attention over whole sequences would
+    /// need for the same mean keys per query. Under a causal mask a query sees
+    /// w - w(w - 1)/(2s) positions on average (Megatron-Bridge's `calculate_swa_context`,
+    /// `training/utils/flop_utils.py`), against (s + 1)/2 without a window; the span is twice
+    /// that, as Megatron-Bridge's FLOP count doubles it in place of s.
+    pub fn sliding(&self, s: f64) -> Option<(f64, f64)> {
+        let w = f64::from(self.sliding_window?);
+        let sliding = self.sliding_layers();
+        (w < s && sliding > 0).then(|| {
+            let keys = w - w * (w - 1.0) / (2.0 * s);
+            (f64::from(sliding) / f64::from(self.layers), 2.0 * keys)
+        })
     }
 
     fn bad(&self, field: &str, value: String, allowed: &str) -> TunerError {
@@ -535,15 +603,20 @@ impl ModelShape {
     /// 6 FLOPs per active weight per token (2 forward, 4 backward; Kaplan et al. 2020, §2.1),
     /// plus attention scores and values, 2·s·(q_dim + v_dim) forward per token and layer
     /// (4·s·h but for wider heads or MLA's), counted over the full s x s square as Megatron-LM
-    /// does (Korthikanti et al. 2022, Eq. 7), times 3. The input embedding is a lookup and
+    /// does (Korthikanti et al. 2022, Eq. 7), times 3; a sliding layer counts the span of
+    /// [`ModelShape::sliding`] in place of s. The input embedding is a lookup and
     /// costs no FLOPs; multi-token prediction is training work, not the model's, and is left
     /// out as DeepSeek-V3's MFU leaves it.
     pub fn model_flops_per_token(&self) -> f64 {
         let h = f64::from(self.hidden);
         let s = f64::from(self.seq_len);
         let output_projection = f64::from(self.vocab) * h;
+        let span = match self.sliding(s) {
+            Some((share, span)) => (1.0 - share) * s + share * span,
+            None => s,
+        };
         6.0 * (self.active_params() - self.params().embeddings + output_projection)
-            + 6.0 * s * (self.q_dim() + self.v_dim()) * f64::from(self.layers)
+            + 6.0 * span * (self.q_dim() + self.v_dim()) * f64::from(self.layers)
     }
 }
 
@@ -570,7 +643,7 @@ pub fn korthikanti_eq7_flops(batch: f64, seq: f64, layers: f64, hidden: f64, voc
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn gpt(layers: u32, hidden: u32, heads: u32, seq: u32) -> ModelShape {
@@ -589,6 +662,8 @@ mod tests {
             moe: None,
             mla: None,
             mtp_layers: 0,
+            sliding_window: None,
+            layer_types: None,
         }
     }
 
@@ -647,7 +722,95 @@ mod tests {
             }),
             mla: None,
             mtp_layers: 0,
+            sliding_window: None,
+            layer_types: None,
         }
+    }
+
+    /// GPT-OSS-120B (Hugging Face `config.json`): 36 layers of hidden 2880, 64 query heads of
+    /// 64 and 8 KV heads, 128 experts of width 2880, top 4, a 128-position window on every
+    /// other layer from the first, untied 201,088-token vocabulary.
+    fn gpt_oss_120b() -> ModelShape {
+        ModelShape {
+            name: "gpt-oss-120b".into(),
+            layers: 36,
+            hidden: 2880,
+            heads: 64,
+            kv_heads: 8,
+            head_dim: Some(64),
+            ffn_hidden: 2880,
+            ffn_act: FfnAct::Swiglu,
+            vocab: 201088,
+            seq_len: 4096,
+            tied_embeddings: false,
+            moe: Some(Moe {
+                experts: 128,
+                top_k: 4,
+                expert_ffn_hidden: 2880,
+                ..qwen3_30b_a3b().moe.unwrap()
+            }),
+            mla: None,
+            mtp_layers: 0,
+            sliding_window: Some(128),
+            layer_types: Some(
+                (0..36)
+                    .map(|i| match i % 2 {
+                        0 => AttentionType::SlidingAttention,
+                        _ => AttentionType::FullAttention,
+                    })
+                    .collect(),
+            ),
+        }
+    }
+
+    #[test]
+    fn a_sliding_window_counts_the_positions_it_sees() {
+        // OpenAI's gpt-oss model card (arXiv 2508.10925, Table 1): 116.83B parameters, 5.13B
+        // active.
+        let m = gpt_oss_120b();
+        m.validate().unwrap();
+        assert!(
+            (m.params().total() / 116.83e9 - 1.0).abs() < 0.005,
+            "{}",
+            m.params().total()
+        );
+        // The card's active count leaves out the input embedding, a lookup.
+        let active = m.active_params() - 201088.0 * 2880.0;
+        assert!((active / 5.13e9 - 1.0).abs() < 0.005, "{active}");
+        assert_eq!(m.sliding_layers(), 18);
+        // 18 full layers over 4,096 positions and 18 sliding ones over a span of 252.03
+        // (2 x (128 - 128 x 127 / 8,192)): 6 x (4,096 + 4,096) x (18 x 4,096 + 18 x 252.03)
+        // attention FLOPs a token, 3.84 GFLOP, against 7.25 GFLOP were every layer full.
+        let attention = m.model_flops_per_token()
+            - 6.0 * (m.active_params() - m.params().embeddings + 201088.0 * 2880.0);
+        let want = 6.0 * 8192.0 * (18.0 * 4096.0 + 18.0 * 252.03125);
+        assert!(
+            (attention / want - 1.0).abs() < 1e-9,
+            "{attention} vs {want}"
+        );
+        // What the shape check refuses, by field.
+        let err = |m: ModelShape| m.validate().unwrap_err().to_string();
+        let e = err(ModelShape {
+            sliding_window: Some(0),
+            ..m.clone()
+        });
+        assert!(e.contains("sliding_window = 0"), "{e}");
+        let e = err(ModelShape {
+            sliding_window: None,
+            ..m.clone()
+        });
+        assert!(
+            e.contains("layer_types") && e.contains("left out without a sliding_window"),
+            "{e}"
+        );
+        let e = err(ModelShape {
+            layers: 24,
+            ..m.clone()
+        });
+        assert!(
+            e.contains("layer_types = 36 entries") && e.contains("one per layer: 24"),
+            "{e}"
+        );
     }
 
     #[test]

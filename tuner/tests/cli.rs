@@ -1626,3 +1626,58 @@ fn a_fabric_run_inside_the_rack_prices_tp_across_its_trays() {
     assert_eq!(tp_comm(&write("rack.jsonl", Some(1))), "measured");
     assert_eq!(tp_comm(&write("old.jsonl", None)), "nominal");
 }
+
+/// A runs file states sliding-window attention as Hugging Face's `config.json` does, and
+/// validate prices the window: the Qwen3-30B-A3B EP 16 row with every other layer sliding over
+/// 128 positions is faster than as published, by less than its attention. A run whose
+/// `layer_types` list has the wrong length is not priced, and says why by field.
+#[test]
+fn a_runs_file_states_a_sliding_window() {
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/megatron-bridge-h100-moe.yaml"
+    );
+    let all = std::fs::read_to_string(file).unwrap();
+    let second = all.match_indices("\n- id: ").nth(1).unwrap().0;
+    let row = &all[..=second];
+    let types: Vec<&str> = (0..48)
+        .map(|i| ["sliding_attention", "full_attention"][i % 2])
+        .collect();
+    let windowed = row.replace(
+        "moe: {experts: 128",
+        &format!(
+            "sliding_window: 128, layer_types: [{}], moe: {{experts: 128",
+            types.join(", ")
+        ),
+    );
+    assert_ne!(windowed, row);
+    let dir = tempfile::tempdir().unwrap();
+    let predicted = |text: &str| {
+        let path = dir.path().join("runs.yaml");
+        std::fs::write(&path, text).unwrap();
+        let doc: Value = serde_json::from_str(&stdout_of(&[
+            "validate",
+            "--runs",
+            path.to_str().unwrap(),
+            "--format",
+            "json",
+        ]))
+        .unwrap();
+        doc["runs"][0]["predicted_iteration_time_s"]
+            .as_f64()
+            .unwrap()
+    };
+    let (square, slid) = (predicted(row), predicted(&windowed));
+    assert!(slid < square && slid > 0.9 * square, "{slid} vs {square}");
+
+    let short = windowed.replace("[sliding_attention, full_attention, ", "[");
+    let path = dir.path().join("bad.yaml");
+    std::fs::write(&path, short).unwrap();
+    // Validate goes on with the other runs and lists this one as not priced, with why.
+    let out = stdout_of(&["validate", "--runs", path.to_str().unwrap()]);
+    assert!(
+        out.contains("not priced")
+            && out.contains("layer_types = 46 entries: expected one per layer: 48"),
+        "{out}"
+    );
+}

@@ -228,6 +228,10 @@ pub fn model_from_yaml(text: &str, origin: &str) -> Result<ModelShape, TunerErro
         mla: Option<crate::model::Mla>,
         #[serde(default)]
         mtp_layers: u32,
+        #[serde(default)]
+        sliding_window: Option<u32>,
+        #[serde(default)]
+        layer_types: Option<Vec<crate::model::AttentionType>>,
     }
     let f: File = crate::input::yaml(text, origin, crate::input::MODEL)?;
     let shape = ModelShape {
@@ -245,6 +249,8 @@ pub fn model_from_yaml(text: &str, origin: &str) -> Result<ModelShape, TunerErro
         moe: f.moe,
         mla: f.mla,
         mtp_layers: f.mtp_layers,
+        sliding_window: f.sliding_window,
+        layer_types: f.layer_types,
     };
     shape.validate()?;
     Ok(shape)

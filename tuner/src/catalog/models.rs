@@ -82,6 +82,8 @@ fn dense(
         moe: None,
         mla: None,
         mtp_layers: 0,
+        sliding_window: None,
+        layer_types: None,
     }
 }
 

@@ -216,12 +216,38 @@ fn unfused_attention_s(c: &dyn ComputeModel, heads: f64, t: f64, s: f64, d: f64)
 /// over `tp` ranks: 4·t·s·q/tp FLOPs over the full square, half of it executed by fused
 /// kernels, each call over a sequence or, with `cp`-way context parallelism, one ring block.
 /// The unfused path computes the full square, and its backward costs twice its forward.
-fn fused_attention(c: &dyn ComputeModel, t: f64, s: f64, q: f64, tp: f64, cp: f64, d: f64) -> Pass {
-    let (flops, block) = (2.0 * t * s * q / tp, s / cp);
-    (
-        c.attention_s(flops, block, d),
-        c.attention_bwd_s(flops, block, d),
-    )
+/// Sliding-window layers (`window`: their share and span, [`ModelShape::sliding`]) execute
+/// the span in place of s, as fused kernels skip the tiles wholly outside the window
+/// (FlashAttention-2's local attention, cuDNN's and Transformer Engine's `window_size`),
+/// at the rate of a call that short.
+///
+/// [`ModelShape::sliding`]: crate::model::ModelShape::sliding
+fn fused_attention(
+    c: &dyn ComputeModel,
+    (t, s): (f64, f64),
+    window: Option<(f64, f64)>,
+    q: f64,
+    (tp, cp): (f64, f64),
+    d: f64,
+) -> Pass {
+    let over = |span: f64| {
+        let (flops, block) = (2.0 * t * span * q / tp, (s / cp).min(span));
+        (
+            c.attention_s(flops, block, d),
+            c.attention_bwd_s(flops, block, d),
+        )
+    };
+    let full = over(s);
+    match window {
+        Some((share, span)) => {
+            let slid = over(span);
+            (
+                (1.0 - share) * full.0 + share * slid.0,
+                (1.0 - share) * full.1 + share * slid.1,
+            )
+        }
+        None => full,
+    }
 }
 
 /// HBM time of one layer's memory-bound kernels over `t` tokens: bytes per hidden element
@@ -457,7 +483,15 @@ pub(super) fn layer(x: &Inputs, moe_layer: bool) -> Layer {
     let (attention, attention_bwd) = if x.training.flash_attention {
         // Scores over q_dim features, values over v_dim: their mean prices both.
         let qv = (q + model.v_dim()) / 2.0;
-        fused_attention(c, t, s, qv, tp, f64::from(mesh.cp), model.head_dim())
+        let window = model.sliding(s);
+        fused_attention(
+            c,
+            (t, s),
+            window,
+            qv,
+            (tp, f64::from(mesh.cp)),
+            model.head_dim(),
+        )
     } else {
         kernels += UNFUSED_ATTENTION_KERNELS - 1.0;
         let fwd = unfused_attention_s(c, f64::from(model.heads) / tp, t, s, model.head_dim());

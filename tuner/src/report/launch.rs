@@ -43,6 +43,7 @@ fn megatron_model_args(model: &ModelShape, arch: Option<&Architecture>) -> Vec<S
     if model.mtp_layers > 0 {
         a.push(format!("--mtp-num-layers {}", model.mtp_layers));
     }
+    a.extend(megatron_window_args(model));
     // The shape files carry no normalization, position or bias fields: SwiGLU models are the
     // Llama family (RMSNorm, rotary positions, no linear biases), GeLU models GPT-style
     // (LayerNorm, learned positions, biases), which is what the cost model prices.
@@ -78,6 +79,39 @@ fn megatron_model_args(model: &ModelShape, arch: Option<&Architecture>) -> Vec<S
         a.push("--untie-embeddings-and-output-weights".into());
     }
     a
+}
+
+/// Sliding-window attention as Megatron-LM's arguments: the window as (positions before,
+/// after), and which layers slide, as the period N of one full layer after N - 1 sliding ones
+/// where the layers follow one, else as the list of 1 (sliding) and 0 that
+/// `--window-attn-skip-freq` also takes (`is_layer_window_attention`,
+/// `megatron/core/transformer/utils.py`).
+fn megatron_window_args(model: &ModelShape) -> Option<String> {
+    use crate::model::AttentionType::SlidingAttention;
+    let w = model
+        .sliding_window
+        .filter(|_| model.sliding_layers() > 0)?;
+    let window = format!("--window-size {},0", w - 1);
+    let Some(types) = model
+        .layer_types
+        .as_ref()
+        .filter(|_| model.sliding_layers() < model.layers)
+    else {
+        return Some(window);
+    };
+    let sliding = |i: usize| types[i] == SlidingAttention;
+    let period =
+        (2..=types.len()).find(|&n| (0..types.len()).all(|i| sliding(i) == ((i + 1) % n != 0)));
+    let freq = match period {
+        Some(n) => n.to_string(),
+        None => {
+            let flags: Vec<&str> = (0..types.len())
+                .map(|i| if sliding(i) { "1" } else { "0" })
+                .collect();
+            format!("'[{}]'", flags.join(","))
+        }
+    };
+    Some(format!("{window} --window-attn-skip-freq {freq}"))
 }
 
 /// An MoE block as Megatron-LM's arguments, with the dispatcher the price is for.
@@ -977,6 +1011,46 @@ mod tests {
             "{text}"
         );
         assert!(!megatron_args(&text).contains_key("rotary-base"));
+    }
+
+    #[test]
+    fn megatron_slides_the_layers_that_were_priced_sliding() {
+        use crate::model::AttentionType::{FullAttention as F, SlidingAttention as S};
+        let args = |window: Option<u32>, types: Option<Vec<_>>| {
+            let model = ModelShape {
+                name: "gpt-oss-like".into(),
+                sliding_window: window,
+                layer_types: types,
+                ..catalog::model("llama3-8b").unwrap().shape
+            };
+            let text = megatron(
+                &model,
+                &training(ReduceDtype::Fp32),
+                &mesh(2, 1, 1, Recompute::None),
+            )
+            .unwrap();
+            let a = megatron_args(&text);
+            (
+                a.get("window-size").cloned(),
+                a.get("window-attn-skip-freq").cloned(),
+            )
+        };
+        // GPT-OSS: layer_types sliding, full, sliding, ...; Megatron-Bridge's provider sets
+        // window_size (127, 0) and window_attn_skip_freq 2.
+        let gpt_oss = (0..32).map(|i| if i % 2 == 0 { S } else { F }).collect();
+        assert_eq!(
+            args(Some(128), Some(gpt_oss)),
+            (Some(vec!["127,0".into()]), Some(vec!["2".into()]))
+        );
+        // Mistral 7B: every layer slides.
+        assert_eq!(args(Some(4096), None), (Some(vec!["4095,0".into()]), None));
+        // No period: the list, 1 for a sliding layer.
+        let odd: Vec<_> = (0..32).map(|i| if i < 30 { S } else { F }).collect();
+        let (_, freq) = args(Some(128), Some(odd));
+        let want = format!("'[{}1,0,0]'", "1,".repeat(29));
+        assert_eq!(freq, Some(vec![want]));
+        // A window on no layer is no window.
+        assert_eq!(args(Some(128), Some(vec![F; 32])), (None, None));
     }
 
     #[test]

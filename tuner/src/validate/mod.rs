@@ -87,6 +87,13 @@ pub struct RunModel {
     /// Multi-token-prediction modules (`num_nextn_predict_layers`; an extension of format 1).
     #[serde(default)]
     pub mtp_layers: u32,
+    /// Positions a sliding-window layer attends to (Hugging Face's `sliding_window`; an
+    /// extension of format 1).
+    #[serde(default)]
+    pub sliding_window: Option<u32>,
+    /// The layers that slide (Hugging Face's `layer_types`; an extension of format 1).
+    #[serde(default)]
+    pub layer_types: Option<Vec<crate::model::AttentionType>>,
 }
 
 /// Cluster as a runs file writes it.
@@ -379,6 +386,8 @@ impl Run {
             moe: m.moe.clone(),
             mla: m.mla.clone(),
             mtp_layers: m.mtp_layers,
+            sliding_window: m.sliding_window,
+            layer_types: m.layer_types.clone(),
         };
         shape.validate()?;
         Ok(shape)

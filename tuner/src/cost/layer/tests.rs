@@ -103,9 +103,65 @@ fn per_op_checkpointing_replays_wk_wo_and_the_even_mlp_matmul() {
 fn fused_attention_executes_half_the_causal_square() {
     // 8,192 tokens of 8,192-token sequences, 4,096 query features: 2 x 8,192^2 x 4,096 FLOPs
     // forward (half of 4 t s q), the backward 2.5 times it.
-    let (fwd, bwd) = fused_attention(&PER_FLOP, 8192.0, 8192.0, 4096.0, 1.0, 1.0, 128.0);
+    let (fwd, bwd) = fused_attention(&PER_FLOP, (8192.0, 8192.0), None, 4096.0, (1.0, 1.0), 128.0);
     close(fwd, 2.0 * 8192.0 * 8192.0 * 4096.0 * 1e-15);
     close(bwd, crate::catalog::kernels::FLASH_BACKWARD * fwd);
+}
+
+#[test]
+fn sliding_layers_execute_their_window_not_the_square() {
+    // GPT-OSS (Hugging Face config.json): a 128-position window on every other layer, 64
+    // query heads of 64. At 4,096 tokens a query sees 128 - 128 x 127 / 8,192 = 126.02
+    // positions on average (Megatron-Bridge's calculate_swa_context), a span of 252.03 in
+    // place of 4,096: the mean layer executes (4,096 + 252.03) / 2 of it.
+    let mut m = crate::model::tests::gpt(36, 2880, 64, 4096);
+    m.head_dim = Some(64);
+    m.sliding_window = Some(128);
+    m.layer_types = Some(
+        (0..36)
+            .map(|i| match i % 2 {
+                0 => crate::model::AttentionType::SlidingAttention,
+                _ => crate::model::AttentionType::FullAttention,
+            })
+            .collect(),
+    );
+    m.validate().unwrap();
+    let window = m.sliding(4096.0);
+    let (share, span) = window.unwrap();
+    close(share, 0.5);
+    close(span, 252.03125);
+    let (fwd, _) = fused_attention(
+        &PER_FLOP,
+        (4096.0, 4096.0),
+        window,
+        4096.0,
+        (1.0, 1.0),
+        64.0,
+    );
+    close(
+        fwd,
+        2.0 * 4096.0 * (4096.0 + 252.03125) / 2.0 * 4096.0 * 1e-15,
+    );
+    // A window as long as the sequence does not bind.
+    m.sliding_window = Some(4096);
+    assert_eq!(m.sliding(4096.0), None);
+    // Short calls run below the plateau: the window's tiles cost more a FLOP than the square's.
+    let gpu = catalog::gpu("h100-sxm").unwrap();
+    let c = NominalCompute::new(gpu, Precision::Bf16, FlashKernel::Newest, &NOMINAL);
+    let square = fused_attention(&c, (4096.0, 4096.0), None, 4096.0, (1.0, 1.0), 64.0).0;
+    let slid = fused_attention(
+        &c,
+        (4096.0, 4096.0),
+        Some((1.0, 252.03125)),
+        4096.0,
+        (1.0, 1.0),
+        64.0,
+    )
+    .0;
+    assert!(
+        slid / square > 252.03125 / 4096.0 && slid < square,
+        "{slid} vs {square}"
+    );
 }
 
 #[test]
