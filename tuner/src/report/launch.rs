@@ -196,23 +196,13 @@ pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, No
         });
     }
     let uneven = m.edge_stages.is_none() && model.layers % (m.pp * m.virtual_stages) != 0;
-    if m.virtual_stages > 1 && uneven {
-        // Megatron puts the first and last stage's missing layers on whole stages, not on
-        // virtual chunks: this layout has no exact Megatron form.
-        return Err(NotEmitted {
-            framework: "megatron",
-            why: format!(
-                "{} layers over {} stages x {} virtual stages split unevenly, which Megatron-LM \
-                 cannot express; pin --virtual-stages 1, or use --emit torchtitan-0.2 (or \
-                 --emit torchtitan where torchtitan 0.3 ships the model in this precision)",
-                model.layers, m.pp, m.virtual_stages
-            ),
-        });
-    }
     if m.virtual_stages > 1 {
+        // Megatron counts the embedding and the loss as a layer each in the uneven split, so
+        // each chunk holds (layers + 2) / (pp x v).
+        let counted = model.layers + if uneven { 2 } else { 0 };
         a.push(format!(
             "--num-layers-per-virtual-pipeline-stage {}",
-            model.layers / (m.pp * m.virtual_stages)
+            counted / (m.pp * m.virtual_stages)
         ));
     }
     if m.schedule == Schedule::Combined1F1B {
@@ -284,14 +274,13 @@ pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, No
     }
     if uneven {
         out.push_str(&format!(
-            "# {} layers do not split evenly over {} stages: first and last stage take one layer fewer\n",
+            "# {} layers do not split evenly over {} stages: the embedding and the loss count as a layer each, so the first and last stage take one layer fewer\n",
             model.layers,
             m.pp * m.virtual_stages
         ));
-        a.push(format!(
-            "--decoder-first-pipeline-num-layers {0} --decoder-last-pipeline-num-layers {0}",
-            (model.layers + 2) / m.pp - 1
-        ));
+        a.push(
+            "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split".into(),
+        );
     }
     if let Some(e) = m.edge_stages {
         a.push(format!(
@@ -939,10 +928,13 @@ mod tests {
                 assert_eq!(chunk * m.pp * m.virtual_stages, model.layers);
                 assert_eq!(chunk * m.virtual_stages, per_stage);
             } else {
-                let first = number(&a, "decoder-first-pipeline-num-layers");
-                let last = number(&a, "decoder-last-pipeline-num-layers");
-                assert_eq!(first + last + (m.pp - 2) * per_stage, model.layers);
-                assert_eq!((first, last, per_stage), (7, 7, 8));
+                // 126 + 2 over 16 stages: 8 a stage, the embedding's and the loss's less one.
+                assert!(
+                    a.contains_key("account-for-embedding-in-pipeline-split")
+                        && a.contains_key("account-for-loss-in-pipeline-split")
+                );
+                assert_eq!((model.layers + 2) / m.pp, per_stage);
+                assert_eq!(per_stage, 8);
             }
         }
     }
@@ -1210,23 +1202,24 @@ mod tests {
     }
 
     #[test]
-    fn megatron_refuses_an_uneven_interleaved_split() {
-        // 126 layers on 8 stages x 8 virtual stages: priced with one layer fewer on the first
-        // and last stage, which Megatron's virtual chunks cannot hold.
+    fn megatron_splits_uneven_virtual_stages_as_priced() {
+        // 126 layers on 8 stages x 8 virtual stages, priced 16 a stage with one fewer on the
+        // first and last (issue 31 refused it as inexpressible): Megatron-Core's
+        // account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split count
+        // the embedding and the loss as a layer each, 128 over 64 chunks of 2
+        // (`get_num_layers_to_build`). Qwen3-235B-A22B's recipe lays 94 layers over 8 x 4 so.
         let model = catalog::model("llama3-405b").unwrap().shape;
-        // Issue 31, item 12: it printed a comment and exited 0; now the command fails.
-        let err = megatron(
-            &model,
-            &training(ReduceDtype::Fp32),
-            &mesh(8, 8, 1, Recompute::Full),
-        )
-        .unwrap_err()
-        .to_string();
+        let m = mesh(8, 8, 1, Recompute::Full);
+        let text = megatron(&model, &training(ReduceDtype::Fp32), &m).unwrap();
+        let a = megatron_args(&text);
+        assert_eq!(number(&a, "num-layers-per-virtual-pipeline-stage"), 2);
+        assert!(a.contains_key("account-for-embedding-in-pipeline-split"));
+        assert!(a.contains_key("account-for-loss-in-pipeline-split"));
+        assert!(!a.contains_key("decoder-first-pipeline-num-layers"));
+        assert_eq!(m.stage_layers(model.layers), 16.0);
         assert!(
-            err.starts_with(
-                "--emit megatron: not emitted: 126 layers over 8 stages x 8 virtual stages"
-            ),
-            "{err}"
+            text.contains("# 126 layers do not split evenly over 64 stages"),
+            "{text}"
         );
     }
 
