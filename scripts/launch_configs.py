@@ -138,6 +138,7 @@ def megatron(path: str, world: str) -> None:
     args = arguments.parse_args()
     arguments.validate_args(args, {})
     from megatron.core.tokenizers.utils.build_tokenizer import vocab_size_with_padding
+    from megatron.core.transformer.enums import LayerType
 
     # The vocabulary Megatron builds, after its padding.
     vocab = vocab_size_with_padding(args.vocab_size, args, logging_enabled=False)
@@ -145,6 +146,13 @@ def megatron(path: str, world: str) -> None:
         f"read: dp {args.data_parallel_size}, rotary base {args.rotary_base},"
         f" dropout {args.hidden_dropout}/{args.attention_dropout}, vocabulary {vocab}"
     )
+    if args.pipeline_model_parallel_layout is not None:
+        # The model config checks a layout against the layer and MTP counts (without
+        # Transformer Engine it refuses fp8 MoE, so a bf16 config carries the layout check).
+        config = arguments.core_transformer_config_from_args(args)
+        layout = config.pipeline_model_parallel_layout.layout
+        ranks = [sum(chunk.count(LayerType.decoder) for chunk in rank) for rank in layout]
+        print(f"read: pipeline layout, decoder layers per rank {ranks}")
 
 
 if __name__ == "__main__":

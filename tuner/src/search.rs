@@ -14,7 +14,7 @@ pub use alike::{groups, prices_alike, search_distinct, Distinct, ALIKE_WITHIN};
 pub use constraints::Constraints;
 pub(crate) use constraints::COUNTS;
 
-use constraints::{edge_stages, splits_layers, MAX_CP};
+use constraints::{chunks_evenly, edge_stages, interleaves, MAX_CP};
 
 /// Largest virtual-stage count and microbatch searched; beyond them the schedule is all
 /// overhead on any cluster we know.
@@ -108,12 +108,14 @@ pub fn for_each_mesh(
                         };
                         for v in vs {
                             // Interleaving needs microbatches in multiples of the stages, and
-                            // splits only whole stages evenly or one fewer on the edges.
+                            // a chunk of one layer at least; unpinned, equal chunks a stage.
+                            let pinned = c.virtual_stages.is_some() || edges != (None, None);
                             if v == 0
                                 || (v > 1
                                     && (m % pp != 0
-                                        || edge_stages.is_some()
-                                        || !splits_layers(model.layers, pp * v)))
+                                        || !interleaves(model.layers, pp, v, edge_stages)
+                                        || !(pinned
+                                            || chunks_evenly(model.layers, pp, v, edge_stages))))
                                 || c.virtual_stages.is_some_and(|x| x != v)
                             {
                                 continue;
@@ -378,6 +380,7 @@ mod tests {
     use super::*;
     use crate::catalog;
     use crate::mesh::Framework;
+    use constraints::splits_layers;
 
     #[test]
     fn nearest_counts_for_a_pin_that_cannot_divide() {

@@ -1677,3 +1677,57 @@ fn a_runs_file_states_a_sliding_window() {
         "{out}"
     );
 }
+
+/// Uneven edge stages over virtual stages, as Megatron-Bridge's DeepSeek-V3 recipes lay them
+/// out (61 layers on 4 ranks x 4 chunks, 16 a rank but 13 on the last): explain prices them
+/// with the interleaved schedule's bubble, where they were refused as a plain pipeline's only,
+/// and a chunk count past the smallest stage's layers is a usage error naming the flag.
+#[test]
+fn edge_stages_interleave_over_virtual_stages() {
+    let layout = |v: &'static str| {
+        [
+            "explain",
+            "--model",
+            "deepseek-v3",
+            "--gpus",
+            "256",
+            "--cluster",
+            "gb200-nvl72",
+            "--global-batch",
+            "4096",
+            "--tp",
+            "1",
+            "--pp",
+            "4",
+            "--dp",
+            "64",
+            "--ep",
+            "64",
+            "--first-stage-layers",
+            "16",
+            "--last-stage-layers",
+            "13",
+            "--microbatch-size",
+            "1",
+            "--virtual-stages",
+            v,
+        ]
+    };
+    let bubble = |v| {
+        let doc: Value = serde_json::from_str(&stdout_of(
+            &[&layout(v)[..], &["--format", "json"]].concat(),
+        ))
+        .unwrap();
+        let mesh = &doc["meshes"][0];
+        assert_eq!(mesh["edge_stages"]["first"], 16);
+        assert_eq!(mesh["edge_stages"]["last"], 13);
+        assert_eq!(mesh["virtual_stages"].as_u64(), Some(v.parse().unwrap()));
+        mesh["bubble_fraction"].as_f64().unwrap()
+    };
+    // Four chunks a rank shrink the fill and drain to a quarter (64 microbatches either way).
+    let (plain, interleaved) = (bubble("1"), bubble("4"));
+    assert!(interleaved < 0.4 * plain, "{interleaved} vs {plain}");
+    let (code, err) = failure(&layout("14"));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--virtual-stages = 14 with --pp 4"), "{err}");
+}

@@ -196,7 +196,7 @@ pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, No
         });
     }
     let uneven = m.edge_stages.is_none() && model.layers % (m.pp * m.virtual_stages) != 0;
-    if m.virtual_stages > 1 {
+    if m.virtual_stages > 1 && m.edge_stages.is_none() {
         // Megatron counts the embedding and the loss as a layer each in the uneven split, so
         // each chunk holds (layers + 2) / (pp x v).
         let counted = model.layers + if uneven { 2 } else { 0 };
@@ -282,15 +282,52 @@ pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, No
             "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split".into(),
         );
     }
-    if let Some(e) = m.edge_stages {
-        a.push(format!(
+    match m.edge_stages {
+        Some(e) if m.virtual_stages > 1 => a.push(format!(
+            "--pipeline-model-parallel-layout '{}'",
+            megatron_layout(model, m, e)
+        )),
+        Some(e) => a.push(format!(
             "--decoder-first-pipeline-num-layers {} --decoder-last-pipeline-num-layers {}",
             e.first, e.last
-        ));
+        )),
+        None => {}
     }
     out.push_str(&a.join(" \\\n  "));
     out.push('\n');
     Ok(out)
+}
+
+/// Uneven edge stages over virtual stages as Megatron-Core's `--pipeline-model-parallel-layout`:
+/// chunk c of `pp·v` (rank c mod pp, in layer order) holds its rank's share of decoder layers
+/// (`t`), the larger shares first; the first chunk opens with the embedding (`E`) and the last
+/// closes with the multi-token-prediction modules (`m`) and the loss (`L`)
+/// (`PipelineParallelLayerLayout`, `megatron/core/transformer/pipeline_parallel_layer_layout.py`).
+fn megatron_layout(model: &ModelShape, m: &Mesh, e: crate::mesh::EdgeStages) -> String {
+    let inner = (model.layers - e.first - e.last) / (m.pp - 2).max(1);
+    let v = m.virtual_stages;
+    let chunks = m.pp * v;
+    (0..chunks)
+        .map(|c| {
+            let (rank, round) = (c % m.pp, c / m.pp);
+            let layers = match rank {
+                0 => e.first,
+                r if r == m.pp - 1 => e.last,
+                _ => inner,
+            };
+            let share = layers / v + u32::from(round < layers % v);
+            let mut chunk = "t".repeat(share as usize);
+            if c == 0 {
+                chunk.insert(0, 'E');
+            }
+            if c == chunks - 1 {
+                chunk.push_str(&"m".repeat(model.mtp_layers as usize));
+                chunk.push('L');
+            }
+            chunk
+        })
+        .collect::<Vec<_>>()
+        .join("|")
 }
 
 /// A DeepSpeed config. TP and PP are set in the model code (Megatron-DeepSpeed), so they appear
@@ -436,23 +473,36 @@ fn titan_layout(
         // torchtitan counts the embedding and the output as `*_less_layers` layers of the
         // first and last stage: 0 splits evenly, 1 takes one layer off each end, which is the
         // uneven split priced (126 layers on 16 stages: 7, 8 x 14, 7).
-        // Edge stages of their own counts are the inner stages' count less some layers.
+        // Edge stages of their own counts are the inner stages' count less some layers, taken
+        // off the first and last of torchtitan's pp x v stages (rank 0 runs the first, rank
+        // pp - 1 the last).
         let stages = m.pp * m.virtual_stages;
         Some(match m.edge_stages {
             Some(e) => {
-                let per_stage = if m.pp > 2 {
+                let middle = if m.pp > 2 {
                     (model.layers - e.first - e.last) / (m.pp - 2)
                 } else {
                     e.first.max(e.last)
                 };
-                if e.first > per_stage || e.last > per_stage {
+                let per_stage = middle / m.virtual_stages;
+                let (first, last) = (
+                    middle.saturating_sub(e.first),
+                    middle.saturating_sub(e.last),
+                );
+                if e.first > middle
+                    || e.last > middle
+                    || middle % m.virtual_stages != 0
+                    || first > per_stage
+                    || last > per_stage
+                {
                     return Err(refuse(format!(
-                        "first and last stages of {} and {} layers beside inner stages of {per_stage} \
-                         were priced; torchtitan only takes layers off the edge stages",
-                        e.first, e.last
+                        "first and last stages of {} and {} layers beside inner stages of {middle} \
+                         over {} virtual stages were priced; torchtitan's stages hold equal layers \
+                         but for some taken off its first and last",
+                        e.first, e.last, m.virtual_stages
                     )));
                 }
-                (per_stage, per_stage - e.first, per_stage - e.last)
+                (per_stage, first, last)
             }
             None if model.layers % stages == 0 => (model.layers / stages, 0, 0),
             None => ((model.layers + 2) / stages, 1, 1),
@@ -1199,6 +1249,47 @@ mod tests {
         let deepseek = catalog::model("deepseek-v3").unwrap().shape;
         let err = torchtitan(&deepseek, &t, &m).unwrap_err().why;
         assert!(err.starts_with("combined 1F1B was priced"), "{err}");
+    }
+
+    #[test]
+    fn megatron_lays_out_uneven_edges_over_virtual_stages_chunk_by_chunk() {
+        // DeepSeek-V3 on 4 ranks x 4 chunks with edge stages of 16 and 13 (Megatron-Bridge's
+        // GB200 recipe holds the same counts a rank): the last rank's 13 as 4, 3, 3, 3, the
+        // MTP module and the loss after the last chunk's layers.
+        let model = catalog::model("deepseek-v3").unwrap().shape;
+        let m = Mesh {
+            ep: 8,
+            edge_stages: Some(crate::mesh::EdgeStages {
+                first: 16,
+                last: 13,
+            }),
+            ..mesh(4, 4, 1, Recompute::Full)
+        };
+        let a = megatron_args(&megatron(&model, &training(ReduceDtype::Fp32), &m).unwrap());
+        let layout = &a["pipeline-model-parallel-layout"][0];
+        let chunks: Vec<&str> = layout.trim_matches('\'').split('|').collect();
+        assert_eq!(chunks.len(), 16);
+        assert_eq!(chunks[0], "Etttt");
+        assert_eq!(chunks[3], "tttt");
+        assert_eq!(chunks[7], "ttt");
+        assert_eq!(chunks[15], "tttmL");
+        let per_rank = |r: usize| {
+            (0..4)
+                .map(|v| chunks[4 * v + r].matches('t').count())
+                .sum::<usize>()
+        };
+        assert_eq!(
+            (per_rank(0), per_rank(1), per_rank(2), per_rank(3)),
+            (16, 16, 16, 13)
+        );
+        // The layout is the one pipeline-layer flag Megatron takes beside it.
+        for flag in [
+            "num-layers-per-virtual-pipeline-stage",
+            "decoder-first-pipeline-num-layers",
+            "account-for-loss-in-pipeline-split",
+        ] {
+            assert!(!a.contains_key(flag), "{flag}");
+        }
     }
 
     #[test]

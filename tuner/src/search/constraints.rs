@@ -64,6 +64,38 @@ pub(super) fn edge_stages(
     Ok(Some(EdgeStages { first: f, last: l }))
 }
 
+/// Whether `v` virtual stages a rank can interleave a pipeline split as `edges`
+/// ([`edge_stages`]): an even or one-fewer split of [`splits_layers`] over all `pp·v` chunks,
+/// or, where the edge stages differ, at least `v` layers on every stage, one a chunk at least.
+/// Megatron-Core lays uneven chunks out with `--pipeline-model-parallel-layout` (DeepSeek-V3's
+/// Megatron-Bridge recipes: 61 layers on 4 x 4 chunks of 4, the last of 1; the cost model
+/// prices each stage's layers, whatever its chunks hold).
+pub(super) fn interleaves(layers: u32, pp: u32, v: u32, edges: Option<EdgeStages>) -> bool {
+    match edges {
+        _ if v <= 1 => true,
+        None => splits_layers(layers, pp * v),
+        Some(e) => {
+            let inner_ok = pp <= 2 || (layers - e.first - e.last) / (pp - 2) >= v;
+            e.first >= v && e.last >= v && inner_ok
+        }
+    }
+}
+
+/// Whether each stage of an uneven split holds a whole number of `v`-layer-equal chunks, as
+/// Megatron-Core's `--decoder-first-pipeline-num-layers` and `--decoder-last-pipeline-num-layers`
+/// need under virtual stages (`get_num_layers_to_build`). The search tries uneven splits over
+/// virtual stages only so; other chunkings (a layout string's) are priced where pinned.
+pub(super) fn chunks_evenly(layers: u32, pp: u32, v: u32, edges: Option<EdgeStages>) -> bool {
+    edges.is_none_or(|e| {
+        let inner = if pp > 2 {
+            (layers - e.first - e.last) / (pp - 2)
+        } else {
+            v
+        };
+        e.first % v == 0 && e.last % v == 0 && inner % v == 0
+    })
+}
+
 /// Knobs pinned by the user; `None` means search over it. The flags of `recommend` and
 /// `explain` are these fields.
 #[derive(Debug, Clone, Default, PartialEq, clap::Args)]
@@ -177,15 +209,16 @@ impl Constraints {
         }
         if let Some(pp) = self.pp {
             let edges = (self.first_stage_layers, self.last_stage_layers);
+            let split = edge_stages(model.layers, pp, edges);
             if edges != (None, None) {
-                if pp < 2 || self.virtual_stages.is_some_and(|v| v > 1) {
+                if pp < 2 {
                     return Err(bad_input(
                         "--first-stage-layers/--last-stage-layers",
                         format!("{edges:?} with --pp {pp}"),
-                        "uneven edge stages of a plain pipeline: --pp 2 or more, --virtual-stages 1",
+                        "uneven edge stages of a pipeline: --pp 2 or more",
                     ));
                 }
-                if edge_stages(model.layers, pp, edges).is_err() {
+                if split.is_err() {
                     return Err(bad_input(
                         "--first-stage-layers/--last-stage-layers",
                         format!("{edges:?} with --pp {pp}"),
@@ -195,10 +228,7 @@ impl Constraints {
                         ),
                     ));
                 }
-            } else if !splits_layers(model.layers, pp)
-                && (self.virtual_stages.is_some_and(|v| v > 1)
-                    || edge_stages(model.layers, pp, edges).is_err())
-            {
+            } else if split.is_err() {
                 return Err(bad_input(
                     "--pp",
                     pp,
@@ -207,6 +237,18 @@ impl Constraints {
                         model.layers
                     ),
                 ));
+            }
+            if let (Ok(split), Some(v)) = (split, self.virtual_stages) {
+                if !interleaves(model.layers, pp, v, split) {
+                    return Err(bad_input(
+                        "--virtual-stages",
+                        format!("{v} with --pp {pp}"),
+                        &format!(
+                            "a count that splits {} layers over {pp} x v chunks evenly or one fewer on the first and last, or, with uneven edge stages, at most the layers of the smallest stage",
+                            model.layers
+                        ),
+                    ));
+                }
             }
         }
         if let Some(cp) = self.cp {
@@ -289,13 +331,6 @@ impl Constraints {
                     "--virtual-stages",
                     "1".into(),
                     "--virtual-stages 2 or more under a pipeline",
-                );
-            }
-            if (self.first_stage_layers, self.last_stage_layers) != (None, None) {
-                return refuse(
-                    "--first-stage-layers/--last-stage-layers",
-                    "uneven edge stages".into(),
-                    "an even split over virtual stages",
                 );
             }
         }
@@ -439,6 +474,28 @@ mod tests {
         assert_eq!(edge_stages(61, 2, (None, None)), edges(31, 30));
         // Too many stages for the layers.
         assert_eq!(edge_stages(20, 16, (None, None)), Err(()));
+    }
+
+    #[test]
+    fn virtual_stages_interleave_uneven_edges_a_layer_a_chunk_at_least() {
+        let e = |first, last| Some(EdgeStages { first, last });
+        // DeepSeek-V3 as Megatron-Bridge's GB200 recipe lays it out: 61 layers on 4 ranks x 4
+        // chunks, 16 on each rank but the last, which holds 13.
+        assert!(interleaves(61, 4, 4, e(16, 13)));
+        // On 16 stages the edges take 3 and 2: two chunks a rank, not three.
+        assert!(interleaves(61, 16, 2, e(3, 2)));
+        assert!(!interleaves(61, 16, 3, e(3, 2)));
+        // An even or one-fewer split over all chunks, as before: Qwen3-235B-A22B's 94 layers on
+        // 8 x 4 (96 counted, 3 a chunk); 80 layers on 8 x 3 would leave 10 for 3 chunks.
+        assert!(interleaves(94, 8, 4, None));
+        assert!(!interleaves(80, 8, 3, None));
+        assert!(interleaves(80, 8, 1, None));
+        // The search's own uneven splits over virtual stages chunk evenly: DeepSeek-V3's 16 and
+        // 13 do not, 96 layers on 5 stages (18, 20 x 3, 18) do in twos.
+        assert!(!chunks_evenly(61, 4, 4, e(16, 13)));
+        assert!(chunks_evenly(96, 5, 2, e(18, 18)));
+        assert!(!chunks_evenly(96, 5, 3, e(18, 18)));
+        assert!(chunks_evenly(94, 8, 4, None));
     }
 
     #[test]
