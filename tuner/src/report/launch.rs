@@ -1036,18 +1036,23 @@ mod tests {
         assert_eq!(megatron_args(&text)["norm-epsilon"], ["0.000001"]);
     }
 
+    /// Megatron-LM's arguments for `model` on two stages, nothing else varied.
+    fn megatron_plain(model: &ModelShape) -> String {
+        megatron(
+            model,
+            &training(ReduceDtype::Fp32),
+            &mesh(2, 1, 1, Recompute::None),
+        )
+        .unwrap()
+    }
+
     #[test]
     fn megatron_says_what_a_model_from_a_file_leaves_unset() {
         let model = ModelShape {
             name: "my-model".into(),
             ..catalog::model("llama3-8b").unwrap().shape
         };
-        let text = megatron(
-            &model,
-            &training(ReduceDtype::Fp32),
-            &mesh(2, 1, 1, Recompute::None),
-        )
-        .unwrap();
+        let text = megatron_plain(&model);
         assert!(
             text.contains("# my-model is not a catalog model: --norm-epsilon, --rotary-base and the dropouts are left at Megatron-LM's defaults"),
             "{text}"
@@ -1065,13 +1070,7 @@ mod tests {
                 layer_types: types,
                 ..catalog::model("llama3-8b").unwrap().shape
             };
-            let text = megatron(
-                &model,
-                &training(ReduceDtype::Fp32),
-                &mesh(2, 1, 1, Recompute::None),
-            )
-            .unwrap();
-            let a = megatron_args(&text);
+            let a = megatron_args(&megatron_plain(&model));
             (
                 a.get("window-size").cloned(),
                 a.get("window-attn-skip-freq").cloned(),

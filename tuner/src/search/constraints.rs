@@ -325,14 +325,12 @@ impl Constraints {
                 "at most one multi-token-prediction layer",
             );
         }
-        if self.pp.is_some_and(|pp| pp > 1) {
-            if self.virtual_stages == Some(1) {
-                return refuse(
-                    "--virtual-stages",
-                    "1".into(),
-                    "--virtual-stages 2 or more under a pipeline",
-                );
-            }
+        if self.pp.is_some_and(|pp| pp > 1) && self.virtual_stages == Some(1) {
+            return refuse(
+                "--virtual-stages",
+                "1".into(),
+                "--virtual-stages 2 or more under a pipeline",
+            );
         }
         Ok(())
     }
