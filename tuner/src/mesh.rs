@@ -140,7 +140,9 @@ impl StageLayers {
     }
 }
 
-/// One hybrid-parallel layout. `tp * cp * dp * pp` is the GPU count; `ep` divides `dp`.
+/// One hybrid-parallel layout. `tp * cp * dp * pp` is the GPU count; the experts split over
+/// `ep` expert-parallel ranks of `expert_tp` tensor-parallel ranks each, which fold over the
+/// TP x DP ranks of a stage (`ep x expert_tp` divides `tp x dp`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub struct Mesh {
     /// Tensor parallel size.
@@ -167,6 +169,10 @@ pub struct Mesh {
     pub schedule: Schedule,
     /// Uneven first and last stages, where set.
     pub edge_stages: Option<EdgeStages>,
+    /// Tensor-parallel ranks each expert's weights split over where they are not `tp`
+    /// (Megatron-Core's `expert_tensor_parallel_size`, whose default is the TP size; 1 folds
+    /// the expert-parallel group over the TP ranks: MoE Parallel Folding, arXiv 2504.14960).
+    pub expert_tp: Option<u32>,
 }
 
 impl Mesh {
@@ -214,6 +220,17 @@ impl Mesh {
         }
     }
 
+    /// Tensor-parallel ranks each expert's weights split over.
+    pub fn etp(&self) -> u32 {
+        self.expert_tp.unwrap_or(self.tp)
+    }
+
+    /// Ranks that hold the same experts and reduce their gradients: the TP x DP ranks of a
+    /// stage over `ep x etp` (dp / ep where the experts split as the dense weights do).
+    pub fn expert_dp(&self) -> u32 {
+        (self.tp * self.dp / (self.ep * self.etp())).max(1)
+    }
+
     /// Microbatches per step for a global batch of `global_batch` sequences.
     pub fn microbatches(&self, global_batch: u32) -> u32 {
         global_batch / (self.dp * self.microbatch_size)
@@ -228,6 +245,9 @@ impl fmt::Display for Mesh {
         }
         if self.ep > 1 {
             write!(f, " EP{}", self.ep)?;
+        }
+        if let Some(etp) = self.expert_tp {
+            write!(f, " ETP{etp}")?;
         }
         if self.virtual_stages > 1 {
             write!(f, " v{}", self.virtual_stages)?;

@@ -85,7 +85,7 @@ pub struct Placement {
     /// Gradient-reduction group of the dense weights: DP x CP ranks, since context-parallel
     /// ranks hold the same weights (Megatron reduces over the DP x CP group).
     pub grad: GroupSpan,
-    /// Data parallel group of the expert weights (dp / ep ranks).
+    /// Data parallel group of the expert weights ([`Mesh::expert_dp`] ranks).
     pub expert_dp: GroupSpan,
     /// Two neighbouring pipeline stages.
     pub pp: GroupSpan,
@@ -95,13 +95,21 @@ impl Placement {
     /// Places every group of `mesh` on `cluster`.
     pub fn of(mesh: &Mesh, cluster: &Cluster) -> Placement {
         let inner = mesh.tp * mesh.cp;
+        // Experts split as the dense weights take their EP ranks from DP, TP x CP apart;
+        // folded over fewer TP ranks they take them from TP x DP, ETP apart (Megatron-Core's
+        // expert rank order `tp-ep-dp` with ETP in TP's place).
+        let ep_stride = if mesh.etp() == mesh.tp {
+            inner
+        } else {
+            mesh.etp()
+        };
         Placement {
             tp: span(mesh.tp, 1, cluster),
             cp: span(mesh.cp, mesh.tp, cluster),
-            ep: span(mesh.ep, inner, cluster),
+            ep: span(mesh.ep, ep_stride, cluster),
             dp: span(mesh.dp, inner, cluster),
             grad: span(mesh.dp * mesh.cp, mesh.tp, cluster),
-            expert_dp: span(mesh.dp / mesh.ep, inner * mesh.ep, cluster),
+            expert_dp: span(mesh.expert_dp(), ep_stride * mesh.ep, cluster),
             pp: span(if mesh.pp > 1 { 2 } else { 1 }, inner * mesh.dp, cluster),
         }
     }

@@ -86,7 +86,14 @@ pub fn for_each_mesh(
                     continue;
                 }
                 let per_replica = global_batch / dp;
-                for ep in pick(c.ep, divisors(dp)) {
+                // Experts split as the dense weights unless pinned; folded over fewer TP
+                // ranks, the expert-parallel group takes its ranks from TP x DP.
+                let etp = c.etp.filter(|_| moe_experts.is_some()).unwrap_or(tp);
+                if tp % etp != 0 {
+                    continue;
+                }
+                let expert_tp = (etp != tp).then_some(etp);
+                for ep in pick(c.ep, divisors(dp * (tp / etp))) {
                     if moe_experts.map_or(ep != 1, |e| e % ep != 0) {
                         continue;
                     }
@@ -170,6 +177,7 @@ pub fn for_each_mesh(
                                             sequence_parallel,
                                             schedule,
                                             edge_stages,
+                                            expert_tp,
                                         });
                                     }
                                 }
@@ -470,10 +478,15 @@ mod tests {
             err.starts_with("--cp = 2: expected 1: deepspeed runs no context parallelism"),
             "{err}"
         );
-        // Megatron and torchtitan run both: nothing pinned, nothing said.
-        for framework in [Framework::Megatron, Framework::Fsdp] {
+        // Megatron and torchtitan run both: nothing pinned, nothing said; torchtitan keeps
+        // each expert whole.
+        for (framework, etp) in [(Framework::Megatron, None), (Framework::Fsdp, Some(1))] {
             let (c, notes) = pinned.within(framework).unwrap();
-            assert_eq!((c, notes.len()), (pinned.clone(), 0));
+            let want = Constraints {
+                etp,
+                ..pinned.clone()
+            };
+            assert_eq!((c, notes.len()), (want, 0));
         }
     }
 
@@ -504,7 +517,8 @@ mod tests {
             );
         }
         // torchtitan runs FSDP2 under its pipeline schedules.
-        assert_eq!(both.within(Framework::Fsdp).unwrap().0, both);
+        let (c, _) = both.within(Framework::Fsdp).unwrap();
+        assert_eq!((c.zero_stage, c.pp), (both.zero_stage, both.pp));
     }
 
     /// Megatron-Core asserts what combined 1F1B needs (`TransformerConfig.__post_init__`):

@@ -1731,3 +1731,74 @@ fn edge_stages_interleave_over_virtual_stages() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--virtual-stages = 14 with --pp 4"), "{err}");
 }
+
+/// Megatron-Bridge's MoE recipes keep each expert whole under tensor parallelism
+/// (`expert_tensor_parallel_size = 1`), so expert parallelism takes its ranks from TP x DP:
+/// Qwen3-235B-A22B's H100 recipe runs EP 32 beside TP 2 and DP 16. A runs file states that
+/// layout (with `layout.etp`, or leaving it to the recipe's rule, which `choices` names) and
+/// explain prices it under `--etp 1`; `--etp` that does not divide `--tp` is a usage error.
+#[test]
+fn experts_fold_over_tensor_parallel_ranks() {
+    let run = |etp: &str| {
+        format!(
+            "format: 1\nruns:\n- id: folded\n  group: g\n  source: \"Megatron-Bridge recipe shape, for a test\"\n  \
+             model: {{name: q235, layers: 94, hidden: 4096, heads: 64, kv_heads: 4, head_dim: 128, ffn_hidden: 12288, ffn_act: swiglu, vocab: 151936, seq_len: 4096, tied_embeddings: false, moe: {{experts: 128, top_k: 8, expert_ffn_hidden: 1536}}}}\n  \
+             cluster: {{gpu: h100-sxm, gpus: 256, gpus_per_node: 8, nics_per_node: 8, nic_gbps: 400}}\n  \
+             layout: {{tp: 2, pp: 8, dp: 16, ep: 32, cp: 1, virtual_stages: 4, microbatch_size: 1, global_batch_size: 8192, zero_stage: 1, recompute: none, sequence_parallel: true, schedule: null{etp}}}\n  \
+             observed: {{iteration_time_s: 100.0, tokens_per_s: null, tflops_per_gpu: null, tflops_kind: null, mfu: null}}\n"
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let priced = |text: String| {
+        let path = dir.path().join("runs.yaml");
+        std::fs::write(&path, text).unwrap();
+        let doc: Value = serde_json::from_str(&stdout_of(&[
+            "validate",
+            "--runs",
+            path.to_str().unwrap(),
+            "--format",
+            "json",
+        ]))
+        .unwrap();
+        doc["runs"][0].clone()
+    };
+    let recipe = priced(run(""));
+    assert!(
+        recipe["choices"]["etp"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("1 (the recipe's")),
+        "{recipe}"
+    );
+    let stated = priced(run(", etp: 1"));
+    assert!(stated["choices"]["etp"].is_null(), "{stated}");
+    assert_eq!(
+        recipe["predicted_iteration_time_s"],
+        stated["predicted_iteration_time_s"]
+    );
+
+    let layout = [
+        "explain",
+        "--model",
+        "8x7b",
+        "--gpus",
+        "32",
+        "--tp",
+        "2",
+        "--pp",
+        "1",
+        "--dp",
+        "16",
+        "--ep",
+        "8",
+        "--sequence-parallel",
+        "true",
+    ];
+    let doc: Value = serde_json::from_str(&stdout_of(
+        &[&layout[..], &["--etp", "1", "--format", "json"]].concat(),
+    ))
+    .unwrap();
+    assert_eq!(doc["meshes"][0]["expert_tp"], 1);
+    let (code, err) = failure(&[&layout[..], &["--etp", "3"]].concat());
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--etp with --tp = 3 with 2"), "{err}");
+}

@@ -17,7 +17,7 @@ pub(super) fn stage_params(x: &Inputs) -> (f64, f64) {
     let embed = if x.mesh.pp == 1 { p.embeddings } else { output };
     (
         (p.dense_layers * share + embed) / tp,
-        p.experts * share / tp / f64::from(x.mesh.ep),
+        p.experts * share / f64::from(x.mesh.etp() * x.mesh.ep),
     )
 }
 
@@ -26,8 +26,7 @@ pub(super) fn stage_params(x: &Inputs) -> (f64, f64) {
 pub(super) fn owned_params(x: &Inputs) -> f64 {
     let (dense, experts) = stage_params(x);
     if x.mesh.zero_stage >= 1 {
-        dense / f64::from(x.mesh.dp * x.mesh.cp)
-            + experts / (f64::from(x.mesh.dp / x.mesh.ep)).max(1.0)
+        dense / f64::from(x.mesh.dp * x.mesh.cp) + experts / f64::from(x.mesh.expert_dp())
     } else {
         dense + experts
     }

@@ -124,20 +124,23 @@ fn dense_mlp_gemms(c: &dyn ComputeModel, t: f64, h: f64, f: f64, up: f64, tp: f6
 /// streams spread the experts' tiles over the SMs together, priced as one GEMM over every
 /// expert's padded rows; a loop runs each expert's GEMM alone ([`ExpertGemms`]). Each launch
 /// is a kernel the host issues. Shared experts see every token; the router is one GEMM to
-/// the expert count, in bf16 under fp8 ([`ComputeModel::bf16_linear_s`]).
+/// the expert count, in bf16 under fp8 ([`ComputeModel::bf16_linear_s`]). The routed experts
+/// split over `etp` of the `tp` ranks: where that is fewer (MoE Parallel Folding, arXiv
+/// 2504.14960), each rank routes its own 1 / tp of the tokens to experts of etp / tp of the
+/// width, so an expert sees the tokens of `tp / etp` times the ranks at full width.
 fn moe_mlp_gemms(
     c: &dyn ComputeModel,
     moe: &Moe,
     t: f64,
     h: f64,
     up: f64,
-    (tp, ep): (f64, f64),
+    (tp, etp, ep): (f64, f64, f64),
     (imbalance, gemms): (f64, ExpertGemms),
 ) -> (Pass, f64) {
     let e = f64::from(moe.experts);
     let fe = f64::from(moe.expert_ffn_hidden);
     let local_experts = e / ep;
-    let per_expert = t * ep * f64::from(moe.top_k) / e * imbalance;
+    let per_expert = t * etp / tp * ep * f64::from(moe.top_k) / e * imbalance;
     let grouped = local_experts * grouped_rows(per_expert);
     // (launches per projection, GEMMs priced one after another, rows of each)
     let (launches, serial, rows) = match gemms {
@@ -146,8 +149,8 @@ fn moe_mlp_gemms(
         ExpertGemms::Looped => (local_experts, local_experts, per_expert),
     };
     let (fwd, bwd) = sum(
-        c.linear_s(rows, up * fe / tp, h),
-        c.linear_s(rows, h, fe / tp),
+        c.linear_s(rows, up * fe / etp, h),
+        c.linear_s(rows, h, fe / etp),
     );
     let routed = (serial * fwd, serial * bwd);
     let shared = if moe.shared_experts > 0 {
@@ -465,14 +468,14 @@ pub(super) fn layer(x: &Inputs, moe_layer: bool) -> Layer {
     };
     let mlp_gemms = match moe {
         Some(moe) => {
-            let ep = f64::from(mesh.ep);
+            let (ep, etp) = (f64::from(mesh.ep), f64::from(mesh.etp()));
             let (gemms, launches) = moe_mlp_gemms(
                 c,
                 moe,
                 t,
                 h,
                 up,
-                (tp, ep),
+                (tp, etp, ep),
                 (moe.load(eff.moe_imbalance), x.training.expert_gemms),
             );
             kernels += MOE_KERNELS + 2.0 * launches;

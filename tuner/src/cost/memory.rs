@@ -212,8 +212,9 @@ pub fn memory_per_gpu(model: &ModelShape, training: &Training, mesh: &Mesh) -> M
         stage_embed
     };
     let dense = (params.dense_layers * stage_share + mtp * params.mtp_dense) / tp + stage_embed;
-    let experts = (params.experts * stage_share + mtp * params.mtp_experts) / tp / ep;
-    let expert_dp = (f64::from(mesh.dp) / ep).max(1.0);
+    let etp = f64::from(mesh.etp());
+    let experts = (params.experts * stage_share + mtp * params.mtp_experts) / etp / ep;
+    let expert_dp = f64::from(mesh.expert_dp());
     let shard = |zero_from: u8, base: f64| {
         let z = mesh.zero_stage >= zero_from;
         base * (dense / if z { dp } else { 1.0 } + experts / if z { expert_dp } else { 1.0 })
@@ -234,7 +235,7 @@ pub fn memory_per_gpu(model: &ModelShape, training: &Training, mesh: &Mesh) -> M
     let activations = activation_bytes(model, training, mesh);
 
     let zero3_buffers = if mesh.zero_stage == 3 {
-        2.0 * WEIGHT_BYTES * (params.dense_layers + params.experts / ep) / layers / tp
+        2.0 * WEIGHT_BYTES * (params.dense_layers / tp + params.experts / ep / etp) / layers
     } else {
         0.0
     };
@@ -535,6 +536,7 @@ mod tests {
             sequence_parallel: false,
             schedule: crate::mesh::Schedule::OneFOneB,
             edge_stages: None,
+            expert_tp: None,
         }
     }
 
@@ -650,6 +652,7 @@ mod tests {
             sequence_parallel: true,
             schedule: crate::mesh::Schedule::OneFOneB,
             edge_stages: None,
+            expert_tp: None,
         }
     }
 
@@ -685,6 +688,7 @@ mod tests {
             sequence_parallel: false,
             schedule: crate::mesh::Schedule::OneFOneB,
             edge_stages: None,
+            expert_tp: None,
         };
         let tr = training(8192, 64);
         let mut last = f64::INFINITY;

@@ -107,6 +107,7 @@ mod tests {
             sequence_parallel: false,
             schedule,
             edge_stages: None,
+            expert_tp: None,
         }
     }
 

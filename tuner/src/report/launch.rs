@@ -121,6 +121,10 @@ fn megatron_moe_args(moe: &Moe, layers: u32, t: &Training, m: &Mesh) -> Vec<Stri
         "--num-experts {} --moe-router-topk {} --expert-model-parallel-size {}",
         moe.experts, moe.top_k, m.ep
     ));
+    // Megatron-Core splits each expert over the TP ranks unless told otherwise.
+    if let Some(etp) = m.expert_tp {
+        a.push(format!("--expert-tensor-parallel-size {etp}"));
+    }
     a.push(format!("--moe-ffn-hidden-size {}", moe.expert_ffn_hidden));
     // Without it every layer is an MoE layer; the leading dense ones were priced dense.
     if moe.dense_layers > 0 {
@@ -412,6 +416,8 @@ struct TitanLayout {
     ac: &'static str,
     float8: Option<TitanFloat8Recipe>,
     local_batch_size: u32,
+    /// TP ranks each expert splits over (torchtitan's default is 1: experts whole).
+    expert_tp: u32,
 }
 
 /// The layout as torchtitan runs it, or why neither release can run it as priced.
@@ -461,6 +467,16 @@ fn titan_layout(
             ))
         }
         Schedule::OneFOneB => {}
+    }
+    // torchtitan splits experts over 1 or all of the TP ranks (`expert_tensor_parallel_degree`).
+    if m.ep > 1 && model.moe.is_some() && m.etp() != 1 && m.etp() != m.tp {
+        return Err(refuse(format!(
+            "experts over {} of {} TP ranks were priced, and torchtitan splits them over 1 or all \
+             of them; pin --etp 1 or --etp {}",
+            m.etp(),
+            m.tp,
+            m.tp
+        )));
     }
     if t.moe_dispatch == MoeDispatch::AllGather && m.ep > 1 && model.moe.is_some() {
         return Err(refuse(
@@ -573,6 +589,7 @@ fn titan_layout(
         } else {
             m.microbatch_size
         },
+        expert_tp: m.etp(),
     })
 }
 
@@ -614,7 +631,15 @@ pub fn torchtitan(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, 
             ))
         }
     };
-    // 0.3 lays the experts over the dense ranks: dp_shard x cp x tp = efsdp x ep.
+    // 0.3 keeps each expert whole and lays the experts over the dense ranks:
+    // dp_shard x cp x tp = efsdp x ep.
+    if l.expert_tp != 1 && m.ep > 1 && model.moe.is_some() {
+        return Err(refuse(format!(
+            "experts split over {} TP ranks were priced, and torchtitan 0.3 keeps each expert \
+             whole (efsdp = dp_shard x cp x tp / ep); pin --etp 1, or use --emit torchtitan-0.2",
+            l.expert_tp
+        )));
+    }
     let dense = l.shard * m.cp * m.tp;
     if m.ep > 1 && dense % m.ep != 0 {
         return Err(refuse(format!(
@@ -740,6 +765,7 @@ pub fn torchtitan_v02(model: &ModelShape, t: &Training, m: &Mesh) -> Result<Stri
             pipeline_parallel_schedule: l.schedule,
             pipeline_parallel_microbatch_size: m.microbatch_size,
             expert_parallel_degree: m.ep,
+            expert_tensor_parallel_degree: l.expert_tp,
             pipeline_parallel_layers_per_stage: l.split.map(|s| s.0),
             pipeline_parallel_first_stage_less_layers: l.split.map(|s| s.1),
             pipeline_parallel_last_stage_less_layers: l.split.map(|s| s.2),
@@ -804,6 +830,7 @@ struct TitanParallelism {
     pipeline_parallel_schedule: &'static str,
     pipeline_parallel_microbatch_size: u32,
     expert_parallel_degree: u32,
+    expert_tensor_parallel_degree: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pipeline_parallel_layers_per_stage: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -883,6 +910,7 @@ mod tests {
             sequence_parallel: true,
             schedule: crate::mesh::Schedule::OneFOneB,
             edge_stages: None,
+            expert_tp: None,
         }
     }
 
@@ -1228,6 +1256,31 @@ mod tests {
     }
 
     #[test]
+    fn megatron_folds_the_experts_over_tp_as_priced() {
+        // As Megatron-Bridge's MoE recipes run experts under TP (expert_tensor_parallel_size
+        // 1): whole, with EP over the TP x DP ranks, where Megatron's default splits each over
+        // the TP pair.
+        let model = catalog::model("mixtral-8x7b").unwrap().shape;
+        let m = Mesh {
+            tp: 2,
+            dp: 16,
+            ep: 8,
+            expert_tp: Some(1),
+            ..mesh(1, 1, 1, Recompute::None)
+        };
+        let a = megatron_args(&megatron(&model, &training(ReduceDtype::Fp32), &m).unwrap());
+        assert_eq!(number(&a, "expert-tensor-parallel-size"), 1);
+        assert_eq!(number(&a, "expert-model-parallel-size"), 8);
+        let split = Mesh {
+            expert_tp: None,
+            ep: 4,
+            ..m
+        };
+        let a = megatron_args(&megatron(&model, &training(ReduceDtype::Fp32), &split).unwrap());
+        assert!(!a.contains_key("expert-tensor-parallel-size"));
+    }
+
+    #[test]
     fn megatron_runs_combined_1f1b_by_its_flag_and_torchtitan_refuses_it() {
         let model = catalog::model("mixtral-8x7b").unwrap().shape;
         let t = training(ReduceDtype::Fp32);
@@ -1550,12 +1603,13 @@ mod tests {
 
     #[test]
     fn torchtitan_refuses_expert_ranks_its_dense_ranks_cannot_hold() {
-        // DDP 8 (ZeRO-0) x CP 2 x TP 8 beside EP 32: 0.3 takes the expert ranks from
-        // dp_shard x cp x tp = 16.
+        // DDP 8 (ZeRO-0) x CP 2 x TP 8 beside EP 32, each expert whole: 0.3 takes the expert
+        // ranks from dp_shard x cp x tp = 16.
         let model = catalog::model("deepseek-v3").unwrap().shape;
         let t = training(ReduceDtype::Fp32);
         let m = Mesh {
             ep: 32,
+            expert_tp: Some(1),
             ..mesh(1, 1, 0, Recompute::Full)
         };
         let err = torchtitan(&model, &t, &m).unwrap_err().to_string();
@@ -1564,6 +1618,31 @@ mod tests {
         let (a, _) = titan_args(&torchtitan(&model, &t, &fits).unwrap());
         assert_eq!(number(&a, "parallelism.expert_parallel_degree"), 16);
         assert_eq!(number(&a, "parallelism.data_parallel_replicate_degree"), 8);
+        // Split as the dense weights, the experts are refused by 0.3, which keeps them whole,
+        // and written for v0.2; over 2 of the 8 TP ranks neither can split them.
+        let split = Mesh {
+            ep: 2,
+            expert_tp: None,
+            ..m
+        };
+        let err = torchtitan(&model, &t, &split).unwrap_err().to_string();
+        assert!(
+            err.contains("torchtitan 0.3 keeps each expert whole"),
+            "{err}"
+        );
+        let toml = toml_keys(&torchtitan_v02(&model, &t, &split).unwrap());
+        assert_eq!(toml["expert_tensor_parallel_degree"], "8");
+        let quarter = Mesh {
+            expert_tp: Some(2),
+            ..split
+        };
+        let err = torchtitan_v02(&model, &t, &quarter)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("torchtitan splits them over 1 or all"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -142,6 +142,11 @@ pub struct Constraints {
     /// Layers on the last pipeline stage, where it differs from the others.
     #[arg(long)]
     pub last_stage_layers: Option<u32>,
+    /// Tensor-parallel ranks each expert splits over (Megatron's
+    /// `--expert-tensor-parallel-size`; default: --tp). 1 folds the expert-parallel group
+    /// over the TP ranks, so --ep may reach --tp x --dp.
+    #[arg(long)]
+    pub etp: Option<u32>,
 }
 
 /// A pinned count: its flag, the keys a mesh spec (`tp=8,mb=2`) may name it by, and its field.
@@ -152,12 +157,13 @@ pub(crate) struct Count {
 }
 
 /// Every knob that is a positive count, in flag order.
-pub(crate) const COUNTS: [Count; 8] = [
+pub(crate) const COUNTS: [Count; 9] = [
     count("--tp", &["tp"], |c| &mut c.tp),
     count("--pp", &["pp"], |c| &mut c.pp),
     count("--dp", &["dp"], |c| &mut c.dp),
     count("--cp", &["cp"], |c| &mut c.cp),
     count("--ep", &["ep"], |c| &mut c.ep),
+    count("--etp", &["etp"], |c| &mut c.etp),
     count("--microbatch-size", &["mb", "microbatch_size"], |c| {
         &mut c.microbatch_size
     }),
@@ -249,6 +255,15 @@ impl Constraints {
                         ),
                     ));
                 }
+            }
+        }
+        if let (Some(etp), Some(tp)) = (self.etp, self.tp) {
+            if tp % etp != 0 {
+                return Err(bad_input(
+                    "--etp with --tp",
+                    format!("{etp} with {tp}"),
+                    "a divisor of --tp",
+                ));
             }
         }
         if let Some(cp) = self.cp {
@@ -380,6 +395,11 @@ impl Constraints {
         }
         if !d.sharded_pipeline {
             c.keep_sharding_off_pipelines(framework, &mut notes)?;
+        }
+        // torchtitan keeps each expert whole over TP (0.3: efsdp = dp_shard x cp x tp / ep;
+        // v0.2's `expert_tensor_parallel_degree` defaults to 1).
+        if framework == Framework::Fsdp {
+            c.etp = c.etp.or(Some(1));
         }
         Ok((c, notes))
     }

@@ -18,6 +18,8 @@ record::named_enum! {
     Choice, "choice" {
         /// Fused or unfused attention.
         Attention => "attention",
+        /// Tensor-parallel ranks of each expert.
+        Etp => "etp",
         /// How the local experts' GEMMs launch.
         ExpertGemms => "expert_gemms",
         /// Which fused attention kernel.
@@ -231,6 +233,14 @@ pub fn unsaid(run: &Run, framework: Framework) -> Unsaid {
         Framework::Fsdp if text.contains("torchtitan") => TORCHTITAN,
         _ => framework.defaults().unsaid,
     }
+}
+
+/// The expert tensor-parallel size a run leaves null under tensor parallelism: Megatron-Bridge's
+/// MoE recipes set `expert_tensor_parallel_size = 1` (`recipes/qwen/h100/qwen3_moe.py`,
+/// `recipes/deepseek/h100/deepseek_v3.py` at 067f987df), folding the expert-parallel group over
+/// the TP ranks; elsewhere the framework's default, the TP size.
+pub fn folded_experts(run: &Run) -> bool {
+    run.model.moe.is_some() && run.layout.tp > 1 && bridge_perf_recipe(run)
 }
 
 /// Whether the run's MoE routing was forced into balance, so that no expert carries more

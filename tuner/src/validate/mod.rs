@@ -164,6 +164,11 @@ pub struct RunLayout {
     /// Whether torch.compile ran (torchtitan, Hugging Face stacks); absent: read the notes.
     #[serde(default)]
     pub torch_compile: Option<bool>,
+    /// Tensor-parallel ranks each expert splits over (Megatron's
+    /// `expert_tensor_parallel_size`; an extension of format 1); absent: the recipe family's
+    /// or framework's default.
+    #[serde(default)]
+    pub etp: Option<u32>,
 }
 
 /// A pipeline schedule as a runs file names it.
@@ -465,6 +470,7 @@ impl Run {
             }),
             first_stage_layers: l.first_stage_layers,
             last_stage_layers: l.last_stage_layers,
+            etp: l.etp.or_else(|| choices::folded_experts(self).then_some(1)),
         }
     }
 }
@@ -512,6 +518,12 @@ pub(crate) fn price(
             format!("tp x pp x dp x cp = {product}"),
             &format!("cluster.gpus = {gpus}"),
         ));
+    }
+    if l.etp.is_none() && choices::folded_experts(run) {
+        choices.insert(
+            Choice::Etp,
+            "1 (the recipe's expert_tensor_parallel_size)".into(),
+        );
     }
     let mut efficiency = efficiency.clone();
     if choices::forced_balance(run) {

@@ -47,7 +47,7 @@ fn grouped_expert_gemms_launch_once_and_the_others_once_per_expert() {
     // 4,096 tokens of width 4,096 through SwiGLU's two up projections, at TP 1.
     let gemms = |ep, how| {
         let t = 4096.0;
-        moe_mlp_gemms(&PER_FLOP, &moe, t, 4096.0, 2.0, (1.0, ep), (1.0, how))
+        moe_mlp_gemms(&PER_FLOP, &moe, t, 4096.0, 2.0, (1.0, 1.0, ep), (1.0, how))
     };
     let ((fwd, bwd), launches) = gemms(8.0, ExpertGemms::Grouped);
     close(fwd, expert + router);
@@ -64,6 +64,33 @@ fn grouped_expert_gemms_launch_once_and_the_others_once_per_expert() {
     let experts = |p: ((f64, f64), f64)| p.0 .0 - router;
     close(experts(grouped) / experts(looped), 8448.0 / 8192.0);
     close(experts(streams), experts(grouped));
+}
+
+#[test]
+fn folded_experts_take_their_own_tokens_at_full_width() {
+    // Mixtral 8x7B at TP 2 over 8,192 tokens a microbatch, on 8 GPUs. Split as the dense
+    // weights (ETP 2) at EP 4, each TP pair gathers the 8,192 tokens and each GPU holds half
+    // of 2 experts that see 8,192 x 4 x 2 / 8 = 8,192 tokens each: 2 x 8,256 rows at half
+    // the width. Folded (ETP 1) at EP 8, each GPU routes its own 4,096 tokens to 1 whole
+    // expert that sees 4,096 x 8 x 2 / 8 = 8,192: 8,256 rows at full width. The same FLOPs a
+    // GPU, in GEMMs of another shape.
+    let moe = catalog::model("mixtral-8x7b").unwrap().shape.moe.unwrap();
+    let router = 2.0 * 8192.0 * 8.0 * 4096.0 * 1e-15;
+    let experts = |etp, ep| {
+        let ((fwd, _), _) = moe_mlp_gemms(
+            &PER_FLOP,
+            &moe,
+            8192.0,
+            4096.0,
+            2.0,
+            (2.0, etp, ep),
+            (1.0, ExpertGemms::Grouped),
+        );
+        fwd - router
+    };
+    let full = 2.0 * 8256.0 * 3.0 * 4096.0 * 14336.0 * 1e-15;
+    close(experts(1.0, 8.0), full);
+    close(experts(2.0, 4.0), full);
 }
 
 #[test]

@@ -35,6 +35,7 @@ fn mesh(tp: u32, dp: u32, mb: u32, zero_stage: u8, sp: bool) -> Mesh {
         sequence_parallel: sp,
         schedule: crate::mesh::Schedule::OneFOneB,
         edge_stages: None,
+        expert_tp: None,
     }
 }
 
