@@ -67,6 +67,9 @@ fn layout(m: &MeshDoc) -> String {
     if m.mesh.ep > 1 {
         s.push_str(&format!(" EP{}", m.mesh.ep));
     }
+    if let Some(etp) = m.mesh.expert_tp {
+        s.push_str(&format!(" ETP{etp}"));
+    }
     s
 }
 
@@ -282,6 +285,9 @@ fn knobs_apart(first: &MeshDoc, other: &MeshDoc) -> String {
             "SP {}",
             if b.sequence_parallel { "yes" } else { "no" }
         ));
+    }
+    if a.expert_tp != b.expert_tp {
+        knobs.push(format!("ETP{}", b.etp()));
     }
     if a.schedule != b.schedule || a.edge_stages != b.edge_stages {
         knobs.push(format!("as {b}"));
