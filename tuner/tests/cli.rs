@@ -1771,6 +1771,27 @@ fn experts_fold_over_tensor_parallel_ranks() {
     );
     let stated = priced(run(", etp: 1"));
     assert!(stated["choices"]["etp"].is_null(), "{stated}");
+    // Another source's run under Megatron-Core's default splits each expert over the TP pair,
+    // which EP 32 beside DP 16 cannot: not priced, and why.
+    let path = dir.path().join("paper.yaml");
+    std::fs::write(
+        &path,
+        run("").replace("Megatron-Bridge recipe shape", "a paper"),
+    )
+    .unwrap();
+    let doc: Value = serde_json::from_str(&stdout_of(&[
+        "validate",
+        "--runs",
+        path.to_str().unwrap(),
+        "--format",
+        "json",
+    ]))
+    .unwrap();
+    let reason = doc["skipped"][0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("ep x etp dividing tp x dp") && reason.contains("(--etp 1)"),
+        "{reason}"
+    );
     assert_eq!(
         recipe["predicted_iteration_time_s"],
         stated["predicted_iteration_time_s"]
@@ -1801,4 +1822,26 @@ fn experts_fold_over_tensor_parallel_ranks() {
     let (code, err) = failure(&[&layout[..], &["--etp", "3"]].concat());
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--etp with --tp = 3 with 2"), "{err}");
+    // EP 32 beside DP 16 needs the experts folded over the TP pair.
+    let wide = [
+        "explain",
+        "--model",
+        "deepseek-v3",
+        "--gpus",
+        "32",
+        "--tp",
+        "2",
+        "--pp",
+        "1",
+        "--dp",
+        "16",
+        "--ep",
+        "32",
+    ];
+    let (code, err) = failure(&wide);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--ep with --tp, --dp and --etp = 32 with 2, 16 and 2"),
+        "{err}"
+    );
 }

@@ -297,6 +297,17 @@ impl Constraints {
                 }
                 None => return Err(bad_input("--ep", ep, "1: the model has no experts")),
             }
+            if let (Some(tp), Some(dp)) = (self.tp, self.dp) {
+                let etp = self.etp.unwrap_or(tp);
+                if tp % etp == 0 && (dp * (tp / etp)) % ep != 0 {
+                    return Err(bad_input(
+                        "--ep with --tp, --dp and --etp",
+                        format!("{ep} with {tp}, {dp} and {etp}"),
+                        "a divisor of dp x tp / etp: expert parallelism takes its ranks from DP, \
+                         and from TP too where each expert splits over fewer TP ranks (--etp 1)",
+                    ));
+                }
+            }
         }
         Ok(())
     }

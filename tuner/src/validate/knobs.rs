@@ -88,10 +88,15 @@ pub(super) fn published_mesh(
             }
             None => {
                 let Some(e) = defaulted.fastest else {
+                    // The pins' own check names the knob where it can.
+                    let why = c
+                        .check(&scenario.model, scenario.gpus)
+                        .err()
+                        .map_or(String::new(), |e| format!("; as flags, {e}"));
                     return Err(bad_input(
                         &format!("runs[{}].layout", run.id),
                         "the published layout",
-                        "a layout the model can split (tp dividing the heads, pp x virtual stages splitting the layers, dp x microbatch dividing the batch)",
+                        &format!("a layout the model can split (tp dividing the heads, pp x virtual stages splitting the layers, dp x microbatch dividing the batch, ep x etp dividing tp x dp){why}"),
                     ));
                 };
                 notes.push(format!(
