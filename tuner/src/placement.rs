@@ -85,6 +85,8 @@ pub struct Placement {
     /// Gradient-reduction group of the dense weights: DP x CP ranks, since context-parallel
     /// ranks hold the same weights (Megatron reduces over the DP x CP group).
     pub grad: GroupSpan,
+    /// Tensor-parallel group of one expert's weights ([`Mesh::etp`] neighbouring ranks).
+    pub expert_tp: GroupSpan,
     /// Data parallel group of the expert weights ([`Mesh::expert_dp`] ranks).
     pub expert_dp: GroupSpan,
     /// Two neighbouring pipeline stages.
@@ -109,6 +111,7 @@ impl Placement {
             ep: span(mesh.ep, ep_stride, cluster),
             dp: span(mesh.dp, inner, cluster),
             grad: span(mesh.dp * mesh.cp, mesh.tp, cluster),
+            expert_tp: span(mesh.etp(), 1, cluster),
             expert_dp: span(mesh.expert_dp(), ep_stride * mesh.ep, cluster),
             pp: span(if mesh.pp > 1 { 2 } else { 1 }, inner * mesh.dp, cluster),
         }

@@ -86,99 +86,120 @@ pub fn for_each_mesh(
                     continue;
                 }
                 let per_replica = global_batch / dp;
-                // Experts split as the dense weights unless pinned; folded over fewer TP
-                // ranks, the expert-parallel group takes its ranks from TP x DP.
-                let etp = c.etp.filter(|_| moe_experts.is_some()).unwrap_or(tp);
-                if tp % etp != 0 {
-                    continue;
-                }
-                let expert_tp = (etp != tp).then_some(etp);
-                for ep in pick(c.ep, divisors(dp * (tp / etp))) {
-                    if moe_experts.map_or(ep != 1, |e| e % ep != 0) {
+                // Experts split as the dense weights, or whole (MoE Parallel Folding), where
+                // not pinned; folded over fewer TP ranks, the expert-parallel group takes its
+                // ranks from TP x DP.
+                let etps = match (moe_experts, c.etp) {
+                    (None, _) => vec![tp],
+                    (Some(_), Some(etp)) => vec![etp],
+                    (Some(_), None) if tp > 1 => vec![tp, 1],
+                    (Some(_), None) => vec![tp],
+                };
+                for etp in etps {
+                    if tp % etp != 0 {
                         continue;
                     }
-                    for mb in pick(
-                        c.microbatch_size,
-                        divisors(per_replica)
-                            .filter(|&b| b <= MAX_MICROBATCH || c.microbatch_size.is_some()),
-                    ) {
-                        let m = per_replica / mb;
-                        if c.microbatches.is_some_and(|want| want != m) {
+                    let expert_tp = (etp != tp).then_some(etp);
+                    for ep in pick(c.ep, divisors(dp * (tp / etp))) {
+                        // Whole experts without expert parallelism replicate every expert on
+                        // every TP rank: searched only where pinned.
+                        let folded_alone = expert_tp.is_some() && ep == 1 && c.etp.is_none();
+                        if folded_alone || moe_experts.map_or(ep != 1, |e| e % ep != 0) {
                             continue;
                         }
-                        // A pinned count may exceed the searched range (NeMo runs one layer per
-                        // virtual stage); validity below still checks the split.
-                        let vs = match (pp, c.virtual_stages) {
-                            (1, _) => vec![1],
-                            (_, Some(v)) => vec![v],
-                            (_, None) => (1..=MAX_VIRTUAL_STAGES).collect(),
-                        };
-                        for v in vs {
-                            // Interleaving needs microbatches in multiples of the stages, and
-                            // a chunk of one layer at least; unpinned, equal chunks a stage.
-                            let pinned = c.virtual_stages.is_some() || edges != (None, None);
-                            if v == 0
-                                || (v > 1
-                                    && (m % pp != 0
-                                        || !interleaves(model.layers, pp, v, edge_stages)
-                                        || !(pinned
-                                            || chunks_evenly(model.layers, pp, v, edge_stages))))
-                                || c.virtual_stages.is_some_and(|x| x != v)
-                            {
+                        for mb in pick(
+                            c.microbatch_size,
+                            divisors(per_replica)
+                                .filter(|&b| b <= MAX_MICROBATCH || c.microbatch_size.is_some()),
+                        ) {
+                            let m = per_replica / mb;
+                            if c.microbatches.is_some_and(|want| want != m) {
                                 continue;
                             }
-                            let schedule = c.schedule.unwrap_or(Schedule::OneFOneB);
-                            // DualPipe sends microbatches in from both ends, half each, over
-                            // pairs of stages, and has no virtual stages (DeepSeek-V3 §3.2.1);
-                            // its `step` asserts num_chunks >= num_ranks * 2 (deepseek-ai/
-                            // DualPipe, dualpipe/dualpipe.py), which its warm-up needs.
-                            if schedule == Schedule::Dualpipe
-                                && (pp % 2 != 0 || m % 2 != 0 || m < 2 * pp || v > 1)
-                            {
-                                continue;
-                            }
-                            // Combined 1F1B pairs microbatches across expert-parallel ranks,
-                            // over virtual stages under a pipeline (`check_combined_1f1b`).
-                            if schedule == Schedule::Combined1F1B && (ep == 1 || (pp > 1 && v == 1))
-                            {
-                                continue;
-                            }
-                            let zeros: Vec<u8> = match c.zero_stage {
-                                Some(z) => vec![z],
-                                None if dp == 1 => vec![0],
-                                None if pp > 1 => vec![0, 1],
-                                None => vec![0, 1, 2, 3],
+                            // A pinned count may exceed the searched range (NeMo runs one layer per
+                            // virtual stage); validity below still checks the split.
+                            let vs = match (pp, c.virtual_stages) {
+                                (1, _) => vec![1],
+                                (_, Some(v)) => vec![v],
+                                (_, None) => (1..=MAX_VIRTUAL_STAGES).collect(),
                             };
-                            for &zero_stage in &zeros {
-                                for &recompute in &recomputes {
-                                    if schedule == Schedule::Combined1F1B
-                                        && recompute == Recompute::Full
-                                    {
-                                        continue;
-                                    }
-                                    let sps: &[bool] = match c.sequence_parallel {
-                                        Some(true) if tp > 1 => &[true],
-                                        Some(false) => &[false],
-                                        Some(true) => &[],
-                                        None if tp > 1 => &[false, true],
-                                        None => &[false],
-                                    };
-                                    for &sequence_parallel in sps {
-                                        f(Mesh {
-                                            tp,
-                                            pp,
-                                            dp,
-                                            cp,
-                                            ep,
-                                            microbatch_size: mb,
-                                            virtual_stages: v,
-                                            zero_stage,
-                                            recompute,
-                                            sequence_parallel,
-                                            schedule,
-                                            edge_stages,
-                                            expert_tp,
-                                        });
+                            for v in vs {
+                                // Interleaving needs microbatches in multiples of the stages, and
+                                // a chunk of one layer at least; unpinned, equal chunks a stage.
+                                let pinned = c.virtual_stages.is_some() || edges != (None, None);
+                                if v == 0
+                                    || (v > 1
+                                        && (m % pp != 0
+                                            || !interleaves(model.layers, pp, v, edge_stages)
+                                            || !(pinned
+                                                || chunks_evenly(
+                                                    model.layers,
+                                                    pp,
+                                                    v,
+                                                    edge_stages,
+                                                ))))
+                                    || c.virtual_stages.is_some_and(|x| x != v)
+                                {
+                                    continue;
+                                }
+                                let schedule = c.schedule.unwrap_or(Schedule::OneFOneB);
+                                // DualPipe sends microbatches in from both ends, half each, over
+                                // pairs of stages, and has no virtual stages (DeepSeek-V3 §3.2.1);
+                                // its `step` asserts num_chunks >= num_ranks * 2 (deepseek-ai/
+                                // DualPipe, dualpipe/dualpipe.py), which its warm-up needs.
+                                if schedule == Schedule::Dualpipe
+                                    && (pp % 2 != 0 || m % 2 != 0 || m < 2 * pp || v > 1)
+                                {
+                                    continue;
+                                }
+                                // Combined 1F1B pairs microbatches across expert-parallel ranks,
+                                // over virtual stages under a pipeline (`check_combined_1f1b`).
+                                if schedule == Schedule::Combined1F1B
+                                    && (ep == 1 || (pp > 1 && v == 1))
+                                {
+                                    continue;
+                                }
+                                let zeros: Vec<u8> = match c.zero_stage {
+                                    Some(z) => vec![z],
+                                    None if dp == 1 => vec![0],
+                                    None if pp > 1 => vec![0, 1],
+                                    None => vec![0, 1, 2, 3],
+                                };
+                                for &zero_stage in &zeros {
+                                    for &recompute in &recomputes {
+                                        if schedule == Schedule::Combined1F1B
+                                            && recompute == Recompute::Full
+                                        {
+                                            continue;
+                                        }
+                                        // Megatron-Core trains MoE under TP only with
+                                        // sequence parallelism (`MoELayer.forward`), and
+                                        // torchtitan's TP plans shard the sequence.
+                                        let sps: &[bool] = match c.sequence_parallel {
+                                            Some(true) if tp > 1 => &[true],
+                                            Some(false) => &[false],
+                                            Some(true) => &[],
+                                            None if tp > 1 && moe_experts.is_some() => &[true],
+                                            None if tp > 1 => &[false, true],
+                                            None => &[false],
+                                        };
+                                        for &sequence_parallel in sps {
+                                            f(Mesh {
+                                                tp,
+                                                pp,
+                                                dp,
+                                                cp,
+                                                ep,
+                                                microbatch_size: mb,
+                                                virtual_stages: v,
+                                                zero_stage,
+                                                recompute,
+                                                sequence_parallel,
+                                                schedule,
+                                                edge_stages,
+                                                expert_tp,
+                                            });
+                                        }
                                     }
                                 }
                             }

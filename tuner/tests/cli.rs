@@ -1529,7 +1529,11 @@ fn nvl72_layouts_spread_tp_and_ep_over_trays_and_stay_in_the_rack() {
         "no EP past a tray"
     );
     for m in meshes {
-        let block = knob(m, "tp") * knob(m, "cp") * knob(m, "ep");
+        // Whole experts take their EP ranks from the TP ranks' neighbours.
+        let block = match m["expert_tp"].as_u64() {
+            Some(etp) => (knob(m, "tp") * knob(m, "cp")).max(knob(m, "ep") * etp),
+            None => knob(m, "tp") * knob(m, "cp") * knob(m, "ep"),
+        };
         assert!(block <= 72, "rank {}: TP x CP x EP = {block}", m["rank"]);
         assert!(
             !m["warnings"].to_string().contains("wider than the 72-GPU"),
@@ -1822,7 +1826,8 @@ fn experts_fold_over_tensor_parallel_ranks() {
     let (code, err) = failure(&[&layout[..], &["--etp", "3"]].concat());
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--etp with --tp = 3 with 2"), "{err}");
-    // EP 32 beside DP 16 needs the experts folded over the TP pair.
+    // EP 32 beside DP 16 needs the experts folded over the TP pair: explain folds them where
+    // --etp is left out, and says why not where it is pinned to the pair.
     let wide = [
         "explain",
         "--model",
@@ -1837,8 +1842,12 @@ fn experts_fold_over_tensor_parallel_ranks() {
         "16",
         "--ep",
         "32",
+        "--format",
+        "json",
     ];
-    let (code, err) = failure(&wide);
+    let doc: Value = serde_json::from_str(&stdout_of(&wide)).unwrap();
+    assert_eq!(doc["meshes"][0]["expert_tp"], 1);
+    let (code, err) = failure(&[&wide[..], &["--etp", "2"]].concat());
     assert_eq!(code, 2, "{err}");
     assert!(
         err.contains("--ep with --tp, --dp and --etp = 32 with 2, 16 and 2"),

@@ -362,6 +362,18 @@ fn ep_all_gather(coll: &dyn CollectiveModel, g: &GroupSpan, rank_bytes: f64) -> 
         + coll.time_s(Collective::ReduceScatter, g, gathered)
 }
 
+/// The expert-TP exchange of one pass where each expert splits over more than one TP rank:
+/// the tokens a rank receives (`received_bytes`, its own 1 / tp of the sequence's routed
+/// copies) gathered over the `g` ranks that share its experts, and their outputs
+/// reduce-scattered back (Megatron-Core's `MoEAlltoAllTokenDispatcher` gathers and scatters
+/// over its expert-TP group after and before the all-to-all; the flex dispatcher sends each
+/// token to every expert-TP rank instead, `router_topk = tp_size x topk`).
+fn expert_tp_exchange(coll: &dyn CollectiveModel, g: &GroupSpan, received_bytes: f64) -> f64 {
+    let gathered = received_bytes * f64::from(g.ranks);
+    coll.time_s(Collective::AllGather, g, gathered)
+        + coll.time_s(Collective::ReduceScatter, g, gathered)
+}
+
 /// Bytes of a dispatched element against bf16's under `precision`.
 fn dispatch_width(precision: Precision) -> f64 {
     if precision == Precision::Fp8Blockwise {
@@ -503,6 +515,12 @@ pub(super) fn layer(x: &Inputs, moe_layer: bool) -> Layer {
     let elementwise = layer_elementwise(x, moe_layer, t);
 
     let act_bytes = t * h * 2.0;
+    // A token dispatcher hands the routed experts their tokens itself
+    // ([`expert_tp_exchange`]): the MLP's collectives over the whole sequence stay for shared
+    // experts alone. (Megatron-Core trains MoE under TP only with sequence parallelism,
+    // `MoELayer.forward`; without it the layer is priced alike.)
+    let dispatched =
+        moe.filter(|_| mesh.tp > 1 && x.training.moe_dispatch != MoeDispatch::AllGather);
     let (tp_comm, tp_replayed) = if mesh.tp > 1 {
         let training = x.training;
         let gather = (training.tp_gather_bytes(), training.sp_relayout_copies());
@@ -513,38 +531,54 @@ pub(super) fn layer(x: &Inputs, moe_layer: bool) -> Layer {
             mesh.sequence_parallel,
             gather,
         );
-        kernels += comm.kernels;
-        (comm.time, comm.replayed)
+        let halves = match dispatched {
+            Some(moe) if moe.shared_experts == 0 => 0.5,
+            _ => 1.0,
+        };
+        kernels += comm.kernels * halves;
+        (comm.time * halves, comm.replayed * halves)
     } else {
         (0.0, 0.0)
     };
-    let a2a = match moe {
-        Some(moe) if mesh.ep > 1 => {
+    let etp_exchange = match dispatched {
+        Some(moe) if mesh.etp() > 1 => {
             kernels += 2.0;
-            let ep = &x.placement.ep;
-            let (experts, top_k) = (f64::from(moe.experts), f64::from(moe.top_k));
-            if x.training.moe_dispatch == MoeDispatch::AllGather {
-                ep_all_gather(x.collectives, ep, act_bytes / tp)
-            } else {
-                let nodes = f64::from(ep.nodes);
-                let share = x.training.moe_dispatch.network_share(
-                    experts,
-                    top_k,
-                    nodes,
-                    moe.node_limit(nodes),
-                );
-                ep_all_to_all(
-                    x.collectives,
-                    ep,
-                    act_bytes,
-                    (top_k, tp),
-                    moe.load(eff.moe_imbalance),
-                    (share, dispatch_width(x.training.precision)),
-                )
-            }
+            expert_tp_exchange(
+                x.collectives,
+                &x.placement.expert_tp,
+                act_bytes / tp * f64::from(moe.top_k) * moe.load(eff.moe_imbalance),
+            )
         }
         _ => 0.0,
     };
+    let a2a = etp_exchange
+        + match moe {
+            Some(moe) if mesh.ep > 1 => {
+                kernels += 2.0;
+                let ep = &x.placement.ep;
+                let (experts, top_k) = (f64::from(moe.experts), f64::from(moe.top_k));
+                if x.training.moe_dispatch == MoeDispatch::AllGather {
+                    ep_all_gather(x.collectives, ep, act_bytes / tp)
+                } else {
+                    let nodes = f64::from(ep.nodes);
+                    let share = x.training.moe_dispatch.network_share(
+                        experts,
+                        top_k,
+                        nodes,
+                        moe.node_limit(nodes),
+                    );
+                    ep_all_to_all(
+                        x.collectives,
+                        ep,
+                        act_bytes,
+                        (top_k, tp),
+                        moe.load(eff.moe_imbalance),
+                        (share, dispatch_width(x.training.precision)),
+                    )
+                }
+            }
+            _ => 0.0,
+        };
     let cp = if mesh.cp > 1 {
         kernels += f64::from(mesh.cp - 1);
         cp_exchange(x.collectives, &x.placement.cp, t, kv, (mesh.tp, mesh.cp))

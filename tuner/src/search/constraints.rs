@@ -297,8 +297,9 @@ impl Constraints {
                 }
                 None => return Err(bad_input("--ep", ep, "1: the model has no experts")),
             }
+            // Unpinned, the search folds the experts over TP (etp 1) among its choices.
             if let (Some(tp), Some(dp)) = (self.tp, self.dp) {
-                let etp = self.etp.unwrap_or(tp);
+                let etp = self.etp.unwrap_or(1);
                 if tp % etp == 0 && (dp * (tp / etp)) % ep != 0 {
                     return Err(bad_input(
                         "--ep with --tp, --dp and --etp",

@@ -470,7 +470,15 @@ impl Run {
             }),
             first_stage_layers: l.first_stage_layers,
             last_stage_layers: l.last_stage_layers,
-            etp: l.etp.or_else(|| choices::folded_experts(self).then_some(1)),
+            // Left out: the recipe's whole experts, torchtitan's, else Megatron-Core's split
+            // over the TP ranks; never searched.
+            etp: Some(l.etp.unwrap_or(
+                if choices::folded_experts(self) || framework == Framework::Fsdp {
+                    1
+                } else {
+                    l.tp
+                },
+            )),
         }
     }
 }
