@@ -342,3 +342,14 @@ fn node_limited_routing_bounds_the_nodes_a_token_reaches() {
     let uniform = MoeDispatch::NodeDedup.network_share(256.0, 8.0, 8.0, None);
     assert!((uniform - 4.6328 / 7.0).abs() < 1e-4, "{uniform}");
 }
+
+#[test]
+fn experts_split_over_tp_gather_what_each_rank_receives() {
+    // DeepSeek-V3 (h 7,168, top 8) at TP 2 over a 4,096-token microbatch: a rank receives
+    // its 2,048 tokens' 8 routed copies, 16,384 x 7,168 x 2 bytes, and the pair gathers
+    // 469.8 MB, then reduce-scatters as much back; each moves (2 - 1) / 2 of it on the wire.
+    let received = 4096.0 * 7168.0 * 2.0 / 2.0 * 8.0;
+    let t = expert_tp_exchange(&PerWireByte, &group(2), received);
+    close(received * 2.0, 469_762_048.0);
+    close(t, 2.0 * 469_762_048.0 / 2.0 / 1e9);
+}
