@@ -1653,17 +1653,7 @@ fn a_runs_file_states_a_sliding_window() {
     assert_ne!(windowed, row);
     let dir = tempfile::tempdir().unwrap();
     let predicted = |text: &str| {
-        let path = dir.path().join("runs.yaml");
-        std::fs::write(&path, text).unwrap();
-        let doc: Value = serde_json::from_str(&stdout_of(&[
-            "validate",
-            "--runs",
-            path.to_str().unwrap(),
-            "--format",
-            "json",
-        ]))
-        .unwrap();
-        doc["runs"][0]["predicted_iteration_time_s"]
+        validate_json(dir.path(), text)["runs"][0]["predicted_iteration_time_s"]
             .as_f64()
             .unwrap()
     };
@@ -1753,19 +1743,7 @@ fn experts_fold_over_tensor_parallel_ranks() {
         )
     };
     let dir = tempfile::tempdir().unwrap();
-    let priced = |text: String| {
-        let path = dir.path().join("runs.yaml");
-        std::fs::write(&path, text).unwrap();
-        let doc: Value = serde_json::from_str(&stdout_of(&[
-            "validate",
-            "--runs",
-            path.to_str().unwrap(),
-            "--format",
-            "json",
-        ]))
-        .unwrap();
-        doc["runs"][0].clone()
-    };
+    let priced = |text: String| validate_json(dir.path(), &text)["runs"][0].clone();
     let recipe = priced(run(""));
     assert!(
         recipe["choices"]["etp"]
@@ -1777,20 +1755,10 @@ fn experts_fold_over_tensor_parallel_ranks() {
     assert!(stated["choices"]["etp"].is_null(), "{stated}");
     // Another source's run under Megatron-Core's default splits each expert over the TP pair,
     // which EP 32 beside DP 16 cannot: not priced, and why.
-    let path = dir.path().join("paper.yaml");
-    std::fs::write(
-        &path,
-        run("").replace("Megatron-Bridge recipe shape", "a paper"),
-    )
-    .unwrap();
-    let doc: Value = serde_json::from_str(&stdout_of(&[
-        "validate",
-        "--runs",
-        path.to_str().unwrap(),
-        "--format",
-        "json",
-    ]))
-    .unwrap();
+    let doc = validate_json(
+        dir.path(),
+        &run("").replace("Megatron-Bridge recipe shape", "a paper"),
+    );
     let reason = doc["skipped"][0]["reason"].as_str().unwrap();
     assert!(
         reason.contains("ep x etp dividing tp x dp") && reason.contains("(--etp 1)"),
@@ -1853,4 +1821,18 @@ fn experts_fold_over_tensor_parallel_ranks() {
         err.contains("--ep with --tp, --dp and --etp = 32 with 2, 16 and 2"),
         "{err}"
     );
+}
+
+/// `validate --format json` of a runs file with `text`, written into `dir`.
+fn validate_json(dir: &std::path::Path, text: &str) -> Value {
+    let path = dir.join("runs.yaml");
+    std::fs::write(&path, text).unwrap();
+    serde_json::from_str(&stdout_of(&[
+        "validate",
+        "--runs",
+        path.to_str().unwrap(),
+        "--format",
+        "json",
+    ]))
+    .unwrap()
 }
