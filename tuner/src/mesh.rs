@@ -142,7 +142,8 @@ impl StageLayers {
 
 /// One hybrid-parallel layout. `tp * cp * dp * pp` is the GPU count; the experts split over
 /// `ep` expert-parallel ranks of `expert_tp` tensor-parallel ranks each, which fold over the
-/// TP x DP ranks of a stage (`ep x expert_tp` divides `tp x dp`).
+/// TP x DP ranks of a stage (`ep x expert_tp` divides `tp x dp`); CP ranks hold the same
+/// experts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub struct Mesh {
     /// Tensor parallel size.
@@ -225,10 +226,11 @@ impl Mesh {
         self.expert_tp.unwrap_or(self.tp)
     }
 
-    /// Ranks that hold the same experts and reduce their gradients: the TP x DP ranks of a
-    /// stage over `ep x etp` (dp / ep where the experts split as the dense weights do).
+    /// Ranks that hold the same experts and reduce their gradients: the TP x CP x DP ranks of
+    /// a stage over `ep x etp` (Megatron-Core's expert data-parallel group, which context-
+    /// parallel ranks join as they join the dense gradient group).
     pub fn expert_dp(&self) -> u32 {
-        (self.tp * self.dp / (self.ep * self.etp())).max(1)
+        (self.tp * self.cp * self.dp / (self.ep * self.etp())).max(1)
     }
 
     /// Microbatches per step for a global batch of `global_batch` sequences.

@@ -97,14 +97,10 @@ impl Placement {
     /// Places every group of `mesh` on `cluster`.
     pub fn of(mesh: &Mesh, cluster: &Cluster) -> Placement {
         let inner = mesh.tp * mesh.cp;
-        // Experts split as the dense weights take their EP ranks from DP, TP x CP apart;
-        // folded over fewer TP ranks they take them from TP x DP, ETP apart (Megatron-Core's
-        // expert rank order `tp-ep-dp` with ETP in TP's place).
-        let ep_stride = if mesh.etp() == mesh.tp {
-            inner
-        } else {
-            mesh.etp()
-        };
+        // Megatron-Core orders the expert ranks `tp-ep-dp` with ETP in TP's place and CP
+        // folded into the expert data-parallel ranks (`RankGenerator` of the expert groups,
+        // `parallel_state.py`): EP ranks sit ETP apart.
+        let ep_stride = mesh.etp();
         Placement {
             tp: span(mesh.tp, 1, cluster),
             cp: span(mesh.cp, mesh.tp, cluster),
@@ -148,6 +144,42 @@ mod tests {
         let tp = span(16, 1, &c);
         assert_eq!((tp.nodes, tp.link), (4, LinkClass::Nvlink));
         assert_eq!(span(144, 1, &c).link, LinkClass::Network);
+    }
+
+    #[test]
+    fn expert_groups_fold_over_tp_and_take_cp_into_their_data_parallel_ranks() {
+        // Mixtral-style layout on 16 H100: TP 2, CP 2, DP 4, EP 8 with whole experts. The EP
+        // group is 8 neighbouring ranks, one node; the 16 / 8 = 2 ranks holding the same
+        // experts, CP's among them, reduce their gradients across the two nodes.
+        let c = catalog::cluster("dgx-h100").unwrap();
+        let mesh = Mesh {
+            tp: 2,
+            pp: 1,
+            dp: 4,
+            cp: 2,
+            ep: 8,
+            microbatch_size: 1,
+            virtual_stages: 1,
+            zero_stage: 1,
+            recompute: crate::mesh::Recompute::None,
+            sequence_parallel: true,
+            schedule: crate::mesh::Schedule::OneFOneB,
+            edge_stages: None,
+            expert_tp: Some(1),
+        };
+        let p = Placement::of(&mesh, &c);
+        assert_eq!((p.ep.ranks, p.ep.nodes), (8, 1));
+        assert_eq!(mesh.expert_dp(), 2);
+        assert_eq!((p.expert_dp.ranks, p.expert_dp.nodes), (2, 2));
+        // Split over the TP pair, EP 4 sits two ranks apart: 8 GPUs, one node.
+        let split = Mesh {
+            ep: 4,
+            expert_tp: None,
+            ..mesh
+        };
+        let p = Placement::of(&split, &c);
+        assert_eq!((p.ep.ranks, p.ep.members_per_node), (4, 4));
+        assert_eq!(split.expert_dp(), 2);
     }
 
     #[test]

@@ -14,7 +14,7 @@ pub use alike::{groups, prices_alike, search_distinct, Distinct, ALIKE_WITHIN};
 pub use constraints::Constraints;
 pub(crate) use constraints::COUNTS;
 
-use constraints::{chunks_evenly, edge_stages, interleaves, MAX_CP};
+use constraints::{chunks_evenly, edge_stages, interleaves, ExpertSplit, MAX_CP};
 
 /// Largest virtual-stage count and microbatch searched; beyond them the schedule is all
 /// overhead on any cluster we know.
@@ -48,9 +48,10 @@ fn pick(fixed: Option<u32>, all: impl Iterator<Item = u32>) -> Vec<u32> {
 
 /// Calls `f` on every valid mesh for `gpus` GPUs.
 ///
-/// Valid: tp divides the heads and KV heads; pp·v splits the layers, or pp plain stages do
-/// with uneven first and last stages ([`constraints::edge_stages`]); cp splits the sequence
-/// into 2·cp balanced chunks; ep divides the experts and dp; dp·mb divides the global batch;
+/// Valid: tp divides the heads and KV heads; pp·v splits the layers, or pp stages do with
+/// uneven first and last stages ([`constraints::edge_stages`]) of a layer a chunk at least
+/// ([`constraints::interleaves`]); cp splits the sequence into 2·cp balanced chunks; ep
+/// divides the experts and dp x tp / etp; dp·mb divides the global batch;
 /// interleaving needs pp > 1 and microbatches divisible by pp (Megatron-LM); sequence
 /// parallelism needs tp > 1; ZeRO-2/3 do not combine with pipeline parallelism (neither
 /// DeepSpeed nor Megatron-LM allows it); DualPipe, searched only where pinned, needs an even
@@ -89,11 +90,12 @@ pub fn for_each_mesh(
                 // Experts split as the dense weights, or whole (MoE Parallel Folding), where
                 // not pinned; folded over fewer TP ranks, the expert-parallel group takes its
                 // ranks from TP x DP.
-                let etps = match (moe_experts, c.etp) {
-                    (None, _) => vec![tp],
-                    (Some(_), Some(etp)) => vec![etp],
-                    (Some(_), None) if tp > 1 => vec![tp, 1],
-                    (Some(_), None) => vec![tp],
+                let etps = match (moe_experts, c.etp, c.expert_split) {
+                    (None, _, _) => vec![tp],
+                    (Some(_), Some(etp), _) => vec![etp],
+                    (Some(_), None, ExpertSplit::AsDense) => vec![tp],
+                    (Some(_), None, _) if tp > 1 => vec![tp, 1],
+                    (Some(_), None, _) => vec![tp],
                 };
                 for etp in etps {
                     if tp % etp != 0 {
@@ -104,7 +106,15 @@ pub fn for_each_mesh(
                         // Whole experts without expert parallelism replicate every expert on
                         // every TP rank: searched only where pinned.
                         let folded_alone = expert_tp.is_some() && ep == 1 && c.etp.is_none();
-                        if folded_alone || moe_experts.map_or(ep != 1, |e| e % ep != 0) {
+                        let split_under_ep = c.expert_split == ExpertSplit::WholeUnderEp
+                            && c.etp.is_none()
+                            && expert_tp.is_none()
+                            && tp > 1
+                            && ep > 1;
+                        if folded_alone
+                            || split_under_ep
+                            || moe_experts.map_or(ep != 1, |e| e % ep != 0)
+                        {
                             continue;
                         }
                         for mb in pick(
@@ -499,12 +509,15 @@ mod tests {
             err.starts_with("--cp = 2: expected 1: deepspeed runs no context parallelism"),
             "{err}"
         );
-        // Megatron and torchtitan run both: nothing pinned, nothing said; torchtitan keeps
-        // each expert whole.
-        for (framework, etp) in [(Framework::Megatron, None), (Framework::Fsdp, Some(1))] {
+        // Megatron and torchtitan run both: nothing pinned, nothing said; each splits its
+        // experts its own way.
+        for (framework, split) in [
+            (Framework::Megatron, ExpertSplit::Either),
+            (Framework::Fsdp, ExpertSplit::WholeUnderEp),
+        ] {
             let (c, notes) = pinned.within(framework).unwrap();
             let want = Constraints {
-                etp,
+                expert_split: split,
                 ..pinned.clone()
             };
             assert_eq!((c, notes.len()), (want, 0));

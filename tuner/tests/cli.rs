@@ -1836,3 +1836,35 @@ fn validate_json(dir: &std::path::Path, text: &str) -> Value {
     ]))
     .unwrap()
 }
+
+/// Review findings on folded experts: expert gradients reduce over their own group even where
+/// the dense one has a single rank (TP 8 DP 1 EP 2 with whole experts: 4 ranks hold each
+/// expert), and torchtitan without EP splits its experts over TP as the dense weights, so
+/// its memory matches Megatron's there.
+#[test]
+fn whole_experts_reduce_their_gradients_and_torchtitan_splits_them_without_ep() {
+    let explain = |extra: &[&str]| -> Value {
+        let args = [
+            &[
+                "explain", "--model", "8x7b", "--gpus", "8", "--tp", "8", "--pp", "1", "--dp", "1",
+                "--format", "json",
+            ][..],
+            extra,
+        ]
+        .concat();
+        serde_json::from_str(&stdout_of(&args)).unwrap()
+    };
+    let folded = explain(&["--ep", "2", "--etp", "1"]);
+    let grad = folded["meshes"][0]["time_s"]["dp_grad_sync"]["time_s"]
+        .as_f64()
+        .unwrap();
+    assert!(grad > 0.0, "{folded}");
+    let weights = |framework: &str| {
+        let doc = explain(&["--ep", "1", "--framework", framework]);
+        assert!(doc["meshes"][0]["expert_tp"].is_null(), "{doc}");
+        doc["meshes"][0]["memory_per_gpu_bytes"]["weights"]
+            .as_f64()
+            .unwrap()
+    };
+    assert_eq!(weights("fsdp"), weights("megatron"));
+}

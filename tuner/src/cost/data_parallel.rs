@@ -110,7 +110,7 @@ impl Calls<'_, '_> {
 pub(super) fn data_parallel(x: &Inputs, w: &Windows) -> (Term, Term) {
     let mesh = x.mesh;
     let g = &x.placement.grad;
-    if g.ranks <= 1 {
+    if g.ranks <= 1 && x.placement.expert_dp.ranks <= 1 {
         return (Term::default(), Term::default());
     }
     let (dense, experts) = stage_params(x);

@@ -341,10 +341,12 @@ fn activation_bytes(model: &ModelShape, training: &Training, mesh: &Mesh) -> f64
     } else {
         2.0
     };
+    // A rank's own 1 / tp of the routed copies, gathered over the etp ranks that share its
+    // experts.
     let dispatch = if mesh.recompute == Recompute::Full {
         0.0
     } else {
-        (dispatched + 2.0) * top_k * s * b * h / tp
+        (dispatched + 2.0) * top_k * s * b * h / tp * f64::from(mesh.etp())
     };
     let layer = (1.0 - moe_share) * per_layer(dense_w, mesh.recompute)
         + moe_share * (per_layer(moe_w, mesh.recompute) + dispatch);

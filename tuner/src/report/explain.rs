@@ -35,6 +35,11 @@ pub fn term_cause(term: TermKind, e: &Evaluation) -> String {
         TermKind::Straggler => format!("the slowest of {} GPUs sets the step", m.gpus()),
         TermKind::TpComm => format!("TP={} over {}", m.tp, link(&p.tp)),
         TermKind::CpComm => format!("CP={} over {}", m.cp, link(&p.cp)),
+        TermKind::EpAllToAll if m.ep == 1 => format!(
+            "experts over TP={} gather their tokens over {}",
+            m.etp(),
+            link(&p.expert_tp)
+        ),
         TermKind::EpAllToAll => format!("EP={} over {}", m.ep, link(&p.ep)),
         TermKind::PpP2p => format!("PP={} v={} over {}", m.pp, m.virtual_stages, link(&p.pp)),
         TermKind::PipelineBubble => format!(

@@ -147,6 +147,24 @@ pub struct Constraints {
     /// over the TP ranks, so --ep may reach --tp x --dp.
     #[arg(long)]
     pub etp: Option<u32>,
+    /// How the framework splits experts under TP where `etp` is not pinned; set by
+    /// [`Constraints::within`].
+    #[arg(skip)]
+    pub expert_split: ExpertSplit,
+}
+
+/// The expert tensor-parallel sizes a framework runs, which the search tries where `--etp`
+/// is not pinned.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ExpertSplit {
+    /// Split as the dense weights or whole (Megatron-Core's `expert_tensor_parallel_size`).
+    #[default]
+    Either,
+    /// Split as the dense weights only (DeepSpeed's layouts here).
+    AsDense,
+    /// Whole under expert parallelism, split as the dense weights without it (torchtitan:
+    /// 0.3 lays the experts over dp_shard x cp x tp, and applies TP to them without EP).
+    WholeUnderEp,
 }
 
 /// A pinned count: its flag, the keys a mesh spec (`tp=8,mb=2`) may name it by, and its field.
@@ -408,11 +426,11 @@ impl Constraints {
         if !d.sharded_pipeline {
             c.keep_sharding_off_pipelines(framework, &mut notes)?;
         }
-        // torchtitan keeps each expert whole over TP (0.3: efsdp = dp_shard x cp x tp / ep;
-        // v0.2's `expert_tensor_parallel_degree` defaults to 1).
-        if framework == Framework::Fsdp {
-            c.etp = c.etp.or(Some(1));
-        }
+        c.expert_split = match framework {
+            Framework::Megatron => ExpertSplit::Either,
+            Framework::Deepspeed => ExpertSplit::AsDense,
+            Framework::Fsdp => ExpertSplit::WholeUnderEp,
+        };
         Ok((c, notes))
     }
 

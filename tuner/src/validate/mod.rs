@@ -470,15 +470,18 @@ impl Run {
             }),
             first_stage_layers: l.first_stage_layers,
             last_stage_layers: l.last_stage_layers,
-            // Left out: the recipe's whole experts, torchtitan's, else Megatron-Core's split
-            // over the TP ranks; never searched.
+            // Left out: the recipe's whole experts, torchtitan's under EP, else split over the
+            // TP ranks (Megatron-Core's default, torchtitan's without EP); never searched.
             etp: Some(l.etp.unwrap_or(
-                if choices::folded_experts(self) || framework == Framework::Fsdp {
+                if choices::folded_experts(self)
+                    || (framework == Framework::Fsdp && l.ep.unwrap_or(1) > 1)
+                {
                     1
                 } else {
                     l.tp
                 },
             )),
+            expert_split: Default::default(),
         }
     }
 }
