@@ -122,6 +122,14 @@ pub struct EdgeStages {
     pub last: u32,
 }
 
+impl EdgeStages {
+    /// Layers on each of the `pp - 2` inner stages of `layers`, which share what the edges
+    /// leave; `None` with no inner stage.
+    pub fn inner(&self, layers: u32, pp: u32) -> Option<u32> {
+        (pp > 2).then(|| (layers - self.first - self.last) / (pp - 2))
+    }
+}
+
 /// Layers on each kind of pipeline stage.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StageLayers {
@@ -194,18 +202,11 @@ impl Mesh {
     /// on every stage.
     pub fn stages(&self, layers: u32) -> StageLayers {
         match self.edge_stages {
-            Some(e) if self.pp > 1 => {
-                let inner = f64::from(layers - e.first - e.last);
-                StageLayers {
-                    first: f64::from(e.first),
-                    middle: if self.pp > 2 {
-                        inner / f64::from(self.pp - 2)
-                    } else {
-                        0.0
-                    },
-                    last: f64::from(e.last),
-                }
-            }
+            Some(e) if self.pp > 1 => StageLayers {
+                first: f64::from(e.first),
+                middle: e.inner(layers, self.pp).map_or(0.0, f64::from),
+                last: f64::from(e.last),
+            },
             _ => {
                 let n = if layers % (self.pp * self.virtual_stages) == 0 {
                     f64::from(layers) / f64::from(self.pp)

@@ -11,10 +11,10 @@ use crate::model::ModelShape;
 mod alike;
 mod constraints;
 pub use alike::{groups, prices_alike, search_distinct, Distinct, ALIKE_WITHIN};
-pub use constraints::Constraints;
 pub(crate) use constraints::COUNTS;
+pub use constraints::{Constraints, ExpertSplit};
 
-use constraints::{chunks_evenly, edge_stages, interleaves, ExpertSplit, MAX_CP};
+use constraints::{chunks_evenly, edge_stages, interleaves, MAX_CP};
 
 /// Largest virtual-stage count and microbatch searched; beyond them the schedule is all
 /// overhead on any cluster we know.
@@ -82,134 +82,98 @@ pub fn for_each_mesh(
                 let Ok(edge_stages) = edge_stages(model.layers, pp, edges) else {
                     continue;
                 };
+                let pinned = c.virtual_stages.is_some() || edges != (None, None);
                 let dp = gpus / (tp * cp * pp);
                 if c.dp.is_some_and(|d| d != dp) || global_batch % dp != 0 {
                     continue;
                 }
                 let per_replica = global_batch / dp;
-                // Experts split as the dense weights, or whole (MoE Parallel Folding), where
-                // not pinned; folded over fewer TP ranks, the expert-parallel group takes its
-                // ranks from TP x DP.
-                let etps = match (moe_experts, c.etp, c.expert_split) {
-                    (None, _, _) => vec![tp],
-                    (Some(_), Some(etp), _) => vec![etp],
-                    (Some(_), None, ExpertSplit::AsDense) => vec![tp],
-                    (Some(_), None, _) if tp > 1 => vec![tp, 1],
-                    (Some(_), None, _) => vec![tp],
-                };
-                for etp in etps {
-                    if tp % etp != 0 {
-                        continue;
-                    }
-                    let expert_tp = (etp != tp).then_some(etp);
-                    for ep in pick(c.ep, divisors(dp * (tp / etp))) {
-                        // Whole experts without expert parallelism replicate every expert on
-                        // every TP rank: searched only where pinned.
-                        let folded_alone = expert_tp.is_some() && ep == 1 && c.etp.is_none();
-                        let split_under_ep = c.expert_split == ExpertSplit::WholeUnderEp
-                            && c.etp.is_none()
-                            && expert_tp.is_none()
-                            && tp > 1
-                            && ep > 1;
-                        if folded_alone
-                            || split_under_ep
-                            || moe_experts.map_or(ep != 1, |e| e % ep != 0)
-                        {
+                for (expert_tp, ep) in expert_layouts(c, moe_experts, tp, dp) {
+                    for mb in pick(
+                        c.microbatch_size,
+                        divisors(per_replica)
+                            .filter(|&b| b <= MAX_MICROBATCH || c.microbatch_size.is_some()),
+                    ) {
+                        let m = per_replica / mb;
+                        if c.microbatches.is_some_and(|want| want != m) {
                             continue;
                         }
-                        for mb in pick(
-                            c.microbatch_size,
-                            divisors(per_replica)
-                                .filter(|&b| b <= MAX_MICROBATCH || c.microbatch_size.is_some()),
-                        ) {
-                            let m = per_replica / mb;
-                            if c.microbatches.is_some_and(|want| want != m) {
+                        // A pinned count may exceed the searched range (NeMo runs one layer per
+                        // virtual stage); validity below still checks the split.
+                        let vs = match (pp, c.virtual_stages) {
+                            (1, _) => vec![1],
+                            (_, Some(v)) => vec![v],
+                            (_, None) => (1..=MAX_VIRTUAL_STAGES).collect(),
+                        };
+                        for v in vs {
+                            // Interleaving needs microbatches in multiples of the stages, and
+                            // a chunk of one layer at least; unpinned, equal chunks a stage.
+                            if v == 0
+                                || (v > 1
+                                    && (m % pp != 0
+                                        || !interleaves(model.layers, pp, v, edge_stages)
+                                        || !(pinned
+                                            || chunks_evenly(model.layers, pp, v, edge_stages))))
+                                || c.virtual_stages.is_some_and(|x| x != v)
+                            {
                                 continue;
                             }
-                            // A pinned count may exceed the searched range (NeMo runs one layer per
-                            // virtual stage); validity below still checks the split.
-                            let vs = match (pp, c.virtual_stages) {
-                                (1, _) => vec![1],
-                                (_, Some(v)) => vec![v],
-                                (_, None) => (1..=MAX_VIRTUAL_STAGES).collect(),
+                            let schedule = c.schedule.unwrap_or(Schedule::OneFOneB);
+                            // DualPipe sends microbatches in from both ends, half each, over
+                            // pairs of stages, and has no virtual stages (DeepSeek-V3 §3.2.1);
+                            // its `step` asserts num_chunks >= num_ranks * 2 (deepseek-ai/
+                            // DualPipe, dualpipe/dualpipe.py), which its warm-up needs.
+                            if schedule == Schedule::Dualpipe
+                                && (pp % 2 != 0 || m % 2 != 0 || m < 2 * pp || v > 1)
+                            {
+                                continue;
+                            }
+                            // Combined 1F1B pairs microbatches across expert-parallel ranks,
+                            // over virtual stages under a pipeline (`check_combined_1f1b`).
+                            if schedule == Schedule::Combined1F1B && (ep == 1 || (pp > 1 && v == 1))
+                            {
+                                continue;
+                            }
+                            let zeros: Vec<u8> = match c.zero_stage {
+                                Some(z) => vec![z],
+                                None if dp == 1 => vec![0],
+                                None if pp > 1 => vec![0, 1],
+                                None => vec![0, 1, 2, 3],
                             };
-                            for v in vs {
-                                // Interleaving needs microbatches in multiples of the stages, and
-                                // a chunk of one layer at least; unpinned, equal chunks a stage.
-                                let pinned = c.virtual_stages.is_some() || edges != (None, None);
-                                if v == 0
-                                    || (v > 1
-                                        && (m % pp != 0
-                                            || !interleaves(model.layers, pp, v, edge_stages)
-                                            || !(pinned
-                                                || chunks_evenly(
-                                                    model.layers,
-                                                    pp,
-                                                    v,
-                                                    edge_stages,
-                                                ))))
-                                    || c.virtual_stages.is_some_and(|x| x != v)
-                                {
-                                    continue;
-                                }
-                                let schedule = c.schedule.unwrap_or(Schedule::OneFOneB);
-                                // DualPipe sends microbatches in from both ends, half each, over
-                                // pairs of stages, and has no virtual stages (DeepSeek-V3 §3.2.1);
-                                // its `step` asserts num_chunks >= num_ranks * 2 (deepseek-ai/
-                                // DualPipe, dualpipe/dualpipe.py), which its warm-up needs.
-                                if schedule == Schedule::Dualpipe
-                                    && (pp % 2 != 0 || m % 2 != 0 || m < 2 * pp || v > 1)
-                                {
-                                    continue;
-                                }
-                                // Combined 1F1B pairs microbatches across expert-parallel ranks,
-                                // over virtual stages under a pipeline (`check_combined_1f1b`).
-                                if schedule == Schedule::Combined1F1B
-                                    && (ep == 1 || (pp > 1 && v == 1))
-                                {
-                                    continue;
-                                }
-                                let zeros: Vec<u8> = match c.zero_stage {
-                                    Some(z) => vec![z],
-                                    None if dp == 1 => vec![0],
-                                    None if pp > 1 => vec![0, 1],
-                                    None => vec![0, 1, 2, 3],
-                                };
-                                for &zero_stage in &zeros {
-                                    for &recompute in &recomputes {
-                                        if schedule == Schedule::Combined1F1B
-                                            && recompute == Recompute::Full
-                                        {
-                                            continue;
-                                        }
-                                        // Megatron-Core trains MoE under TP only with
-                                        // sequence parallelism (`MoELayer.forward`), and
-                                        // torchtitan's TP plans shard the sequence.
-                                        let sps: &[bool] = match c.sequence_parallel {
-                                            Some(true) if tp > 1 => &[true],
-                                            Some(false) => &[false],
-                                            Some(true) => &[],
-                                            None if tp > 1 && moe_experts.is_some() => &[true],
-                                            None if tp > 1 => &[false, true],
-                                            None => &[false],
-                                        };
-                                        for &sequence_parallel in sps {
-                                            f(Mesh {
-                                                tp,
-                                                pp,
-                                                dp,
-                                                cp,
-                                                ep,
-                                                microbatch_size: mb,
-                                                virtual_stages: v,
-                                                zero_stage,
-                                                recompute,
-                                                sequence_parallel,
-                                                schedule,
-                                                edge_stages,
-                                                expert_tp,
-                                            });
-                                        }
+                            for &zero_stage in &zeros {
+                                for &recompute in &recomputes {
+                                    if schedule == Schedule::Combined1F1B
+                                        && recompute == Recompute::Full
+                                    {
+                                        continue;
+                                    }
+                                    // Megatron-Core trains MoE under TP only with
+                                    // sequence parallelism (`MoELayer.forward`), and
+                                    // torchtitan's TP plans shard the sequence.
+                                    let sps: &[bool] = match c.sequence_parallel {
+                                        Some(true) if tp > 1 => &[true],
+                                        Some(false) => &[false],
+                                        Some(true) => &[],
+                                        None if tp > 1 && moe_experts.is_some() => &[true],
+                                        None if tp > 1 => &[false, true],
+                                        None => &[false],
+                                    };
+                                    for &sequence_parallel in sps {
+                                        f(Mesh {
+                                            tp,
+                                            pp,
+                                            dp,
+                                            cp,
+                                            ep,
+                                            microbatch_size: mb,
+                                            virtual_stages: v,
+                                            zero_stage,
+                                            recompute,
+                                            sequence_parallel,
+                                            schedule,
+                                            edge_stages,
+                                            expert_tp,
+                                        });
                                     }
                                 }
                             }
@@ -219,6 +183,43 @@ pub fn for_each_mesh(
             }
         }
     }
+}
+
+/// The (expert TP, EP) pairs the experts of a stage of `tp` x `dp` ranks take, as `c` and
+/// its framework ([`ExpertSplit`]) allow: split as the dense weights (`None`), or whole (MoE
+/// Parallel Folding), where the expert-parallel group takes its ranks from TP x DP. Whole
+/// experts without EP replicate every expert on every TP rank, and are taken only where
+/// pinned.
+fn expert_layouts(
+    c: &Constraints,
+    experts: Option<u32>,
+    tp: u32,
+    dp: u32,
+) -> Vec<(Option<u32>, u32)> {
+    let etps = match (experts, c.etp, c.expert_split) {
+        (None, _, _) => vec![tp],
+        (Some(_), Some(etp), _) => vec![etp],
+        (Some(_), None, ExpertSplit::AsDense) => vec![tp],
+        (Some(_), None, _) if tp > 1 => vec![tp, 1],
+        (Some(_), None, _) => vec![tp],
+    };
+    let unpinned = c.etp.is_none();
+    let mut out = Vec::new();
+    for etp in etps.into_iter().filter(|&etp| tp % etp == 0) {
+        let expert_tp = (etp != tp).then_some(etp);
+        for ep in pick(c.ep, divisors(dp * (tp / etp))) {
+            let folded_alone = unpinned && expert_tp.is_some() && ep == 1;
+            let split_under_ep = unpinned
+                && c.expert_split == ExpertSplit::WholeUnderEp
+                && expert_tp.is_none()
+                && tp > 1
+                && ep > 1;
+            if !folded_alone && !split_under_ep && experts.map_or(ep == 1, |e| e % ep == 0) {
+                out.push((expert_tp, ep));
+            }
+        }
+    }
+    out
 }
 
 /// Calls `f` on every valid mesh of the scenario that `c` allows.

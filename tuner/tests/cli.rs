@@ -1152,6 +1152,16 @@ fn moe_layouts_carry_the_validation_caveat_and_the_dispatch_remedy() {
     assert!(!crosses(&dedup), "{dedup:?}");
 }
 
+/// DeepSeek-V3 on 256 GPUs of GB200 NVL72 racks.
+const DEEPSEEK_V3_ON_256_GB200: [&str; 6] = [
+    "--model",
+    "deepseek-v3",
+    "--gpus",
+    "256",
+    "--cluster",
+    "gb200-nvl72",
+];
+
 /// DeepSeek-V3 on 2,048 H800 at the batch of its technical report (§4.2).
 const DEEPSEEK_V3_AT_DEEPSEEK_S_BATCH: [&str; 8] = [
     "--model",
@@ -1540,21 +1550,14 @@ fn nvl72_layouts_spread_tp_and_ep_over_trays_and_stay_in_the_rack() {
             "{m}"
         );
     }
-    let (_, err) = outputs_of(&[
-        "explain",
-        "--model",
-        "deepseek-v3",
-        "--gpus",
-        "256",
-        "--cluster",
-        "gb200-nvl72",
-        "--tp",
-        "128",
-        "--pp",
-        "2",
-        "--dp",
-        "1",
-    ]);
+    let (_, err) = outputs_of(
+        &[
+            &["explain"][..],
+            &DEEPSEEK_V3_ON_256_GB200,
+            &["--tp", "128", "--pp", "2", "--dp", "1"],
+        ]
+        .concat(),
+    );
     assert!(
         err.contains("TP=128 is wider than the 72-GPU NVLink domain"),
         "{err}"
@@ -1680,32 +1683,30 @@ fn a_runs_file_states_a_sliding_window() {
 fn edge_stages_interleave_over_virtual_stages() {
     let layout = |v: &'static str| {
         [
-            "explain",
-            "--model",
-            "deepseek-v3",
-            "--gpus",
-            "256",
-            "--cluster",
-            "gb200-nvl72",
-            "--global-batch",
-            "4096",
-            "--tp",
-            "1",
-            "--pp",
-            "4",
-            "--dp",
-            "64",
-            "--ep",
-            "64",
-            "--first-stage-layers",
-            "16",
-            "--last-stage-layers",
-            "13",
-            "--microbatch-size",
-            "1",
-            "--virtual-stages",
-            v,
+            &["explain"][..],
+            &DEEPSEEK_V3_ON_256_GB200,
+            &[
+                "--global-batch",
+                "4096",
+                "--tp",
+                "1",
+                "--pp",
+                "4",
+                "--dp",
+                "64",
+                "--ep",
+                "64",
+                "--first-stage-layers",
+                "16",
+                "--last-stage-layers",
+                "13",
+                "--microbatch-size",
+                "1",
+                "--virtual-stages",
+                v,
+            ],
         ]
+        .concat()
     };
     let bubble = |v| {
         let doc: Value = serde_json::from_str(&stdout_of(
@@ -1769,50 +1770,38 @@ fn experts_fold_over_tensor_parallel_ranks() {
         stated["predicted_iteration_time_s"]
     );
 
-    let layout = [
-        "explain",
-        "--model",
-        "8x7b",
-        "--gpus",
-        "32",
-        "--tp",
-        "2",
-        "--pp",
-        "1",
-        "--dp",
-        "16",
-        "--ep",
-        "8",
-        "--sequence-parallel",
-        "true",
-    ];
+    // TP 2 x DP 16 on 32 GPUs, with `ep` expert-parallel ranks.
+    let layout = |model: &'static str, ep: &'static str| {
+        [
+            "explain",
+            "--model",
+            model,
+            "--gpus",
+            "32",
+            "--tp",
+            "2",
+            "--pp",
+            "1",
+            "--dp",
+            "16",
+            "--ep",
+            ep,
+            "--sequence-parallel",
+            "true",
+        ]
+    };
+    let mixtral = layout("8x7b", "8");
     let doc: Value = serde_json::from_str(&stdout_of(
-        &[&layout[..], &["--etp", "1", "--format", "json"]].concat(),
+        &[&mixtral[..], &["--etp", "1", "--format", "json"]].concat(),
     ))
     .unwrap();
     assert_eq!(doc["meshes"][0]["expert_tp"], 1);
-    let (code, err) = failure(&[&layout[..], &["--etp", "3"]].concat());
+    let (code, err) = failure(&[&mixtral[..], &["--etp", "3"]].concat());
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--etp with --tp = 3 with 2"), "{err}");
     // EP 32 beside DP 16 needs the experts folded over the TP pair: explain folds them where
     // --etp is left out, and says why not where it is pinned to the pair.
-    let wide = [
-        "explain",
-        "--model",
-        "deepseek-v3",
-        "--gpus",
-        "32",
-        "--tp",
-        "2",
-        "--pp",
-        "1",
-        "--dp",
-        "16",
-        "--ep",
-        "32",
-        "--format",
-        "json",
-    ];
+    let wide = [&layout("deepseek-v3", "32")[..], &["--format", "json"]].concat();
     let doc: Value = serde_json::from_str(&stdout_of(&wide)).unwrap();
     assert_eq!(doc["meshes"][0]["expert_tp"], 1);
     let (code, err) = failure(&[&wide[..], &["--etp", "2"]].concat());

@@ -140,7 +140,7 @@ fn moe_mlp_gemms(
     let e = f64::from(moe.experts);
     let fe = f64::from(moe.expert_ffn_hidden);
     let local_experts = e / ep;
-    let per_expert = t * etp / tp * ep * f64::from(moe.top_k) / e * imbalance;
+    let per_expert = tokens_per_expert(moe, t, (tp, etp, ep)) * imbalance;
     let grouped = local_experts * grouped_rows(per_expert);
     // (launches per projection, GEMMs priced one after another, rows of each)
     let (launches, serial, rows) = match gemms {
@@ -160,6 +160,13 @@ fn moe_mlp_gemms(
         (0.0, 0.0)
     };
     (sum(sum(routed, shared), c.bf16_linear_s(t, e, h)), launches)
+}
+
+/// Tokens one expert receives on average from a microbatch of `t` tokens a GPU: each rank
+/// routes its own t x etp / tp (gathered over the ranks that share its experts) to `top_k`
+/// experts, and an expert hears from `ep` ranks.
+pub(super) fn tokens_per_expert(moe: &Moe, t: f64, (tp, etp, ep): (f64, f64, f64)) -> f64 {
+    t * etp / tp * ep * f64::from(moe.top_k) / f64::from(moe.experts)
 }
 
 /// Rows of one expert's share of a grouped GEMM over `tokens` tokens: the tiles of a grouped

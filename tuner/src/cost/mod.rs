@@ -255,12 +255,15 @@ impl Scenario {
                     dispatch: self.training.moe_dispatch,
                 }));
             }
-            let tokens = f64::from(mesh.microbatch_size) * f64::from(self.training.seq_len)
-                / f64::from(mesh.cp);
-            // Folded over fewer TP ranks, an expert rank takes its own sequence shard's tokens.
-            let routed = tokens * f64::from(mesh.etp()) / f64::from(mesh.tp);
-            let per_expert =
-                routed * f64::from(mesh.ep) * f64::from(moe.top_k) / f64::from(moe.experts);
+            let per_expert = layer::tokens_per_expert(
+                moe,
+                layer::tokens_per_microbatch(mesh, self.training.seq_len),
+                (
+                    f64::from(mesh.tp),
+                    f64::from(mesh.etp()),
+                    f64::from(mesh.ep),
+                ),
+            );
             // The classic MoE pitfall: the busiest expert sets the pace of both all-to-alls
             // and of the expert GEMMs; when the all-to-all dominates, so does the imbalance.
             let a2a = e.breakdown.ep_all_to_all.exposed_s / e.step_time_s;

@@ -308,7 +308,7 @@ pub fn megatron(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, No
 /// closes with the multi-token-prediction modules (`m`) and the loss (`L`)
 /// (`PipelineParallelLayerLayout`, `megatron/core/transformer/pipeline_parallel_layer_layout.py`).
 fn megatron_layout(model: &ModelShape, m: &Mesh, e: crate::mesh::EdgeStages) -> String {
-    let inner = (model.layers - e.first - e.last) / (m.pp - 2).max(1);
+    let inner = e.inner(model.layers, m.pp).unwrap_or(0);
     let v = m.virtual_stages;
     let chunks = m.pp * v;
     (0..chunks)
@@ -495,11 +495,7 @@ fn titan_layout(
         let stages = m.pp * m.virtual_stages;
         Some(match m.edge_stages {
             Some(e) => {
-                let middle = if m.pp > 2 {
-                    (model.layers - e.first - e.last) / (m.pp - 2)
-                } else {
-                    e.first.max(e.last)
-                };
+                let middle = e.inner(model.layers, m.pp).unwrap_or(e.first.max(e.last));
                 let per_stage = middle / m.virtual_stages;
                 let (first, last) = (
                     middle.saturating_sub(e.first),

@@ -74,10 +74,7 @@ pub(super) fn interleaves(layers: u32, pp: u32, v: u32, edges: Option<EdgeStages
     match edges {
         _ if v <= 1 => true,
         None => splits_layers(layers, pp * v),
-        Some(e) => {
-            let inner_ok = pp <= 2 || (layers - e.first - e.last) / (pp - 2) >= v;
-            e.first >= v && e.last >= v && inner_ok
-        }
+        Some(e) => e.first >= v && e.last >= v && e.inner(layers, pp).is_none_or(|i| i >= v),
     }
 }
 
@@ -87,12 +84,7 @@ pub(super) fn interleaves(layers: u32, pp: u32, v: u32, edges: Option<EdgeStages
 /// virtual stages only so; other chunkings (a layout string's) are priced where pinned.
 pub(super) fn chunks_evenly(layers: u32, pp: u32, v: u32, edges: Option<EdgeStages>) -> bool {
     edges.is_none_or(|e| {
-        let inner = if pp > 2 {
-            (layers - e.first - e.last) / (pp - 2)
-        } else {
-            v
-        };
-        e.first % v == 0 && e.last % v == 0 && inner % v == 0
+        e.first % v == 0 && e.last % v == 0 && e.inner(layers, pp).is_none_or(|i| i % v == 0)
     })
 }
 
@@ -165,6 +157,28 @@ pub enum ExpertSplit {
     /// Whole under expert parallelism, split as the dense weights without it (torchtitan:
     /// 0.3 lays the experts over dp_shard x cp x tp, and applies TP to them without EP).
     WholeUnderEp,
+}
+
+impl ExpertSplit {
+    /// How `framework` splits its experts.
+    pub fn of(framework: Framework) -> ExpertSplit {
+        match framework {
+            Framework::Megatron => ExpertSplit::Either,
+            Framework::Deepspeed => ExpertSplit::AsDense,
+            Framework::Fsdp => ExpertSplit::WholeUnderEp,
+        }
+    }
+
+    /// The expert TP size a layout of `tp` and `ep` runs where none is said: split as the
+    /// dense weights (Megatron-Core's default), but whole under EP where the framework keeps
+    /// them so.
+    pub fn default_etp(self, tp: u32, ep: u32) -> u32 {
+        if self == ExpertSplit::WholeUnderEp && ep > 1 {
+            1
+        } else {
+            tp
+        }
+    }
 }
 
 /// A pinned count: its flag, the keys a mesh spec (`tp=8,mb=2`) may name it by, and its field.
@@ -426,11 +440,7 @@ impl Constraints {
         if !d.sharded_pipeline {
             c.keep_sharding_off_pipelines(framework, &mut notes)?;
         }
-        c.expert_split = match framework {
-            Framework::Megatron => ExpertSplit::Either,
-            Framework::Deepspeed => ExpertSplit::AsDense,
-            Framework::Fsdp => ExpertSplit::WholeUnderEp,
-        };
+        c.expert_split = ExpertSplit::of(framework);
         Ok((c, notes))
     }
 

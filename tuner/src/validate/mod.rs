@@ -19,7 +19,7 @@ use crate::cost::Scenario;
 use crate::error::{bad_input, TunerError};
 use crate::mesh::{Framework, Mesh, Precision, Recompute, Training};
 use crate::model::{FfnAct, Mla, ModelShape, Moe};
-use crate::search::Constraints;
+use crate::search::{Constraints, ExpertSplit};
 pub use crate::stats::{median, spearman};
 pub use choices::Choice;
 pub use summary::{Bucket, Summary};
@@ -470,17 +470,12 @@ impl Run {
             }),
             first_stage_layers: l.first_stage_layers,
             last_stage_layers: l.last_stage_layers,
-            // Left out: the recipe's whole experts, torchtitan's under EP, else split over the
-            // TP ranks (Megatron-Core's default, torchtitan's without EP); never searched.
-            etp: Some(l.etp.unwrap_or(
-                if choices::folded_experts(self)
-                    || (framework == Framework::Fsdp && l.ep.unwrap_or(1) > 1)
-                {
-                    1
-                } else {
-                    l.tp
-                },
-            )),
+            // Left out: the recipe's whole experts, else the framework's; never searched.
+            etp: Some(l.etp.unwrap_or(if choices::folded_experts(self) {
+                1
+            } else {
+                ExpertSplit::of(framework).default_etp(l.tp, l.ep.unwrap_or(1))
+            })),
             expert_split: Default::default(),
         }
     }
