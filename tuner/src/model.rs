@@ -214,6 +214,10 @@ pub struct ModelShape {
     /// window, every layer does (Mistral 7B's `sliding_window` alone).
     #[serde(default)]
     pub layer_types: Option<Vec<AttentionType>>,
+    /// An RMSNorm over each query and key head before the rotary embedding (Qwen3's
+    /// `q_norm` and `k_norm`, Megatron-Core's `qk_layernorm`, torchtitan's `qk_norm`).
+    #[serde(default)]
+    pub qk_norm: bool,
 }
 
 /// Parameter counts of a model, split the way parallelism shards them.
@@ -293,6 +297,7 @@ impl ModelShape {
             }
         }
         self.validate_window()?;
+        self.validate_qk_norm()?;
         if let Some(moe) = &self.moe {
             if moe.experts == 0 || moe.expert_ffn_hidden == 0 {
                 return Err(self.bad(
@@ -345,6 +350,17 @@ impl ModelShape {
                     "fewer than layers",
                 ));
             }
+        }
+        Ok(())
+    }
+
+    fn validate_qk_norm(&self) -> Result<(), TunerError> {
+        if self.qk_norm && self.mla.is_some() {
+            return Err(self.bad(
+                "qk_norm",
+                "true".into(),
+                "false under mla: multi-head latent attention normalises its latents, not its heads",
+            ));
         }
         Ok(())
     }
@@ -664,6 +680,7 @@ pub(crate) mod tests {
             mtp_layers: 0,
             sliding_window: None,
             layer_types: None,
+            qk_norm: false,
         }
     }
 
@@ -724,6 +741,7 @@ pub(crate) mod tests {
             mtp_layers: 0,
             sliding_window: None,
             layer_types: None,
+            qk_norm: true,
         }
     }
 
@@ -760,6 +778,7 @@ pub(crate) mod tests {
                     })
                     .collect(),
             ),
+            qk_norm: false,
         }
     }
 
@@ -953,5 +972,19 @@ pub(crate) mod tests {
             .unwrap_err()
             .to_string()
             .contains("moe.n_group"));
+    }
+
+    #[test]
+    fn query_and_key_norms_are_for_heads_not_latents() {
+        let qwen3 = qwen3_30b_a3b();
+        assert!(qwen3.qk_norm);
+        qwen3.validate().unwrap();
+        let mut ds = crate::catalog::model("deepseek-v3").unwrap().shape;
+        ds.qk_norm = true;
+        let e = ds.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("qk_norm") && e.contains("false under mla"),
+            "{e}"
+        );
     }
 }

@@ -148,7 +148,7 @@ impl fmt::Display for Pitfall {
             Pitfall::NoFp8 { gpu } => write!(f, "{gpu} has no fp8 tensor cores: priced at its bf16 peak instead"),
             Pitfall::MoeOptimistic => write!(
                 f,
-                "MoE step times are optimistic: on Megatron-Bridge's Qwen3-30B-A3B rows on H100 the model is 25% (EP 16) and 31% (PP 2 under combined 1F1B) too fast (`tuner validate --runs tuner/tests/data/megatron-bridge-h100-moe.yaml`): Transformer Engine's fp8 casts, the router's and auxiliary loss's kernels and the per-layer token-count sync are not priced; compare layouts with each other, not with a deadline"
+                "MoE step times are optimistic: on Megatron-Bridge's Qwen3-30B-A3B rows on H100 the model is 24% (EP 16) and 28% (PP 2 under combined 1F1B) too fast (`tuner validate --runs tuner/tests/data/megatron-bridge-h100-moe.yaml`): Transformer Engine's fp8 casts, the router's and auxiliary loss's kernels and the per-layer token-count sync are not priced; compare layouts with each other, not with a deadline"
             ),
             Pitfall::ContextParallel { cp } => write!(
                 f,

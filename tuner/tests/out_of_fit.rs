@@ -183,13 +183,14 @@ fn moe_on_h100_is_priced_with_the_recipe_s_dispatcher_and_balance() {
     // Engine's GroupedLinear issues one cuBLAS GEMM per local expert over four streams, each a
     // launch the host pays for, though their tiles share the SMs as a grouped GEMM's do: the
     // PP 2 row's 16 local experts make its passes host-bound again, 31%; the EP 16 row's 8
-    // leave its passes, all-to-alls included, GPU-bound.
+    // leave its passes, all-to-alls included, GPU-bound. With Qwen3's per-head query and key
+    // norms (two more memory-bound kernels a layer): 24.5% and 28.1%.
     let v = load("megatron-bridge-h100-moe.yaml");
     let ep16 = run(&v, "mbridge-26.04.01-h100-qwen3-30b-a3b-16gpu-ep16-fp8");
     assert_eq!(ep16.choices[&Choice::MoeDispatch], "node-dedup");
     assert!(ep16.choices[&Choice::ExpertGemms].starts_with("per-expert"));
     assert!(ep16.choices[&Choice::MoeBalance].starts_with("forced"));
-    assert!((-0.29..=-0.23).contains(&ep16.error), "{:+.3}", ep16.error);
+    assert!((-0.27..=-0.22).contains(&ep16.error), "{:+.3}", ep16.error);
     let ep8 = run(
         &v,
         "mbridge-26.02.01-h100-qwen3-30b-a3b-16gpu-pp2-vp12-ep8-fp8",
@@ -202,7 +203,7 @@ fn moe_on_h100_is_priced_with_the_recipe_s_dispatcher_and_balance() {
         ep8.breakdown.launch
     );
     assert_eq!(ep16.breakdown.launch.exposed_s, 0.0);
-    assert!((-0.34..=-0.28).contains(&ep8.error), "{:+.3}", ep8.error);
+    assert!((-0.31..=-0.25).contains(&ep8.error), "{:+.3}", ep8.error);
     assert!(ep8.predicted_iteration_time_s < ep16.predicted_iteration_time_s);
     assert!(ep8.observed_iteration_time_s < ep16.observed_iteration_time_s);
 }

@@ -232,6 +232,8 @@ pub fn model_from_yaml(text: &str, origin: &str) -> Result<ModelShape, TunerErro
         sliding_window: Option<u32>,
         #[serde(default)]
         layer_types: Option<Vec<crate::model::AttentionType>>,
+        #[serde(default)]
+        qk_norm: bool,
     }
     let f: File = crate::input::yaml(text, origin, crate::input::MODEL)?;
     let shape = ModelShape {
@@ -251,6 +253,7 @@ pub fn model_from_yaml(text: &str, origin: &str) -> Result<ModelShape, TunerErro
         mtp_layers: f.mtp_layers,
         sliding_window: f.sliding_window,
         layer_types: f.layer_types,
+        qk_norm: f.qk_norm,
     };
     shape.validate()?;
     Ok(shape)
@@ -409,5 +412,13 @@ mod tests {
             err.contains("heads") && err.contains("3") && err.contains("divisor of hidden"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn yaml_model_reads_per_head_query_and_key_norms() {
+        let text = "name: tiny\nlayers: 2\nhidden: 64\nheads: 4\nffn_hidden: 256\nffn_act: swiglu\nvocab: 100\nseq_len: 128\n";
+        assert!(!model_from_yaml(text, "t.yaml").unwrap().qk_norm);
+        let normed = format!("{text}qk_norm: true\n");
+        assert!(model_from_yaml(&normed, "t.yaml").unwrap().qk_norm);
     }
 }

@@ -84,6 +84,7 @@ fn dense(
         mtp_layers: 0,
         sliding_window: None,
         layer_types: None,
+        qk_norm: false,
     }
 }
 

@@ -92,6 +92,8 @@ pub(super) fn tokens_per_microbatch(mesh: &Mesh, seq_len: u32) -> f64 {
 /// mask-softmax, dropout, bmm, transpose).
 const LAYER_KERNELS: f64 = 12.0;
 const UNFUSED_ATTENTION_KERNELS: f64 = 6.0;
+/// Per-head query and key norms add one kernel each.
+const QK_NORM_KERNELS: f64 = 2.0;
 /// An MoE block adds the router, top-k, permute and unpermute (Megatron-Core's token
 /// dispatcher).
 const MOE_KERNELS: f64 = 6.0;
@@ -431,7 +433,23 @@ fn layer_elementwise(x: &Inputs, moe_layer: bool, t: f64) -> f64 {
         }
         None => 0.0,
     };
-    elementwise_s(x.compute, eff, t, (h, sp_div), (width, glu, tp), eager) + permute
+    let qk_norm = if model.qk_norm {
+        x.compute
+            .memory_s(eager * qk_norm_bytes(t, model.q_dim(), model.kv_dim(), tp))
+    } else {
+        0.0
+    };
+    elementwise_s(x.compute, eff, t, (h, sp_div), (width, glu, tp), eager) + permute + qk_norm
+}
+
+/// HBM bytes of a forward pass of the per-head query and key RMSNorms over `t` tokens: each
+/// reads its bf16 input and writes its output, queries `q` and keys `kv` wide split over the
+/// `tp` ranks' heads (Megatron-Core builds `q_layernorm` and `k_layernorm` as norm modules
+/// of their own, applied to the heads between the QKV projection and the rotary embedding,
+/// `attention.py`'s `get_query_key_value_tensors`). Sequence parallelism leaves them whole:
+/// the heads are split, not the tokens.
+pub(super) fn qk_norm_bytes(t: f64, q: f64, kv: f64, tp: f64) -> f64 {
+    2.0 * 2.0 * t * (q + kv) / tp
 }
 
 /// HBM bytes the token dispatcher's copies move in one forward pass over `t` tokens of width
@@ -460,7 +478,7 @@ pub(super) fn layer(x: &Inputs, moe_layer: bool) -> Layer {
     let up = model.ffn_act.matrices() - 1.0;
     let f = f64::from(model.ffn_hidden);
     let eff = x.efficiency;
-    let mut kernels = LAYER_KERNELS;
+    let mut kernels = LAYER_KERNELS + if model.qk_norm { QK_NORM_KERNELS } else { 0.0 };
 
     // MLA's GEMMs, and the forward of its up-projections that its recomputation replays.
     let (attn_gemms, mla_up) = match model.mla_projections() {

@@ -66,6 +66,8 @@ pub struct LayerDims {
     /// (Megatron's `bias_swiglu_impl`, torch.compile); eager SwiGLU also keeps the SiLU output
     /// and the product.
     pub fused_glu: bool,
+    /// Per-head query and key norms, which keep their inputs: 2sb(q + kv), split by TP.
+    pub qk_norm: bool,
 }
 
 impl LayerDims {
@@ -88,6 +90,7 @@ impl LayerDims {
     /// | QKV and MLP GEMM inputs                | 4sbh             | no          | yes         |
     /// | 2 dropout masks                        | 2sbh             | no          | yes         |
     /// | Q, K, V                                | 2sb(q + 2 kv)    | yes         | yes         |
+    /// | Q and K norm inputs, per head (Qwen3)  | 2sb(q + kv)      | yes         | yes         |
     /// | attention output (proj input)          | 2sbq             | yes         | yes         |
     /// | softmax out, dropout mask, dropout out | 5as²b            | yes         | yes         |
     /// | MLP intermediates (GeLU / SwiGLU)      | 4sbf / 8sbf      | yes         | yes         |
@@ -119,7 +122,14 @@ impl LayerDims {
         };
         let (gemm_inputs, qkv) = match latents {
             Some(w) => (2.0 * w / h, 0.0),
-            None => (2.0 * input, 2.0 * (self.q_dim + 2.0 * self.kv_dim)),
+            None => {
+                let norms = if self.qk_norm {
+                    2.0 * (self.q_dim + self.kv_dim)
+                } else {
+                    0.0
+                };
+                (2.0 * input, 2.0 * (self.q_dim + 2.0 * self.kv_dim) + norms)
+            }
         };
         let out_dim = self.mla.map_or(self.q_dim, |(_, v)| v);
         let replicated = (6.0 + gemm_inputs) * s * b * h;
@@ -323,6 +333,7 @@ fn activation_bytes(model: &ModelShape, training: &Training, mesh: &Mesh) -> f64
             fp8_inputs: matches!(training.precision, Precision::Fp8 | Precision::Fp8Blockwise)
                 && training.framework.defaults().fp8_saved_inputs,
             fused_glu: training.fused_elementwise && training.framework.defaults().fused_glu,
+            qk_norm: model.qk_norm,
         };
         if op_checkpoint && recompute == Recompute::Selective {
             dims.op_checkpoint_bytes()
@@ -432,6 +443,7 @@ mod tests {
                 sp,
                 fp8_inputs: false,
                 fused_glu: true,
+                qk_norm: false,
             };
             let act = |sp, rc| dims(t, sp).activation_bytes(rc, false);
             let one = |sp, rc| dims(1.0, sp).activation_bytes(rc, false);
@@ -476,6 +488,7 @@ mod tests {
             sp: false,
             fp8_inputs: false,
             fused_glu: false,
+            qk_norm: false,
         };
         close(llama.op_checkpoint_bytes(), 16384.0 * 63616.0);
         // Against 176,256 bytes per token that the same layer keeps without recomputation.
@@ -504,6 +517,7 @@ mod tests {
                 sp: true,
                 fp8_inputs,
                 fused_glu,
+                qk_norm: false,
             }
             .activation_bytes(Recompute::None, true)
                 / 8192.0
@@ -511,6 +525,38 @@ mod tests {
         close(layer(false, false), 87104.0);
         close(layer(false, true), 72768.0);
         close(layer(true, true), 63552.0);
+    }
+
+    #[test]
+    fn per_head_query_and_key_norms_keep_their_inputs() {
+        // Qwen3-30B-A3B's attention (q 4,096, k 512) at TP 2: the norms keep their bf16
+        // inputs, 2 x (4,096 + 512) / 2 = 4,608 bytes a token more, with or without
+        // selective recomputation; full recomputation keeps the layer input alone.
+        let dims = |qk_norm| LayerDims {
+            s: 4096.0,
+            b: 1.0,
+            h: 2048.0,
+            heads: 32.0,
+            q_dim: 4096.0,
+            kv_dim: 512.0,
+            mla: None,
+            mlp_width: 6144.0,
+            act: FfnAct::Swiglu,
+            tp: 2.0,
+            sp: true,
+            fp8_inputs: false,
+            fused_glu: true,
+            qk_norm,
+        };
+        for recompute in [Recompute::None, Recompute::Selective] {
+            let extra = dims(true).activation_bytes(recompute, true)
+                - dims(false).activation_bytes(recompute, true);
+            close(extra / 4096.0, 4608.0);
+        }
+        close(
+            dims(true).activation_bytes(Recompute::Full, true),
+            dims(false).activation_bytes(Recompute::Full, true),
+        );
     }
 
     /// torchtitan's training setup: FSDP2, fp32 gradient reduction, PyTorch's eager loss.

@@ -43,6 +43,9 @@ fn megatron_model_args(model: &ModelShape, arch: Option<&Architecture>) -> Vec<S
     if model.mtp_layers > 0 {
         a.push(format!("--mtp-num-layers {}", model.mtp_layers));
     }
+    if model.qk_norm {
+        a.push("--qk-layernorm".into());
+    }
     a.extend(megatron_window_args(model));
     // The shape files carry no normalization, position or bias fields: SwiGLU models are the
     // Llama family (RMSNorm, rotary positions, no linear biases), GeLU models GPT-style
@@ -1068,6 +1071,17 @@ mod tests {
             &mesh(2, 1, 1, Recompute::None),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn megatron_normalises_query_and_key_heads_where_they_were_priced() {
+        let plain = catalog::model("llama3-8b").unwrap().shape;
+        let normed = ModelShape {
+            qk_norm: true,
+            ..plain.clone()
+        };
+        assert!(megatron_args(&megatron_plain(&normed)).contains_key("qk-layernorm"));
+        assert!(!megatron_args(&megatron_plain(&plain)).contains_key("qk-layernorm"));
     }
 
     #[test]

@@ -94,6 +94,9 @@ pub struct RunModel {
     /// The layers that slide (Hugging Face's `layer_types`; an extension of format 1).
     #[serde(default)]
     pub layer_types: Option<Vec<crate::model::AttentionType>>,
+    /// An RMSNorm over each query and key head (Qwen3's; an extension of format 1).
+    #[serde(default)]
+    pub qk_norm: bool,
 }
 
 /// Cluster as a runs file writes it.
@@ -393,6 +396,7 @@ impl Run {
             mtp_layers: m.mtp_layers,
             sliding_window: m.sliding_window,
             layer_types: m.layer_types.clone(),
+            qk_norm: m.qk_norm,
         };
         shape.validate()?;
         Ok(shape)

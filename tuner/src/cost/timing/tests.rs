@@ -8,6 +8,7 @@ use crate::mesh::Training;
 use crate::mesh::{
     FlashKernel, Framework, LossKernel, ParamFetch, Precision, Recompute, ReduceDtype,
 };
+use crate::model::ModelShape;
 
 fn training(framework: Framework) -> Training {
     Training {
@@ -69,9 +70,20 @@ fn breakdown_with(
     efficiency: &Efficiency,
 ) -> Breakdown {
     let model = catalog::model("llama3-8b").unwrap().shape;
+    step_of(&model, mesh, training, (collectives, compute), efficiency)
+}
+
+/// `model` on DGX H100 nodes.
+fn step_of(
+    model: &ModelShape,
+    mesh: &Mesh,
+    training: &Training,
+    (collectives, compute): (&dyn CollectiveModel, &dyn ComputeModel),
+    efficiency: &Efficiency,
+) -> Breakdown {
     let cluster = catalog::cluster("dgx-h100").unwrap();
     step_time(&Inputs {
-        model: &model,
+        model,
         training,
         mesh,
         placement: &Placement::of(mesh, &cluster),
@@ -570,4 +582,39 @@ fn a_capacity_caps_the_busiest_expert_and_padding_carries_it_whatever_the_routin
     assert!((1.45..=1.6).contains(&ratio(&padded)), "{}", ratio(&padded));
     assert!(capped.compute.time_s < dropless.compute.time_s);
     assert!(padded.compute.time_s > dropless.compute.time_s);
+}
+
+#[test]
+fn per_head_query_and_key_norms_cost_their_bytes_and_two_kernels() {
+    // Llama 3 8B's shape with Qwen3's norms, DP 8 (64 microbatches of 8,192 tokens): each
+    // layer's forward reads and writes 8,192 x (4,096 + 1,024) bf16 elements, 167.8 MB, at
+    // 1 TB/s; the backward twice that, as the other memory-bound kernels'. A forward pass
+    // issues two kernels more, at a second each (the backward's host share set to 1).
+    let plain = catalog::model("llama3-8b").unwrap().shape;
+    let normed = ModelShape {
+        qk_norm: true,
+        ..plain.clone()
+    };
+    let e = Efficiency {
+        host_bwd_share: 1.0,
+        ..NOMINAL
+    };
+    let m = mesh(1, 8, 1, 0, false);
+    let t = training(Framework::Megatron);
+    let step =
+        |model: &ModelShape, host: f64| step_of(model, &m, &t, (&PerCall(0.0), &PerFlop(host)), &e);
+    let bytes = 2.0 * 2.0 * 8192.0 * (4096.0 + 1024.0);
+    assert_eq!(bytes, 167_772_160.0);
+    let extra = step(&normed, 0.0).compute.time_s - step(&plain, 0.0).compute.time_s;
+    assert!(
+        (extra - 64.0 * 32.0 * 3.0 * bytes * 1e-12).abs() < 1e-9,
+        "{extra}"
+    );
+    // Kernels: 2 a forward pass, 4 a backward, of host time the GPU waits on less the time
+    // the norms themselves run.
+    let launches = step(&normed, 1.0).launch.time_s - step(&plain, 1.0).launch.time_s;
+    assert!(
+        (launches - (64.0 * 32.0 * 6.0 - extra)).abs() < 1e-6,
+        "{launches}"
+    );
 }
