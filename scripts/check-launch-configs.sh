@@ -89,7 +89,8 @@ check() {
 # Layouts that exercise each mapping: an interleaved pipeline, an uneven split (126 layers on
 # 16 stages, and on 8 x 8 virtual stages; DeepSeek-V3's 61 on 4 x 4 with edge stages of 16
 # and 13), an MoE model with leading dense layers, fp8, combined 1F1B, sliding-window attention
-# on every other layer, and the search's own choices.
+# on every other layer, Qwen3's MoE with per-head query and key norms, with and without a
+# pipeline, and the search's own choices.
 layouts=(
   "70b-interleaved|explain --model 70b --gpus 512 --tp 8 --pp 8 --dp 8 --zero 1"
   "405b-uneven|explain --model 405b --gpus 2048 --tp 8 --pp 16 --dp 16 --virtual-stages 1"
@@ -101,6 +102,8 @@ layouts=(
   "8b|recommend --model 8b --gpus 64"
   "deepseek-v3|recommend --model deepseek-v3 --gpus 1024"
   "mixtral-combined|explain --model 8x7b --gpus 32 --tp 1 --pp 1 --dp 32 --ep 8 --schedule combined-1f1b"
+  "qwen3-moe|explain --model qwen3-30b-a3b --gpus 16 --tp 1 --pp 1 --dp 16 --ep 16 --global-batch 1024 --moe-dispatch all-to-all"
+  "qwen3-moe-pipelined|explain --model qwen3-30b-a3b --gpus 16 --tp 1 --pp 2 --dp 8 --ep 8 --global-batch 1024 --moe-dispatch all-to-all"
 )
 declare -A refusals=(
   [405b-uneven:torchtitan]="not emitted: bf16 was priced"
@@ -113,6 +116,7 @@ declare -A refusals=(
   [mixtral-combined:torchtitan]="fsdp runs no combined 1F1B"
   [mixtral-combined:torchtitan-0.2]="fsdp runs no combined 1F1B"
   [mixtral-combined:deepspeed]="deepspeed runs no combined 1F1B"
+  [qwen3-moe-pipelined:torchtitan-0.2]="torchtitan v0.2 splits no qwen3 model into"
 )
 for entry in "${layouts[@]}"; do
   name=${entry%%|*}

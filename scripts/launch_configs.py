@@ -144,7 +144,8 @@ def megatron(path: str, world: str) -> None:
     vocab = vocab_size_with_padding(args.vocab_size, args, logging_enabled=False)
     print(
         f"read: dp {args.data_parallel_size}, rotary base {args.rotary_base},"
-        f" dropout {args.hidden_dropout}/{args.attention_dropout}, vocabulary {vocab}"
+        f" dropout {args.hidden_dropout}/{args.attention_dropout}, vocabulary {vocab},"
+        f" qk layernorm {args.qk_layernorm}"
     )
     if args.pipeline_model_parallel_layout is not None:
         # The model config checks a layout against the layer and MTP counts (without

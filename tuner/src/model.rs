@@ -711,38 +711,9 @@ pub(crate) mod tests {
         assert!((eq3 / eq7 - 4.0 / 3.0).abs() < 1e-12);
     }
 
-    /// Qwen3-30B-A3B (Hugging Face `config.json`): hidden 2048, 32 query heads of 128 and 4
-    /// KV heads, 48 layers of 128 experts (top 8, width 768), untied 151,936-token vocabulary.
+    /// Qwen3-30B-A3B as the catalog holds it.
     fn qwen3_30b_a3b() -> ModelShape {
-        ModelShape {
-            name: "qwen3-30b-a3b".into(),
-            layers: 48,
-            hidden: 2048,
-            heads: 32,
-            kv_heads: 4,
-            head_dim: Some(128),
-            ffn_hidden: 6144,
-            ffn_act: FfnAct::Swiglu,
-            vocab: 151936,
-            seq_len: 4096,
-            tied_embeddings: false,
-            moe: Some(Moe {
-                experts: 128,
-                top_k: 8,
-                shared_experts: 0,
-                expert_ffn_hidden: 768,
-                dense_layers: 0,
-                n_group: None,
-                topk_group: None,
-                capacity_factor: None,
-                pad_to_capacity: false,
-            }),
-            mla: None,
-            mtp_layers: 0,
-            sliding_window: None,
-            layer_types: None,
-            qk_norm: true,
-        }
+        crate::catalog::model("qwen3-30b-a3b").unwrap().shape
     }
 
     /// GPT-OSS-120B (Hugging Face `config.json`): 36 layers of hidden 2880, 64 query heads of
@@ -834,7 +805,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_wide_head_counts_the_parameters_its_model_card_states() {
-        // Qwen's card: 30.5B parameters, 3.3B activated. The query is 32 x 128 = 4096 wide at
+        // Qwen's cards: 30.5B parameters, 3.3B activated. The query is 32 x 128 = 4096 wide at
         // hidden 2048; priced at hidden / heads = 64 the active count would be 2.9B.
         let m = qwen3_30b_a3b();
         m.validate().unwrap();
@@ -854,6 +825,10 @@ pub(crate) mod tests {
         // causal half of the 12·s·q·l attention term.
         let causal = m.model_flops_per_token() - 6.0 * 4096.0 * 4096.0 * 48.0;
         assert!((causal / (206e12 / 8960.0) - 1.0).abs() < 0.01, "{causal}");
+        // Qwen3-235B-A22B's card: 235B, 22B activated.
+        let big = crate::catalog::model("qwen3-235b-a22b").unwrap().shape;
+        assert!((big.params().total() / 235e9 - 1.0).abs() < 0.005);
+        assert!((big.active_params() / 22e9 - 1.0).abs() < 0.02);
         let odd = ModelShape {
             heads: 24,
             head_dim: None,

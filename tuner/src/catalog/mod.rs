@@ -266,7 +266,7 @@ mod tests {
     #[test]
     fn every_catalog_model_is_valid_and_sized_as_published() {
         // Published totals, in billions: Llama 2 (Table 1), Llama 3 (Table 3), Mixtral (46.7B,
-        // 141B), DeepSeek-V3 (671B), GPT-3 (175B).
+        // 141B), DeepSeek-V3 (671B), GPT-3 (175B), Qwen3 (the model cards: 30.5B and 235B).
         let expected = [
             ("gpt3-175b", 174.6),
             ("llama2-7b", 6.74),
@@ -278,6 +278,8 @@ mod tests {
             ("mixtral-8x7b", 46.7),
             ("mixtral-8x22b", 140.6),
             ("deepseek-v3", 671.0),
+            ("qwen3-30b-a3b", 30.5),
+            ("qwen3-235b-a22b", 235.0),
         ];
         for (id, billions) in expected {
             let m = model(id).unwrap().shape;

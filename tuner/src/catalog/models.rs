@@ -41,6 +41,49 @@ const fn llama(rotary_base: u32, torchtitan: Option<(&'static str, &'static str)
     }
 }
 
+/// The Qwen3 family (Qwen/Qwen3-*/config.json): RMSNorm at 1e-6, rotary base 1,000,000, no
+/// dropout; every layer normalises its query and key heads.
+const fn qwen3(torchtitan: Option<(&'static str, &'static str)>) -> Architecture {
+    Architecture {
+        norm_eps: 1e-6,
+        ..llama(1_000_000, torchtitan)
+    }
+}
+
+/// A Qwen3 MoE model: every layer an MoE layer of 128 experts, top 8, no shared expert, heads
+/// 128 wide, 4 KV heads, untied 151,936-token vocabulary, 4,096-token pre-training sequences
+/// (Qwen3 technical report, arXiv 2505.09388 §3.2, the general stage), per-head query and key
+/// norms.
+fn qwen3_moe(name: &str, layers: u32, hidden: u32, heads: u32, expert_ffn: u32) -> ModelShape {
+    ModelShape {
+        head_dim: Some(128),
+        qk_norm: true,
+        moe: Some(Moe {
+            experts: 128,
+            top_k: 8,
+            shared_experts: 0,
+            expert_ffn_hidden: expert_ffn,
+            dense_layers: 0,
+            n_group: None,
+            topk_group: None,
+            capacity_factor: None,
+            pad_to_capacity: false,
+        }),
+        ..dense(
+            name,
+            layers,
+            hidden,
+            heads,
+            4,
+            3 * hidden,
+            FfnAct::Swiglu,
+            151_936,
+            4096,
+            false,
+        )
+    }
+}
+
 /// Short names users type, and the catalog id each one means.
 pub const ALIASES: &[(&str, &str)] = &[
     ("7b", "llama2-7b"),
@@ -52,6 +95,8 @@ pub const ALIASES: &[(&str, &str)] = &[
     ("8x7b", "mixtral-8x7b"),
     ("8x22b", "mixtral-8x22b"),
     ("671b", "deepseek-v3"),
+    ("30b-a3b", "qwen3-30b-a3b"),
+    ("235b-a22b", "qwen3-235b-a22b"),
 ];
 
 #[allow(clippy::too_many_arguments)]
@@ -153,5 +198,17 @@ pub const MODELS: &[(&str, CatalogModel)] = &[
         },
         arch: Architecture { norm_eps: 1e-6, ..llama(10_000, Some(("deepseek_v3", "671B"))) },
         source: "DeepSeek-V3 technical report (arXiv 2412.19437) §2.1, §4.2; deepseek-ai/DeepSeek-V3 config.json",
+    }),
+    ("qwen3-30b-a3b", CatalogModel {
+        shape: || qwen3_moe("qwen3-30b-a3b", 48, 2048, 32, 768),
+        arch: qwen3(Some(("qwen3", "30B-A3B"))),
+        source: "Qwen3 technical report (arXiv 2505.09388) Table 2, §3.2; Qwen/Qwen3-30B-A3B config.json",
+    }),
+    ("qwen3-235b-a22b", CatalogModel {
+        // torchtitan's 235B-A22B flavor rotates at base 5,000,000 (the 2507 release's), where
+        // this config.json sets 1,000,000: it would train another model.
+        shape: || qwen3_moe("qwen3-235b-a22b", 94, 4096, 64, 1536),
+        arch: qwen3(None),
+        source: "Qwen3 technical report (arXiv 2505.09388) Table 2, §3.2; Qwen/Qwen3-235B-A22B config.json",
     }),
 ];

@@ -378,7 +378,7 @@ pub fn deepspeed(t: &Training, m: &Mesh) -> String {
 /// (`torchtitan/models/*/config_registry.py`): the one without a float8 converter and the one
 /// with rowwise float8, where 0.3 ships each. 0.3 sets converters in these functions only
 /// (`Trainer.Config.model_spec` is not on its command line).
-const TITAN_REGISTRY: [(&str, &str, Option<&str>, Option<&str>); 4] = [
+const TITAN_REGISTRY: [(&str, &str, Option<&str>, Option<&str>); 5] = [
     ("llama3", "8B", Some("llama3_8b"), None),
     ("llama3", "70B", Some("llama3_70b"), None),
     ("llama3", "405B", None, Some("llama3_405b")),
@@ -388,7 +388,13 @@ const TITAN_REGISTRY: [(&str, &str, Option<&str>, Option<&str>); 4] = [
         Some("deepseek_v3_671b"),
         Some("deepseek_v3_671b_float8"),
     ),
+    ("qwen3", "30B-A3B", Some("qwen3_30b_a3b"), None),
 ];
+
+/// torchtitan v0.2's models that no pipeline splits: their `TrainSpec` sets no
+/// `pipelining_fn` (`torchtitan/models/qwen3/__init__.py` at v0.2.0 and v0.2.2; 0.3 gives
+/// qwen3 `pipeline_llm`).
+const TITAN_V02_UNPIPELINED: [&str; 1] = ["qwen3"];
 
 /// torchtitan's float8 scaling of the priced fp8.
 #[derive(Clone, Copy, PartialEq)]
@@ -687,8 +693,10 @@ pub fn torchtitan(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, 
         "--training.mixed_precision_reduce float32".into(),
     ]);
     // 0.3 captures each step in a CUDA graph unless told not to, and refuses to under a
-    // pipeline.
-    if m.pp > 1 {
+    // pipeline or beside an expert-parallel dispatcher that waits for the host, as the
+    // all-to-all priced does (`_validate_cuda_graphs` in `torchtitan/trainer.py`: only
+    // HybridEP with a capacity and MinimalAsyncEP run captured).
+    if m.pp > 1 || (m.ep > 1 && model.moe.is_some()) {
         a.push("--training.disable_cuda_graphs".into());
     }
     // Fused norms, rotary and gating were priced: torch.compile is what fuses them. The
@@ -730,6 +738,17 @@ pub fn torchtitan(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, 
 /// A torchtitan v0.2 TOML job config, or why v0.2 cannot run the model as priced.
 pub fn torchtitan_v02(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, NotEmitted> {
     let l = titan_layout(model, t, m, "torchtitan-0.2", "v0.2")?;
+    if m.pp > 1 && TITAN_V02_UNPIPELINED.contains(&l.name) {
+        return Err(NotEmitted {
+            framework: "torchtitan-0.2",
+            why: format!(
+                "a {}-stage pipeline was priced, and torchtitan v0.2 splits no {} model into \
+                 stages (its TrainSpec has no pipelining_fn); pin --pp 1, or use --emit torchtitan \
+                 (0.3 splits it)",
+                m.pp, l.name
+            ),
+        });
+    }
     let mut comments = vec![format!(
         "# {TORCHTITAN_V02_RELEASES}: run with --job.config_file <this file>"
     )];
@@ -1437,7 +1456,7 @@ mod tests {
                 err.starts_with(&format!(
                     "--emit {flag}: not emitted: torchtitan {release} ships no flavor of \
                      mixtral-8x7b (of the catalog it runs llama3-8b, llama3-70b, llama3-405b, \
-                     deepseek-v3)"
+                     deepseek-v3, qwen3-30b-a3b)"
                 )),
                 "{err}"
             );
@@ -1481,6 +1500,65 @@ mod tests {
     fn titan_args(text: &str) -> (HashMap<String, Vec<String>>, &str) {
         let (body, last) = text.trim_end().rsplit_once('\n').unwrap();
         (megatron_args(body), last)
+    }
+
+    #[test]
+    fn qwen3_moe_is_written_as_its_config_json_defines_it() {
+        // Qwen3-30B-A3B on 16 GPUs, EP 16: Megatron-LM gets the heads 128 wide, the per-head
+        // norms, Qwen's rotary base and epsilon and the 128 experts of 768; torchtitan its
+        // registered flavor (0.3's qwen3_30b_a3b, v0.2's 30B-A3B).
+        let model = catalog::model("qwen3-30b-a3b").unwrap().shape;
+        let t = Training::megatron(4096, 1024);
+        let m = Mesh {
+            tp: 1,
+            dp: 16,
+            cp: 1,
+            ep: 16,
+            sequence_parallel: false,
+            ..mesh(1, 1, 1, Recompute::None)
+        };
+        let a = megatron_args(&megatron(&model, &t, &m).unwrap());
+        assert!(a.contains_key("qk-layernorm"));
+        assert_eq!(number(&a, "kv-channels"), 128);
+        assert_eq!(number(&a, "num-query-groups"), 4);
+        assert_eq!(number(&a, "rotary-base"), 1_000_000);
+        assert_eq!(a["norm-epsilon"], ["0.000001"]);
+        assert_eq!(number(&a, "num-experts"), 128);
+        assert_eq!(number(&a, "moe-router-topk"), 8);
+        assert_eq!(number(&a, "moe-ffn-hidden-size"), 768);
+        assert!(!a.contains_key("moe-layer-freq"));
+        let titan = Training {
+            grad_reduce: ReduceDtype::Fp32,
+            moe_dispatch: MoeDispatch::AllToAll,
+            ..t.clone()
+        };
+        let (args, _) = titan_args(&torchtitan(&model, &titan, &m).unwrap());
+        assert_eq!(args["module"], ["qwen3"]);
+        assert_eq!(args["config"], ["qwen3_30b_a3b"]);
+        // Its all-to-all waits for the host, which 0.3's CUDA graphs refuse.
+        assert!(args.contains_key("training.disable_cuda_graphs"));
+        let toml = toml_keys(&torchtitan_v02(&model, &titan, &m).unwrap());
+        assert_eq!(toml["name"], "qwen3");
+        assert_eq!(toml["flavor"], "30B-A3B");
+        // v0.2 pipelines no Qwen3; 0.3 does.
+        let piped = Mesh {
+            pp: 2,
+            dp: 8,
+            ep: 8,
+            ..m
+        };
+        let err = torchtitan_v02(&model, &titan, &piped)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("torchtitan v0.2 splits no qwen3 model"),
+            "{err}"
+        );
+        assert!(torchtitan(&model, &titan, &piped).is_ok());
+        // torchtitan's 235B-A22B flavor rotates at another base: not the catalog's model.
+        let big = catalog::model("qwen3-235b-a22b").unwrap().shape;
+        let err = torchtitan(&big, &titan, &m).unwrap_err().to_string();
+        assert!(err.contains("ships no flavor of qwen3-235b-a22b"), "{err}");
     }
 
     #[test]
