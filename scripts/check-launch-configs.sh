@@ -88,15 +88,17 @@ check() {
 
 # Layouts that exercise each mapping: an interleaved pipeline, an uneven split (126 layers on
 # 16 stages, and on 8 x 8 virtual stages; DeepSeek-V3's 61 on 4 x 4 with edge stages of 16
-# and 13), an MoE model with leading dense layers, fp8, combined 1F1B, sliding-window attention
-# on every other layer, Qwen3's MoE with per-head query and key norms, with and without a
-# pipeline, and the search's own choices.
+# and 13), an MoE model with leading dense layers, fp8, combined 1F1B, GPT-OSS (sliding-window
+# attention on every other layer, YaRN, attention sinks, biases, clamped QuickGELU gating),
+# Qwen3's MoE with per-head query and key norms, with and without a pipeline, and the search's
+# own choices.
 layouts=(
   "70b-interleaved|explain --model 70b --gpus 512 --tp 8 --pp 8 --dp 8 --zero 1"
   "405b-uneven|explain --model 405b --gpus 2048 --tp 8 --pp 16 --dp 16 --virtual-stages 1"
   "405b-uneven-interleaved|explain --model 405b --gpus 1024 --tp 8 --pp 8 --dp 8 --cp 2 --virtual-stages 8"
   "deepseek-v3-interleaved-edges|explain --model deepseek-v3 --gpus 256 --cluster gb200-nvl72 --tp 1 --pp 4 --dp 64 --ep 64 --virtual-stages 4 --first-stage-layers 16 --last-stage-layers 13 --global-batch 4096"
-  "gpt-oss-window|explain --model tuner/tests/models/gpt-oss-120b.yaml --gpus 64 --tp 1 --pp 4 --dp 16 --ep 8 --global-batch 1280"
+  "gpt-oss-window|explain --model gpt-oss-120b --gpus 64 --tp 1 --pp 4 --dp 16 --ep 8 --global-batch 1280 --moe-dispatch all-to-all"
+  "gpt-oss-20b|explain --model gpt-oss-20b --gpus 8 --tp 1 --pp 1 --dp 8 --ep 8 --global-batch 256 --moe-dispatch all-to-all"
   "405b-fp8-rowwise|explain --model 405b --gpus 2048 --tp 8 --pp 16 --dp 16 --virtual-stages 1 --precision fp8-rowwise"
   "8b-fp8|recommend --model 8b --gpus 64 --precision fp8"
   "8b|recommend --model 8b --gpus 64"
@@ -110,8 +112,7 @@ declare -A refusals=(
   [405b-uneven-interleaved:torchtitan]="not emitted: bf16 was priced"
   [405b-uneven-interleaved:deepspeed]="deepspeed runs no interleaved pipeline schedule"
   [deepseek-v3-interleaved-edges:deepspeed]="deepspeed runs no interleaved pipeline schedule"
-  [gpt-oss-window:torchtitan]="torchtitan 0.3 ships no flavor of gpt-oss-120b"
-  [gpt-oss-window:torchtitan-0.2]="torchtitan v0.2 ships no flavor of gpt-oss-120b"
+  [gpt-oss-window:torchtitan-0.2]="torchtitan v0.2 splits no gpt_oss model into"
   [8b-fp8:torchtitan]="not emitted: tensorwise fp8 was priced"
   [mixtral-combined:torchtitan]="fsdp runs no combined 1F1B"
   [mixtral-combined:torchtitan-0.2]="fsdp runs no combined 1F1B"

@@ -145,7 +145,8 @@ def megatron(path: str, world: str) -> None:
     print(
         f"read: dp {args.data_parallel_size}, rotary base {args.rotary_base},"
         f" dropout {args.hidden_dropout}/{args.attention_dropout}, vocabulary {vocab},"
-        f" qk layernorm {args.qk_layernorm}"
+        f" qk layernorm {args.qk_layernorm}, positions {args.position_embedding_type},"
+        f" softmax {args.softmax_type}, quick geglu {args.quick_geglu}"
     )
     if args.pipeline_model_parallel_layout is not None:
         # The model config checks a layout against the layer and MTP counts (without

@@ -716,41 +716,9 @@ pub(crate) mod tests {
         crate::catalog::model("qwen3-30b-a3b").unwrap().shape
     }
 
-    /// GPT-OSS-120B (Hugging Face `config.json`): 36 layers of hidden 2880, 64 query heads of
-    /// 64 and 8 KV heads, 128 experts of width 2880, top 4, a 128-position window on every
-    /// other layer from the first, untied 201,088-token vocabulary.
+    /// GPT-OSS-120B as the catalog holds it.
     fn gpt_oss_120b() -> ModelShape {
-        ModelShape {
-            name: "gpt-oss-120b".into(),
-            layers: 36,
-            hidden: 2880,
-            heads: 64,
-            kv_heads: 8,
-            head_dim: Some(64),
-            ffn_hidden: 2880,
-            ffn_act: FfnAct::Swiglu,
-            vocab: 201088,
-            seq_len: 4096,
-            tied_embeddings: false,
-            moe: Some(Moe {
-                experts: 128,
-                top_k: 4,
-                expert_ffn_hidden: 2880,
-                ..qwen3_30b_a3b().moe.unwrap()
-            }),
-            mla: None,
-            mtp_layers: 0,
-            sliding_window: Some(128),
-            layer_types: Some(
-                (0..36)
-                    .map(|i| match i % 2 {
-                        0 => AttentionType::SlidingAttention,
-                        _ => AttentionType::FullAttention,
-                    })
-                    .collect(),
-            ),
-            qk_norm: false,
-        }
+        crate::catalog::model("gpt-oss-120b").unwrap().shape
     }
 
     #[test]

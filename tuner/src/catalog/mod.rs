@@ -266,7 +266,8 @@ mod tests {
     #[test]
     fn every_catalog_model_is_valid_and_sized_as_published() {
         // Published totals, in billions: Llama 2 (Table 1), Llama 3 (Table 3), Mixtral (46.7B,
-        // 141B), DeepSeek-V3 (671B), GPT-3 (175B), Qwen3 (the model cards: 30.5B and 235B).
+        // 141B), DeepSeek-V3 (671B), GPT-3 (175B), Qwen3 (the model cards: 30.5B and 235B), gpt-oss (its
+        // card, Table 1: 20.91B and 116.83B).
         let expected = [
             ("gpt3-175b", 174.6),
             ("llama2-7b", 6.74),
@@ -280,6 +281,8 @@ mod tests {
             ("deepseek-v3", 671.0),
             ("qwen3-30b-a3b", 30.5),
             ("qwen3-235b-a22b", 235.0),
+            ("gpt-oss-20b", 20.91),
+            ("gpt-oss-120b", 116.83),
         ];
         for (id, billions) in expected {
             let m = model(id).unwrap().shape;

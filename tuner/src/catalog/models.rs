@@ -1,6 +1,6 @@
 //! Published model shapes. Each entry names the paper or config it is copied from.
 
-use crate::model::{FfnAct, Mla, ModelShape, Moe};
+use crate::model::{AttentionType, FfnAct, Mla, ModelShape, Moe};
 
 /// A catalog model with its source.
 pub struct CatalogModel {
@@ -28,6 +28,42 @@ pub struct Architecture {
     /// torchtitan's model name (v0.2's `[model] name`, 0.3's `--module`) and flavor of this
     /// shape, where it ships one.
     pub torchtitan: Option<(&'static str, &'static str)>,
+    /// A bias on every linear layer, the QKV projection's included (GPT-OSS's
+    /// `attention_bias` and expert biases); the SwiGLU families have none.
+    pub linear_biases: bool,
+    /// A learnable per-head logit that each softmax row also normalises over (GPT-OSS's
+    /// attention sinks, Megatron-Core's `softmax_type = "learnable"`).
+    pub attention_sinks: bool,
+    /// YaRN's rotary frequency scaling, where the model's `rope_scaling` sets it.
+    pub yarn: Option<Yarn>,
+    /// A gated MLP of QuickGELU, x·σ(1.702x), whose inputs are clamped and whose linear half
+    /// is offset, in place of SwiGLU (GPT-OSS's `swiglu_limit` and its `+ 1`).
+    pub quick_geglu: Option<QuickGeglu>,
+}
+
+/// YaRN (Peng et al. 2023, arXiv 2309.00071) as `config.json`'s `rope_scaling` sets it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Yarn {
+    /// Context extension factor.
+    pub factor: f64,
+    /// Context length the rotary frequencies were trained at.
+    pub original_positions: u32,
+    /// The frequency ramp's bounds, in rotations over the original context.
+    pub beta_fast: f64,
+    /// See `beta_fast`.
+    pub beta_slow: f64,
+    /// Whether the ramp's ends are rounded to whole dimensions (`truncate`).
+    pub round_to_int: bool,
+}
+
+/// GPT-OSS's gated activation: the gate clamped above at `clamp`, the linear half to
+/// [-clamp, clamp] and offset by `linear_offset`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QuickGeglu {
+    /// Clamp of both halves.
+    pub clamp: f64,
+    /// Added to the linear half.
+    pub linear_offset: f64,
 }
 
 /// The Llama family and its descendants: RMSNorm at 1e-5, no dropout.
@@ -38,6 +74,10 @@ const fn llama(rotary_base: u32, torchtitan: Option<(&'static str, &'static str)
         norm_eps: 1e-5,
         dropout: 0.0,
         torchtitan,
+        linear_biases: false,
+        attention_sinks: false,
+        yarn: None,
+        quick_geglu: None,
     }
 }
 
@@ -78,6 +118,73 @@ fn qwen3_moe(name: &str, layers: u32, hidden: u32, heads: u32, expert_ffn: u32) 
             3 * hidden,
             FfnAct::Swiglu,
             151_936,
+            4096,
+            false,
+        )
+    }
+}
+
+/// GPT-OSS (openai/gpt-oss-*/config.json): RMSNorm at 1e-5, rotary base 150,000 with YaRN
+/// (factor 32 over 4,096 positions, betas 32 and 1, `truncate: false`), biases on every
+/// linear, attention sinks, and QuickGELU gating clamped at 7 with the linear half offset by
+/// 1 (`swiglu_limit`; Megatron-Bridge's `gpt_oss_bridge.py` sets the same).
+const fn gpt_oss_arch(torchtitan: Option<(&'static str, &'static str)>) -> Architecture {
+    Architecture {
+        linear_biases: true,
+        attention_sinks: true,
+        yarn: Some(Yarn {
+            factor: 32.0,
+            original_positions: 4096,
+            beta_fast: 32.0,
+            beta_slow: 1.0,
+            round_to_int: false,
+        }),
+        quick_geglu: Some(QuickGeglu {
+            clamp: 7.0,
+            linear_offset: 1.0,
+        }),
+        ..llama(150_000, torchtitan)
+    }
+}
+
+/// A GPT-OSS model: hidden 2880, 64 query heads of 64 and 8 KV heads, experts of width 2880,
+/// top 4, untied 201,088-token vocabulary, a 128-position window on every other layer from
+/// the first, 4,096-token sequences (the context YaRN extends).
+fn gpt_oss(name: &str, layers: u32, experts: u32) -> ModelShape {
+    ModelShape {
+        head_dim: Some(64),
+        moe: Some(Moe {
+            experts,
+            top_k: 4,
+            shared_experts: 0,
+            expert_ffn_hidden: 2880,
+            dense_layers: 0,
+            n_group: None,
+            topk_group: None,
+            capacity_factor: None,
+            pad_to_capacity: false,
+        }),
+        sliding_window: Some(128),
+        layer_types: Some(
+            (0..layers)
+                .map(|i| {
+                    if i % 2 == 0 {
+                        AttentionType::SlidingAttention
+                    } else {
+                        AttentionType::FullAttention
+                    }
+                })
+                .collect(),
+        ),
+        ..dense(
+            name,
+            layers,
+            2880,
+            64,
+            8,
+            2880,
+            FfnAct::Swiglu,
+            201_088,
             4096,
             false,
         )
@@ -137,7 +244,7 @@ fn dense(
 pub const MODELS: &[(&str, CatalogModel)] = &[
     ("gpt3-175b", CatalogModel {
         shape: || dense("gpt3-175b", 96, 12288, 96, 96, 49152, FfnAct::Gelu, 50257, 2048, true),
-        arch: Architecture { rotary_base: None, llama31_rope_scaling: false, norm_eps: 1e-5, dropout: 0.1, torchtitan: None },
+        arch: Architecture { rotary_base: None, llama31_rope_scaling: false, norm_eps: 1e-5, dropout: 0.1, torchtitan: None, linear_biases: true, attention_sinks: false, yarn: None, quick_geglu: None },
         source: "Brown et al. 2020 (arXiv 2005.14165) Table 2.1; vocabulary of the GPT-2 BPE",
     }),
     ("llama2-7b", CatalogModel {
@@ -210,5 +317,15 @@ pub const MODELS: &[(&str, CatalogModel)] = &[
         shape: || qwen3_moe("qwen3-235b-a22b", 94, 4096, 64, 1536),
         arch: qwen3(None),
         source: "Qwen3 technical report (arXiv 2505.09388) Table 2, §3.2; Qwen/Qwen3-235B-A22B config.json",
+    }),
+    ("gpt-oss-20b", CatalogModel {
+        shape: || gpt_oss("gpt-oss-20b", 24, 32),
+        arch: gpt_oss_arch(Some(("gpt_oss", "20b"))),
+        source: "gpt-oss model card (arXiv 2508.10925) Table 1; openai/gpt-oss-20b config.json",
+    }),
+    ("gpt-oss-120b", CatalogModel {
+        shape: || gpt_oss("gpt-oss-120b", 36, 128),
+        arch: gpt_oss_arch(Some(("gpt_oss", "120b"))),
+        source: "gpt-oss model card (arXiv 2508.10925) Table 1; openai/gpt-oss-120b config.json",
     }),
 ];

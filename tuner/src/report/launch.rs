@@ -49,12 +49,29 @@ fn megatron_model_args(model: &ModelShape, arch: Option<&Architecture>) -> Vec<S
     a.extend(megatron_window_args(model));
     // The shape files carry no normalization, position or bias fields: SwiGLU models are the
     // Llama family (RMSNorm, rotary positions, no linear biases), GeLU models GPT-style
-    // (LayerNorm, learned positions, biases), which is what the cost model prices.
+    // (LayerNorm, learned positions, biases), which is what the cost model prices. A catalog
+    // model's gating, YaRN and biases are its own (GPT-OSS's).
     if model.ffn_act == FfnAct::Swiglu {
-        a.push(
-            "--swiglu --normalization RMSNorm --position-embedding-type rope --disable-bias-linear"
-                .into(),
-        );
+        let gating = match arch.and_then(|a| a.quick_geglu) {
+            Some(g) => format!(
+                "--quick-geglu --activation-func-clamp-value {} --glu-linear-offset {}",
+                g.clamp, g.linear_offset
+            ),
+            None => "--swiglu".into(),
+        };
+        let positions = if arch.is_some_and(|a| a.yarn.is_some()) {
+            "yarn"
+        } else {
+            "rope"
+        };
+        let biases = if arch.is_some_and(|a| a.linear_biases) {
+            ""
+        } else {
+            " --disable-bias-linear"
+        };
+        a.push(format!(
+            "{gating} --normalization RMSNorm --position-embedding-type {positions}{biases}"
+        ));
     } else {
         a.push("--normalization LayerNorm --position-embedding-type learned_absolute".into());
     }
@@ -65,6 +82,25 @@ fn megatron_model_args(model: &ModelShape, arch: Option<&Architecture>) -> Vec<S
         }
         if arch.llama31_rope_scaling {
             a.push("--use-rope-scaling --rope-scaling-factor 8".into());
+        }
+        // Megatron-LM takes YaRN's factor without its prefix (`_apply_yarn_config_from_args`).
+        if let Some(y) = arch.yarn {
+            a.push(format!(
+                "--rotary-scaling-factor {} --yarn-original-max-position-embeddings {} \
+                 --yarn-beta-fast {} --yarn-beta-slow {} {}",
+                y.factor,
+                y.original_positions,
+                y.beta_fast,
+                y.beta_slow,
+                if y.round_to_int {
+                    "--yarn-correction-range-round-to-int"
+                } else {
+                    "--no-yarn-correction-range-round-to-int"
+                }
+            ));
+        }
+        if arch.attention_sinks {
+            a.push("--softmax-type learnable".into());
         }
         a.push(format!(
             "--attention-dropout {0} --hidden-dropout {0}",
@@ -378,7 +414,7 @@ pub fn deepspeed(t: &Training, m: &Mesh) -> String {
 /// (`torchtitan/models/*/config_registry.py`): the one without a float8 converter and the one
 /// with rowwise float8, where 0.3 ships each. 0.3 sets converters in these functions only
 /// (`Trainer.Config.model_spec` is not on its command line).
-const TITAN_REGISTRY: [(&str, &str, Option<&str>, Option<&str>); 5] = [
+const TITAN_REGISTRY: [(&str, &str, Option<&str>, Option<&str>); 7] = [
     ("llama3", "8B", Some("llama3_8b"), None),
     ("llama3", "70B", Some("llama3_70b"), None),
     ("llama3", "405B", None, Some("llama3_405b")),
@@ -389,12 +425,18 @@ const TITAN_REGISTRY: [(&str, &str, Option<&str>, Option<&str>); 5] = [
         Some("deepseek_v3_671b_float8"),
     ),
     ("qwen3", "30B-A3B", Some("qwen3_30b_a3b"), None),
+    ("gpt_oss", "20b", Some("gpt_oss_20b"), None),
+    ("gpt_oss", "120b", Some("gpt_oss_120b"), None),
 ];
 
 /// torchtitan v0.2's models that no pipeline splits: their `TrainSpec` sets no
-/// `pipelining_fn` (`torchtitan/models/qwen3/__init__.py` at v0.2.0 and v0.2.2; 0.3 gives
-/// qwen3 `pipeline_llm`).
-const TITAN_V02_UNPIPELINED: [&str; 1] = ["qwen3"];
+/// `pipelining_fn` (`torchtitan/models/{qwen3,gpt_oss}/__init__.py` at v0.2.2, qwen3 at
+/// v0.2.0 too; 0.3 gives both `pipeline_llm`).
+const TITAN_V02_UNPIPELINED: [&str; 2] = ["qwen3", "gpt_oss"];
+
+/// torchtitan v0.2's models that v0.2.0 and v0.2.1 lack (`torchtitan/models/gpt_oss` first
+/// ships in v0.2.2).
+const TITAN_V022_ONLY: [&str; 1] = ["gpt_oss"];
 
 /// torchtitan's float8 scaling of the priced fp8.
 #[derive(Clone, Copy, PartialEq)]
@@ -752,6 +794,12 @@ pub fn torchtitan_v02(model: &ModelShape, t: &Training, m: &Mesh) -> Result<Stri
     let mut comments = vec![format!(
         "# {TORCHTITAN_V02_RELEASES}: run with --job.config_file <this file>"
     )];
+    if TITAN_V022_ONLY.contains(&l.name) {
+        comments.push(format!(
+            "# {} ships from v0.2.2 on: v0.2.0 and v0.2.1 have no such model",
+            l.name
+        ));
+    }
     if l.async_tp_needs_compile {
         comments.push("# async TP was priced; torchtitan runs it only under compile: set [compile] enable = true and [parallelism] enable_async_tensor_parallel = true".into());
     }
@@ -1456,7 +1504,7 @@ mod tests {
                 err.starts_with(&format!(
                     "--emit {flag}: not emitted: torchtitan {release} ships no flavor of \
                      mixtral-8x7b (of the catalog it runs llama3-8b, llama3-70b, llama3-405b, \
-                     deepseek-v3, qwen3-30b-a3b)"
+                     deepseek-v3, qwen3-30b-a3b, gpt-oss-20b, gpt-oss-120b)"
                 )),
                 "{err}"
             );
@@ -1559,6 +1607,56 @@ mod tests {
         let big = catalog::model("qwen3-235b-a22b").unwrap().shape;
         let err = torchtitan(&big, &titan, &m).unwrap_err().to_string();
         assert!(err.contains("ships no flavor of qwen3-235b-a22b"), "{err}");
+    }
+
+    #[test]
+    fn gpt_oss_is_written_with_its_own_gating_positions_biases_and_sinks() {
+        // GPT-OSS-120B (config.json, Megatron-Bridge's gpt_oss_bridge.py): QuickGELU gating
+        // clamped at 7 with the linear half offset by 1, YaRN over 4,096 positions at factor
+        // 32, biases kept, learnable softmax sinks, rotary base 150,000, a 128-position window
+        // on every other layer.
+        let model = catalog::model("gpt-oss-120b").unwrap().shape;
+        let t = Training {
+            moe_dispatch: MoeDispatch::AllToAll,
+            grad_reduce: ReduceDtype::Fp32,
+            ..Training::megatron(4096, 1280)
+        };
+        let m = Mesh {
+            tp: 1,
+            dp: 16,
+            cp: 1,
+            ep: 8,
+            sequence_parallel: false,
+            ..mesh(4, 1, 1, Recompute::None)
+        };
+        let a = megatron_args(&megatron(&model, &t, &m).unwrap());
+        assert!(a.contains_key("quick-geglu") && !a.contains_key("swiglu"));
+        assert_eq!(a["activation-func-clamp-value"], ["7"]);
+        assert_eq!(a["glu-linear-offset"], ["1"]);
+        assert_eq!(a["position-embedding-type"], ["yarn"]);
+        assert_eq!(a["rotary-scaling-factor"], ["32"]);
+        assert_eq!(number(&a, "yarn-original-max-position-embeddings"), 4096);
+        assert!(a.contains_key("no-yarn-correction-range-round-to-int"));
+        assert_eq!(number(&a, "rotary-base"), 150_000);
+        assert_eq!(a["softmax-type"], ["learnable"]);
+        assert!(!a.contains_key("disable-bias-linear"));
+        assert_eq!(a["window-size"], ["127,0"]);
+        assert_eq!(a["window-attn-skip-freq"], ["2"]);
+        // The Llama family keeps SwiGLU, rotary positions and no biases.
+        let llama = megatron_args(&megatron_plain(&catalog::model("llama3-8b").unwrap().shape));
+        assert!(llama.contains_key("swiglu") && llama.contains_key("disable-bias-linear"));
+        assert_eq!(llama["position-embedding-type"], ["rope"]);
+        assert!(!llama.contains_key("softmax-type"));
+        // torchtitan: 0.3's registry function under a pipeline; v0.2.2 has the model but no
+        // pipeline split for it, and v0.2.0 and v0.2.1 lack it.
+        let (args, _) = titan_args(&torchtitan(&model, &t, &m).unwrap());
+        assert_eq!(args["module"], ["gpt_oss"]);
+        assert_eq!(args["config"], ["gpt_oss_120b"]);
+        let err = torchtitan_v02(&model, &t, &m).unwrap_err().to_string();
+        assert!(err.contains("splits no gpt_oss model"), "{err}");
+        let flat = Mesh { pp: 1, dp: 64, ..m };
+        let text = torchtitan_v02(&model, &t, &flat).unwrap();
+        assert!(text.contains("# gpt_oss ships from v0.2.2 on"), "{text}");
     }
 
     #[test]
