@@ -279,8 +279,17 @@ impl JobArgs {
             grad_reduce: self.grad_reduce.unwrap_or(defaults.grad_reduce),
             moe_dispatch: self.moe_dispatch,
             expert_gemms: self.expert_gemms.unwrap_or(defaults.expert_gemms),
+            step_graphs: emit == Some(Emit::Torchtitan),
             ..defaults
         };
+        if training.step_graphs {
+            notes.push(
+                "launch: torchtitan 0.3 captures each step in CUDA graphs where the layout \
+                 allows (no pipeline, no expert-parallel all-to-all): those layouts pay no host \
+                 launch time"
+                    .into(),
+            );
+        }
         let (efficiency, profiled) = efficiency(self.profile.as_deref())?;
         notes.extend(profiled);
         Ok((

@@ -497,6 +497,10 @@ pub struct Training {
     pub moe_dispatch: MoeDispatch,
     /// How the local experts' GEMMs are launched.
     pub expert_gemms: ExpertGemms,
+    /// The framework captures each step's forward and backward in CUDA graphs where the
+    /// layout lets it (torchtitan 0.3's default, `training.disable_cuda_graphs = False`): the
+    /// host then launches a graph, not each kernel ([`Training::step_captured`]).
+    pub step_graphs: bool,
 }
 
 impl Training {
@@ -520,7 +524,15 @@ impl Training {
             loss: LossKernel::Megatron,
             moe_dispatch: MoeDispatch::AllToAll,
             expert_gemms: ExpertGemms::PerExpertStreams,
+            step_graphs: false,
         }
+    }
+
+    /// Whether a step of `mesh` over `model` runs as captured CUDA graphs. torchtitan 0.3
+    /// captures none under a pipeline, nor beside an expert-parallel dispatcher that waits for
+    /// the host, as the all-to-all does (`_validate_cuda_graphs`, `torchtitan/trainer.py`).
+    pub fn step_captured(&self, mesh: &Mesh, moe: bool) -> bool {
+        self.step_graphs && mesh.pp == 1 && !(moe && mesh.ep > 1)
     }
 
     /// Whether each sequence-parallel gather and scatter carries DTensor's re-layout copy

@@ -375,7 +375,13 @@ pub fn step_time(x: &Inputs) -> Breakdown {
     let tp_exposed = tp_exposed(x, &avg);
     let comm = tp_exposed + avg.a2a;
 
-    // Forward, backward (twice the kernels) and recomputation passes of one layer.
+    // Forward, backward (twice the kernels) and recomputation passes of one layer. A step
+    // captured in CUDA graphs replays its kernels without the host.
+    let host = if x.training.step_captured(mesh, model.moe.is_some()) {
+        0.0
+    } else {
+        host
+    };
     let (fwd, bwd) = (avg.fwd() + comm, avg.bwd() + comm);
     let fwd_launch = launch_excess(fwd, avg.kernels, host);
     let bwd_launch = launch_excess(bwd, 2.0 * avg.kernels, host * x.efficiency.host_bwd_share);

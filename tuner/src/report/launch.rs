@@ -734,11 +734,9 @@ pub fn torchtitan(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, 
         "--training.mixed_precision_param bfloat16".into(),
         "--training.mixed_precision_reduce float32".into(),
     ]);
-    // 0.3 captures each step in a CUDA graph unless told not to, and refuses to under a
-    // pipeline or beside an expert-parallel dispatcher that waits for the host, as the
-    // all-to-all priced does (`_validate_cuda_graphs` in `torchtitan/trainer.py`: only
-    // HybridEP with a capacity and MinimalAsyncEP run captured).
-    if m.pp > 1 || (m.ep > 1 && model.moe.is_some()) {
+    // 0.3 captures each step in a CUDA graph unless told not to: as priced where the layout
+    // allows it, and told not to where it does not or the price was for eager launches.
+    if !t.step_captured(m, model.moe.is_some()) {
         a.push("--training.disable_cuda_graphs".into());
     }
     // Fused norms, rotary and gating were priced: torch.compile is what fuses them. The
@@ -1667,7 +1665,11 @@ mod tests {
             dp: 32,
             ..mesh(1, 1, 3, Recompute::Selective)
         };
-        let t = training(ReduceDtype::Fp32);
+        // Priced as `--emit torchtitan` prices: its steps captured in CUDA graphs.
+        let t = Training {
+            step_graphs: true,
+            ..training(ReduceDtype::Fp32)
+        };
         let text = torchtitan(&catalog::model("llama3-8b").unwrap().shape, &t, &m).unwrap();
         assert!(text.starts_with("# torchtitan 0.3.x"), "{text}");
         assert!(
@@ -1694,8 +1696,17 @@ mod tests {
         assert_eq!(n("training.seq_len"), 8192);
         assert_eq!(a["compile.components"], ["model,loss"]);
         assert!(a.contains_key("compile.enable"));
-        // No pipeline, so 0.3's CUDA graphs stay on; the steps stay the registry's.
+        // No pipeline, so 0.3's CUDA graphs stay on, as priced; the steps stay the registry's.
         assert!(!a.contains_key("training.disable_cuda_graphs"));
+        // A price for eager launches turns them off.
+        let eager = Training {
+            step_graphs: false,
+            ..t.clone()
+        };
+        let text = torchtitan(&catalog::model("llama3-8b").unwrap().shape, &eager, &m).unwrap();
+        assert!(titan_args(&text)
+            .0
+            .contains_key("training.disable_cuda_graphs"));
         assert!(!a.contains_key("training.steps"));
         assert!(!a.contains_key("parallelism.pipeline_parallel_layers_per_stage"));
         assert_eq!(ac, "activation-checkpoint:selective");

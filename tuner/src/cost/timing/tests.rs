@@ -618,3 +618,38 @@ fn per_head_query_and_key_norms_cost_their_bytes_and_two_kernels() {
         "{launches}"
     );
 }
+
+#[test]
+fn a_step_captured_in_cuda_graphs_waits_for_no_host() {
+    // Llama 3 8B on DP 64 behind a host of a second a kernel: every pass host-bound eager;
+    // captured (torchtitan 0.3 without a pipeline) the host launches no kernel. Under a
+    // pipeline 0.3 captures nothing, and an MoE model's expert-parallel all-to-all waits for
+    // the host, so neither is captured.
+    let model = catalog::model("llama3-8b").unwrap().shape;
+    let launch = |m: &Mesh, graphs: bool| {
+        let t = Training {
+            step_graphs: graphs,
+            ..training(Framework::Fsdp)
+        };
+        step_of(&model, m, &t, (&PerCall(0.0), &PerFlop(1.0)), &NOMINAL)
+            .launch
+            .time_s
+    };
+    let flat = mesh(1, 64, 1, 0, false);
+    assert!(launch(&flat, false) > 1000.0);
+    assert_eq!(launch(&flat, true), 0.0);
+    let piped = Mesh {
+        pp: 2,
+        dp: 32,
+        ..flat
+    };
+    assert_eq!(launch(&piped, true), launch(&piped, false));
+    let t = Training {
+        step_graphs: true,
+        ..training(Framework::Fsdp)
+    };
+    let ep = Mesh { ep: 8, ..flat };
+    assert!(t.step_captured(&flat, true));
+    assert!(!t.step_captured(&ep, true));
+    assert!(t.step_captured(&ep, false));
+}
