@@ -69,6 +69,8 @@ pub struct ModelFacts {
     pub vocab: Option<Stated<u32>>,
     pub seq_len: Option<Stated<u32>>,
     pub tied_embeddings: Option<Stated<bool>>,
+    /// Per-head query and key norms (Megatron's `qk_layernorm`).
+    pub qk_norm: Option<Stated<bool>>,
     /// `Some(None)`: stated dense.
     pub moe: Option<Stated<Option<Moe>>>,
 }
@@ -233,6 +235,7 @@ impl Job {
         add("model.vocab", s(&m.vocab));
         add("model.seq_len", s(&m.seq_len));
         add("model.tied_embeddings", s(&m.tied_embeddings));
+        add("model.qk_norm", s(&m.qk_norm));
         add("model.moe", s(&m.moe));
         let c = &self.cluster;
         add("cluster.gpu", s(&c.gpu));

@@ -288,6 +288,9 @@ fn attention_heads(args: &Args, job: &mut Job) {
     if let Some((kv, n)) = positive(args, "kv_channels") {
         m.state_head_dim(kv, n);
     }
+    if let Some((on, n)) = flag(args, "qk_layernorm") {
+        state(&mut m.qk_norm, on, n);
+    }
 }
 
 /// The MLP's activation and whether the embeddings are tied. Arguments that lack the switch
@@ -529,6 +532,12 @@ using world size: 16, data-parallel size: 2, context-parallel size: 1 tensor-mod
         let job = read(LOG).unwrap();
         assert_eq!(job.family, Family::MegatronLm);
         assert_eq!(value(&job.model.layers), Some(32));
+        assert_eq!(value(&job.model.qk_norm), None);
+        let normed = LOG.replace(
+            "  recompute_granularity",
+            "  qk_layernorm .... True\n  recompute_granularity",
+        );
+        assert_eq!(value(&read(&normed).unwrap().model.qk_norm), Some(true));
         assert_eq!(value(&job.model.kv_heads), Some(8));
         assert_eq!(value(&job.model.vocab), Some(32000));
         assert_eq!(value(&job.layout.tp), Some(8));

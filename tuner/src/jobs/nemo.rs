@@ -176,6 +176,7 @@ fn hydra_yaml(text: &str) -> Config {
             &["model.encoder_seq_length", "model.seq_length"],
         ),
         ("kv_channels", &["model.kv_channels"]),
+        ("qk_layernorm", &["model.qk_layernorm"]),
         ("activation", &["model.activation"]),
         (
             "share_embeddings_and_output_weights",
@@ -425,6 +426,9 @@ fn model(c: &Config, job: &mut Job) {
     if let Some((tied, n)) = flag(c, "share_embeddings_and_output_weights") {
         state(&mut m.tied_embeddings, tied, n);
     }
+    if let Some((on, n)) = flag(c, "qk_layernorm") {
+        state(&mut m.qk_norm, on, n);
+    }
 }
 
 /// Mixture of experts: the expert FFN is the dense one's where no size of its own is given,
@@ -562,6 +566,12 @@ mod tests {
         assert_eq!(value(&job.model.seq_len), Some(2048));
         assert_eq!(value(&job.model.vocab), Some(50304));
         assert_eq!(job.model.ffn_act.as_ref().unwrap().value, FfnAct::Swiglu);
+        assert_eq!(value(&job.model.qk_norm), None);
+        let normed = LOG.replace(
+            "  activation: fast-swiglu",
+            "  activation: fast-swiglu\n  qk_layernorm: true",
+        );
+        assert_eq!(value(&read(&normed).unwrap().model.qk_norm), Some(true));
         assert_eq!(job.layout.zero_stage.as_ref().unwrap().value, 1);
         assert_eq!(
             job.layout.recompute.as_ref().unwrap().value,
@@ -588,13 +598,14 @@ mod tests {
 
     #[test]
     fn bridge_summary_defaults_what_it_leaves_out() {
-        let log = "[model] Non-default values (vs Mcore TransformerConfig):\n  hidden_size: 128  (Mcore default: 0)\n  num_attention_heads: 4  (Mcore default: 0)\n  tensor_model_parallel_size: 2  (Mcore default: 1)\n\n[train]:\n  global_batch_size: 512\n";
+        let log = "[model] Non-default values (vs Mcore TransformerConfig):\n  hidden_size: 128  (Mcore default: 0)\n  num_attention_heads: 4  (Mcore default: 0)\n  qk_layernorm: True  (Mcore default: False)\n  tensor_model_parallel_size: 2  (Mcore default: 1)\n\n[train]:\n  global_batch_size: 512\n";
         let mut job = Job::new(Family::MegatronLm, Measure::Seconds, "x");
         assert!(bridge_summary(log, &mut job));
         assert_eq!(value(&job.model.hidden), Some(128));
         assert_eq!(value(&job.layout.tp), Some(2));
         assert_eq!(value(&job.layout.pp), Some(1));
         assert_eq!(value(&job.model.kv_heads), Some(4));
+        assert_eq!(value(&job.model.qk_norm), Some(true));
         assert_eq!(value(&job.layout.global_batch_size), Some(512));
         assert!(!bridge_summary("[train]:\n  x: 1\n", &mut job));
     }

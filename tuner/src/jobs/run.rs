@@ -158,6 +158,7 @@ fn model_out(m: &ModelFacts, stem: &str, notes: &mut Vec<String>) -> ModelOut {
         vocab: value(&m.vocab),
         seq_len: value(&m.seq_len),
         tied_embeddings: value(&m.tied_embeddings),
+        qk_norm: value(&m.qk_norm).unwrap_or(false),
         moe: value(&m.moe).flatten(),
     }
 }

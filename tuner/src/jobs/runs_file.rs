@@ -45,6 +45,9 @@ pub struct ModelOut {
     pub vocab: Option<u32>,
     pub seq_len: Option<u32>,
     pub tied_embeddings: Option<bool>,
+    /// Written where the log states the norms; format 1 reads its absence as none.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub qk_norm: bool,
     pub moe: Option<Moe>,
 }
 
