@@ -51,7 +51,7 @@ fn pick(fixed: Option<u32>, all: impl Iterator<Item = u32>) -> Vec<u32> {
 /// Valid: tp divides the heads and KV heads; pp·v splits the layers, or pp stages do with
 /// uneven first and last stages ([`constraints::edge_stages`]) of a layer a chunk at least
 /// ([`constraints::interleaves`]); cp splits the sequence into 2·cp balanced chunks; ep
-/// divides the experts and dp x tp / etp; dp·mb divides the global batch;
+/// divides the experts and dp x cp x tp / etp; dp·mb divides the global batch;
 /// interleaving needs pp > 1 and microbatches divisible by pp (Megatron-LM); sequence
 /// parallelism needs tp > 1; ZeRO-2/3 do not combine with pipeline parallelism (neither
 /// DeepSpeed nor Megatron-LM allows it); DualPipe, searched only where pinned, needs an even
@@ -88,7 +88,7 @@ pub fn for_each_mesh(
                     continue;
                 }
                 let per_replica = global_batch / dp;
-                for (expert_tp, ep) in expert_layouts(c, moe_experts, tp, dp) {
+                for (expert_tp, ep) in expert_layouts(c, moe_experts, tp, dp * cp) {
                     for mb in pick(
                         c.microbatch_size,
                         divisors(per_replica)
@@ -185,16 +185,17 @@ pub fn for_each_mesh(
     }
 }
 
-/// The (expert TP, EP) pairs the experts of a stage of `tp` x `dp` ranks take, as `c` and
-/// its framework ([`ExpertSplit`]) allow: split as the dense weights (`None`), or whole (MoE
-/// Parallel Folding), where the expert-parallel group takes its ranks from TP x DP. Whole
-/// experts without EP replicate every expert on every TP rank, and are taken only where
-/// pinned.
+/// The (expert TP, EP) pairs the experts of a stage of `tp` x `dense` ranks (DP x CP) take,
+/// as `c` and its framework ([`ExpertSplit`]) allow: split as the dense weights (`None`), or
+/// whole (MoE Parallel Folding), where the expert-parallel group takes its ranks from TP x CP
+/// x DP, as Megatron-Core's expert rank generator folds them (`ep x etp` divides
+/// `tp x cp x dp`, `initialize_model_parallel`). Whole experts without EP replicate every
+/// expert on every TP rank, and are taken only where pinned.
 fn expert_layouts(
     c: &Constraints,
     experts: Option<u32>,
     tp: u32,
-    dp: u32,
+    dense: u32,
 ) -> Vec<(Option<u32>, u32)> {
     let etps = match (experts, c.etp, c.expert_split) {
         (None, _, _) => vec![tp],
@@ -207,7 +208,7 @@ fn expert_layouts(
     let mut out = Vec::new();
     for etp in etps.into_iter().filter(|&etp| tp % etp == 0) {
         let expert_tp = (etp != tp).then_some(etp);
-        for ep in pick(c.ep, divisors(dp * (tp / etp))) {
+        for ep in pick(c.ep, divisors(dense * (tp / etp))) {
             let folded_alone = unpinned && expert_tp.is_some() && ep == 1;
             let split_under_ep = unpinned
                 && c.expert_split == ExpertSplit::WholeUnderEp
@@ -621,6 +622,37 @@ mod tests {
             );
         }
         assert!(c.within(Framework::Megatron).is_ok());
+    }
+
+    /// Megatron-Core folds context-parallel ranks into the expert-parallel group (`ep x etp`
+    /// divides `tp x cp x dp`): Mixtral 8x7B on 8 GPUs at TP 1, CP 4, DP 2 takes EP up to 8,
+    /// its expert count, from CP and DP, where DP alone would give 2. Pinned, EP 8 holds
+    /// there and is refused by flag over the 4 ranks of CP 2 x DP 2.
+    #[test]
+    fn expert_parallelism_takes_its_ranks_from_cp_too() {
+        let moe = catalog::model("mixtral-8x7b").unwrap().shape;
+        let c = Constraints {
+            tp: Some(1),
+            cp: Some(4),
+            dp: Some(2),
+            ..Default::default()
+        };
+        let mut eps = std::collections::BTreeSet::new();
+        for_each_mesh(&moe, 4096, 256, 8, &c, |m| {
+            eps.insert(m.ep);
+        });
+        assert_eq!(eps.into_iter().collect::<Vec<_>>(), [1, 2, 4, 8]);
+        let pinned = Constraints { ep: Some(8), ..c };
+        pinned.check(&moe, 8).unwrap();
+        let err = Constraints {
+            cp: Some(2),
+            dp: Some(2),
+            ..pinned
+        }
+        .check(&moe, 8)
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("a divisor of dp x cp x tp / etp"), "{err}");
     }
 
     #[test]

@@ -1508,8 +1508,8 @@ fn text_is_the_table_as_microbench_names_it() {
 
 /// A GB200 NVL72 rack is 18 trays of 4 GPUs on one 72-GPU NVLink fabric. On four racks
 /// (288 GPUs) DeepSeek-V3's ranking reaches past a tray, TP x EP blocks of 8 to 32 with EP 8
-/// or 16, and keeps every TP x CP x EP block inside the rack: none of the 40 best is warned
-/// as wider than the domain. A TP of 128 is, by name.
+/// or 16, and keeps every TP x CP block and expert-parallel group inside the rack: none of the
+/// 40 best is warned as wider than the domain. A TP of 128 is, by name.
 #[test]
 fn nvl72_layouts_spread_tp_and_ep_over_trays_and_stay_in_the_rack() {
     let doc: Value = serde_json::from_str(&stdout_of(&[
@@ -1539,11 +1539,10 @@ fn nvl72_layouts_spread_tp_and_ep_over_trays_and_stay_in_the_rack() {
         "no EP past a tray"
     );
     for m in meshes {
-        // Whole experts take their EP ranks from the TP ranks' neighbours.
-        let block = match m["expert_tp"].as_u64() {
-            Some(etp) => (knob(m, "tp") * knob(m, "cp")).max(knob(m, "ep") * etp),
-            None => knob(m, "tp") * knob(m, "cp") * knob(m, "ep"),
-        };
+        // EP ranks sit ETP apart over the TP x CP x DP ranks (Megatron-Core's expert rank
+        // order): an expert-parallel group spans EP x ETP neighbouring ranks.
+        let etp = m["expert_tp"].as_u64().unwrap_or(knob(m, "tp"));
+        let block = (knob(m, "tp") * knob(m, "cp")).max(knob(m, "ep") * etp);
         assert!(block <= 72, "rank {}: TP x CP x EP = {block}", m["rank"]);
         assert!(
             !m["warnings"].to_string().contains("wider than the 72-GPU"),
@@ -1762,7 +1761,7 @@ fn experts_fold_over_tensor_parallel_ranks() {
     );
     let reason = doc["skipped"][0]["reason"].as_str().unwrap();
     assert!(
-        reason.contains("ep x etp dividing tp x dp") && reason.contains("(--etp 1)"),
+        reason.contains("ep x etp dividing tp x cp x dp") && reason.contains("(--etp 1)"),
         "{reason}"
     );
     assert_eq!(
@@ -1807,7 +1806,7 @@ fn experts_fold_over_tensor_parallel_ranks() {
     let (code, err) = failure(&[&wide[..], &["--etp", "2"]].concat());
     assert_eq!(code, 2, "{err}");
     assert!(
-        err.contains("--ep with --tp, --dp and --etp = 32 with 2, 16 and 2"),
+        err.contains("--ep with --tp, --cp, --dp and --etp = 32 with 2, 1, 16 and 2"),
         "{err}"
     );
 }

@@ -329,15 +329,17 @@ impl Constraints {
                 }
                 None => return Err(bad_input("--ep", ep, "1: the model has no experts")),
             }
-            // Unpinned, the search folds the experts over TP (etp 1) among its choices.
+            // Unpinned, the search folds the experts over TP (etp 1) among its choices, and
+            // over CP where it is not pinned to 1.
             if let (Some(tp), Some(dp)) = (self.tp, self.dp) {
-                let etp = self.etp.unwrap_or(1);
-                if tp % etp == 0 && (dp * (tp / etp)) % ep != 0 {
+                let (etp, cp) = (self.etp.unwrap_or(1), self.cp.unwrap_or(1));
+                if tp % etp == 0 && (dp * cp * (tp / etp)) % ep != 0 {
                     return Err(bad_input(
-                        "--ep with --tp, --dp and --etp",
-                        format!("{ep} with {tp}, {dp} and {etp}"),
-                        "a divisor of dp x tp / etp: expert parallelism takes its ranks from DP, \
-                         and from TP too where each expert splits over fewer TP ranks (--etp 1)",
+                        "--ep with --tp, --cp, --dp and --etp",
+                        format!("{ep} with {tp}, {cp}, {dp} and {etp}"),
+                        "a divisor of dp x cp x tp / etp: expert parallelism takes its ranks from \
+                         DP and CP, and from TP too where each expert splits over fewer TP ranks \
+                         (--etp 1)",
                     ));
                 }
             }

@@ -96,7 +96,7 @@ pub(super) fn published_mesh(
                     return Err(bad_input(
                         &format!("runs[{}].layout", run.id),
                         "the published layout",
-                        &format!("a layout the model can split (tp dividing the heads, pp x virtual stages splitting the layers, dp x microbatch dividing the batch, ep x etp dividing tp x dp){why}"),
+                        &format!("a layout the model can split (tp dividing the heads, pp x virtual stages splitting the layers, dp x microbatch dividing the batch, ep x etp dividing tp x cp x dp){why}"),
                     ));
                 };
                 notes.push(format!(
