@@ -4,7 +4,7 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use crate::cost::{Evaluation, Scenario};
+use crate::cost::{Evaluation, LayerCache, Scenario};
 use crate::mesh::{Mesh, Recompute, Schedule};
 use crate::model::ModelShape;
 
@@ -238,7 +238,10 @@ fn for_each_scenario_mesh(scenario: &Scenario, c: &Constraints, f: impl FnMut(Me
 
 /// Prices every valid mesh of the scenario that `c` allows.
 pub fn for_each_evaluation(scenario: &Scenario, c: &Constraints, mut f: impl FnMut(Evaluation)) {
-    for_each_scenario_mesh(scenario, c, |mesh| f(scenario.evaluate(&mesh)));
+    let mut layers = LayerCache::default();
+    for_each_scenario_mesh(scenario, c, |mesh| {
+        f(scenario.evaluate_cached(&mesh, scenario.memory(&mesh), &mut layers))
+    });
 }
 
 /// What a search found.
@@ -289,6 +292,7 @@ pub fn search(scenario: &Scenario, c: &Constraints, top: usize) -> SearchResult 
     let mut evaluated = 0;
     let mut fitting = 0;
     let mut leanest: Option<Evaluation> = None;
+    let mut layers = LayerCache::default();
     for_each_scenario_mesh(scenario, c, |mesh| {
         evaluated += 1;
         // Most meshes do not fit; their memory alone says so, and only one leaner than
@@ -303,7 +307,7 @@ pub fn search(scenario: &Scenario, c: &Constraints, top: usize) -> SearchResult 
             }
             return;
         }
-        let e = scenario.evaluate(&mesh);
+        let e = scenario.evaluate_cached(&mesh, memory, &mut layers);
         fitting += 1;
         if heap.len() < top
             || heap
@@ -653,6 +657,37 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("a divisor of dp x cp x tp / etp"), "{err}");
+    }
+
+    /// The search prices each mesh with the layers of the meshes alike in them priced before:
+    /// every price equals the mesh priced alone. Mixtral 8x7B on 64 H100, where the ranking
+    /// mixes TP, CP, EP, microbatch, recomputation and ZeRO choices.
+    #[test]
+    fn a_search_prices_each_mesh_as_it_prices_alone() {
+        let model = catalog::model("mixtral-8x7b").unwrap().shape;
+        let training = crate::mesh::Training::megatron(4096, 512);
+        let cluster = catalog::cluster("dgx-h100").unwrap();
+        let scenario = Scenario::nominal(model, training, cluster, 64, catalog::NOMINAL);
+        let found = search(&scenario, &Constraints::default(), 200);
+        assert_eq!(found.ranked.len(), 200);
+        let meshes: std::collections::BTreeSet<_> = found
+            .ranked
+            .iter()
+            .map(|e| {
+                (
+                    e.mesh.tp,
+                    e.mesh.ep,
+                    e.mesh.microbatch_size,
+                    e.mesh.zero_stage,
+                )
+            })
+            .collect();
+        assert!(meshes.len() > 10, "{meshes:?}");
+        for e in &found.ranked {
+            let alone = scenario.evaluate(&e.mesh);
+            assert_eq!(e.breakdown, alone.breakdown, "{}", e.mesh);
+            assert_eq!(e.memory.total, alone.memory.total, "{}", e.mesh);
+        }
     }
 
     #[test]

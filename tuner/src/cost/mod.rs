@@ -30,6 +30,11 @@ use measured_compute::MeasuredCompute;
 use memory::MemoryBreakdown;
 use timing::{Breakdown, TermKind};
 
+/// The average layers of the meshes one [`Scenario`] has priced, by what a layer's terms
+/// depend on; valid for that scenario only.
+#[derive(Default)]
+pub struct LayerCache(std::collections::HashMap<timing::LayerKey, layer::Layer>);
+
 /// A job to place: model, training inputs, cluster, and the models of its kernels and links.
 pub struct Scenario {
     /// Model shape.
@@ -167,9 +172,28 @@ impl Scenario {
 
     /// Prices one mesh.
     pub fn evaluate(&self, mesh: &Mesh) -> Evaluation {
+        self.evaluate_with(mesh, self.memory(mesh), None)
+    }
+
+    /// Prices one mesh whose memory is known, with the layers of meshes priced before it:
+    /// a search prices many meshes alike in what a layer costs.
+    pub fn evaluate_cached(
+        &self,
+        mesh: &Mesh,
+        memory: MemoryBreakdown,
+        layers: &mut LayerCache,
+    ) -> Evaluation {
+        self.evaluate_with(mesh, memory, Some(layers))
+    }
+
+    fn evaluate_with(
+        &self,
+        mesh: &Mesh,
+        memory: MemoryBreakdown,
+        layers: Option<&mut LayerCache>,
+    ) -> Evaluation {
         let placement = Placement::of(mesh, &self.cluster);
-        let memory = self.memory(mesh);
-        let breakdown = timing::step_time(&timing::Inputs {
+        let x = timing::Inputs {
             model: &self.model,
             training: &self.training,
             mesh,
@@ -177,7 +201,15 @@ impl Scenario {
             compute: self.compute.as_ref(),
             collectives: self.collectives.as_ref(),
             efficiency: &self.efficiency,
-        });
+        };
+        let avg = match layers {
+            Some(cache) => *cache
+                .0
+                .entry(timing::LayerKey::of(mesh))
+                .or_insert_with(|| timing::average_layer(&x)),
+            None => timing::average_layer(&x),
+        };
+        let breakdown = timing::step_time_of(&x, avg);
         let step = breakdown.step_time_s();
         let tokens = self.training.tokens_per_step();
         let m = mesh.microbatches(self.training.global_batch);

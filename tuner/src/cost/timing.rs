@@ -267,7 +267,7 @@ pub fn expected_max_of_normals(n: u32) -> f64 {
 }
 
 /// The average layer of the model: dense and MoE layers weighed by their counts.
-fn average_layer(x: &Inputs) -> Layer {
+pub(super) fn average_layer(x: &Inputs) -> Layer {
     let moe_share = f64::from(x.model.moe_layers()) / f64::from(x.model.layers);
     let dense = layer(x, false);
     let moe = if moe_share > 0.0 {
@@ -368,9 +368,40 @@ const EP_OVERLAP_SMS: f64 = 20.0 / 132.0;
 
 /// Computes the step time of one mesh.
 pub fn step_time(x: &Inputs) -> Breakdown {
+    step_time_of(x, average_layer(x))
+}
+
+/// What one layer's terms depend on in a mesh; meshes alike in it share
+/// [`average_layer`] under one model, training, cluster and set of figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) struct LayerKey {
+    tp: u32,
+    cp: u32,
+    ep: u32,
+    expert_tp: Option<u32>,
+    microbatch_size: u32,
+    recompute: crate::mesh::Recompute,
+    sequence_parallel: bool,
+}
+
+impl LayerKey {
+    pub(super) fn of(mesh: &Mesh) -> LayerKey {
+        LayerKey {
+            tp: mesh.tp,
+            cp: mesh.cp,
+            ep: mesh.ep,
+            expert_tp: mesh.expert_tp,
+            microbatch_size: mesh.microbatch_size,
+            recompute: mesh.recompute,
+            sequence_parallel: mesh.sequence_parallel,
+        }
+    }
+}
+
+/// [`step_time`] with the mesh's average layer already priced.
+pub(super) fn step_time_of(x: &Inputs, avg: Layer) -> Breakdown {
     let (model, mesh) = (x.model, x.mesh);
     let m = mesh.microbatches(x.training.global_batch);
-    let avg = average_layer(x);
     let host = x.compute.host_s_per_kernel();
     let tp_exposed = tp_exposed(x, &avg);
     let comm = tp_exposed + avg.a2a;
