@@ -209,6 +209,34 @@ fn moe_on_h100_is_priced_with_the_recipe_s_dispatcher_and_balance() {
 }
 
 #[test]
+fn a_runs_file_that_leaves_the_qwen3_norms_out_gets_them_from_the_catalog() {
+    // The Qwen3-30B-A3B rows without `model.qk_norm`: their dimensions are the catalog's
+    // qwen3-30b-a3b, whose heads are normalised, so they price as with the field, and
+    // `choices` says why. A dense run of no catalog model's dimensions keeps none.
+    let name = "megatron-bridge-h100-moe.yaml";
+    let path = format!("{}/tests/data/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let unsaid = text.replace("qk_norm: true, ", "");
+    assert_ne!(unsaid, text);
+    let v = validate(&[parse_runs(&unsaid, name).unwrap()], &NOMINAL);
+    let stated = load(name);
+    for (a, b) in v.runs.iter().zip(&stated.runs) {
+        assert_eq!(a.predicted_iteration_time_s, b.predicted_iteration_time_s);
+        assert_eq!(
+            a.choices[&Choice::QkNorm],
+            "true (the norms of qwen3-30b-a3b, whose dimensions the run's model has)"
+        );
+        assert!(!b.choices.contains_key(&Choice::QkNorm));
+    }
+    let other = unsaid.replace("hidden: 2048", "hidden: 2304");
+    let v = validate(&[parse_runs(&other, name).unwrap()], &NOMINAL);
+    assert!(v
+        .runs
+        .iter()
+        .all(|r| !r.choices.contains_key(&Choice::QkNorm)));
+}
+
+#[test]
 fn a_runs_file_names_combined_1f1b_and_it_hides_the_exchange() {
     // The EP 16 row as if its recipe had also set --overlap-moe-expert-parallel-comm: 1 of
     // its 64 microbatches' all-to-alls stays exposed, the rest runs beside the paired

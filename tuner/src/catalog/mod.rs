@@ -197,6 +197,23 @@ pub fn architecture(shape: &ModelShape) -> Option<models::Architecture> {
     (catalog == *shape).then_some(m.arch)
 }
 
+/// The catalog model with `shape`'s dimensions, whatever its name, sequence length and
+/// per-head norms: the architecture a shape from elsewhere (a runs file) most likely is.
+pub fn same_dimensions(shape: &ModelShape) -> Option<(&'static str, ModelShape)> {
+    models::MODELS
+        .iter()
+        .map(|(id, m)| (*id, (m.shape)()))
+        .find(|(_, c)| {
+            let alike = ModelShape {
+                name: c.name.clone(),
+                seq_len: c.seq_len,
+                qk_norm: c.qk_norm,
+                ..shape.clone()
+            };
+            alike == *c
+        })
+}
+
 /// Reads a custom model from a YAML file with the fields of [`ModelShape`]; `kv_heads` may be
 /// left out for multi-head attention.
 pub fn model_from_yaml_file(path: &Path) -> Result<ModelShape, TunerError> {

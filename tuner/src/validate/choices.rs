@@ -46,6 +46,8 @@ record::named_enum! {
         OverlapGradReduce => "overlap_grad_reduce",
         /// How ZeRO-3 gathers parameters.
         ParamFetch => "param_fetch",
+        /// Per-head query and key norms.
+        QkNorm => "qk_norm",
         /// Activation recomputation.
         Recompute => "recompute",
         /// Sequence parallelism.
@@ -241,6 +243,16 @@ pub fn unsaid(run: &Run, framework: Framework) -> Unsaid {
 /// the TP ranks; elsewhere the framework's default, the TP size.
 pub fn folded_experts(run: &Run) -> bool {
     run.model.moe.is_some() && run.layout.tp > 1 && bridge_perf_recipe(run)
+}
+
+/// Why a run that leaves `model.qk_norm` out has per-head query and key norms, where it does:
+/// they define the architecture, not the run, so the catalog model of the same dimensions
+/// (Qwen3's) decides.
+pub fn qk_norm(shape: &crate::model::ModelShape) -> Option<String> {
+    let (id, catalog) = crate::catalog::same_dimensions(shape)?;
+    catalog
+        .qk_norm
+        .then(|| format!("true (the norms of {id}, whose dimensions the run's model has)"))
 }
 
 /// Whether the run's MoE routing was forced into balance, so that no expert carries more

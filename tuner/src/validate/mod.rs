@@ -94,9 +94,10 @@ pub struct RunModel {
     /// The layers that slide (Hugging Face's `layer_types`; an extension of format 1).
     #[serde(default)]
     pub layer_types: Option<Vec<crate::model::AttentionType>>,
-    /// An RMSNorm over each query and key head (Qwen3's; an extension of format 1).
+    /// An RMSNorm over each query and key head (Qwen3's; an extension of format 1); absent,
+    /// the catalog model of the same dimensions decides ([`choices::qk_norm`]).
     #[serde(default)]
-    pub qk_norm: bool,
+    pub qk_norm: Option<bool>,
 }
 
 /// Cluster as a runs file writes it.
@@ -396,7 +397,7 @@ impl Run {
             mtp_layers: m.mtp_layers,
             sliding_window: m.sliding_window,
             layer_types: m.layer_types.clone(),
-            qk_norm: m.qk_norm,
+            qk_norm: m.qk_norm.unwrap_or(false),
         };
         shape.validate()?;
         Ok(shape)
@@ -499,13 +500,17 @@ pub(crate) fn price(
     efficiency: &Efficiency,
     build: &Build,
 ) -> Result<(RunPrediction, Scenario, Mesh), TunerError> {
-    let shape = run.shape()?;
+    let mut shape = run.shape()?;
     let part = choices::gpu_named_in_notes(run);
     let gpu_id = part.unwrap_or(&run.cluster.gpu);
     let cluster = run.cluster(gpu_id)?;
     let (training, mut choices) = choices::training(run, cluster.gpu.arch);
     if let Some(id) = part {
         choices.insert(Choice::Gpu, format!("{id} (the part the notes name)"));
+    }
+    if let (None, Some(why)) = (run.model.qk_norm, choices::qk_norm(&shape)) {
+        shape.qk_norm = true;
+        choices.insert(Choice::QkNorm, why);
     }
     let gpus = run.cluster.gpus;
     let c = run.constraints(training.framework);
