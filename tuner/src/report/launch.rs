@@ -602,13 +602,28 @@ fn titan_layout(
             )),
             Precision::Bf16 => None,
         };
+    // Both releases lay the experts over the sharded ranks only, replicas apart:
+    // dp_shard x cp x tp = efsdp x ep x etp (`ParallelDims`, v0.2.2's `build_mesh` and 0.3's).
+    let shard = if m.zero_stage == 0 { 1 } else { m.dp };
+    let dense = shard * m.cp * m.tp / m.etp();
+    if m.ep > 1 && model.moe.is_some() && dense % m.ep != 0 {
+        return Err(refuse(format!(
+            "EP {} was priced beside FSDP {shard} x CP {} x TP {} with experts over {} TP ranks, \
+             and torchtitan {release} takes the expert ranks from those (dp_shard x cp x tp = \
+             efsdp x ep x etp), so EP must divide {dense}",
+            m.ep,
+            m.cp,
+            m.tp,
+            m.etp()
+        )));
+    }
     // torchtitan's async TP (`_micro_pipeline_tp`) is an inductor pass: it needs compile.
     let async_tp_priced = t.tp_comm_overlap && m.tp > 1;
     Ok(TitanLayout {
         name,
         flavor,
         replicate: if m.zero_stage == 0 { m.dp } else { 1 },
-        shard: if m.zero_stage == 0 { 1 } else { m.dp },
+        shard,
         reshard_after_forward: if m.zero_stage == 3 {
             "default"
         } else {
@@ -685,14 +700,6 @@ pub fn torchtitan(model: &ModelShape, t: &Training, m: &Mesh) -> Result<String, 
             "experts split over {} TP ranks were priced, and torchtitan 0.3 keeps each expert \
              whole (efsdp = dp_shard x cp x tp / ep); pin --etp 1, or use --emit torchtitan-0.2",
             l.expert_tp
-        )));
-    }
-    let dense = l.shard * m.cp * m.tp;
-    if m.ep > 1 && dense % m.ep != 0 {
-        return Err(refuse(format!(
-            "EP {} was priced beside FSDP {} x CP {} x TP {}, and torchtitan 0.3 takes the expert \
-             ranks from those (dp_shard x cp x tp = efsdp x ep), so EP must divide {dense}",
-            m.ep, l.shard, m.cp, m.tp
         )));
     }
     let mut a = vec![
@@ -1811,6 +1818,12 @@ mod tests {
         };
         let err = torchtitan(&model, &t, &m).unwrap_err().to_string();
         assert!(err.contains("so EP must divide 16"), "{err}");
+        // v0.2 lays them alike (`efsdp = dp_shard x cp x tp / (etp x ep)`).
+        let err = torchtitan_v02(&model, &t, &m).unwrap_err().to_string();
+        assert!(
+            err.contains("torchtitan v0.2 takes the expert ranks") && err.contains("divide 16"),
+            "{err}"
+        );
         let fits = Mesh { ep: 16, ..m };
         let (a, _) = titan_args(&torchtitan(&model, &t, &fits).unwrap());
         assert_eq!(number(&a, "parallelism.expert_parallel_degree"), 16);
