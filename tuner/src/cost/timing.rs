@@ -402,7 +402,6 @@ impl LayerKey {
 pub(super) fn step_time_of(x: &Inputs, avg: Layer) -> Breakdown {
     let (model, mesh) = (x.model, x.mesh);
     let m = mesh.microbatches(x.training.global_batch);
-    let host = x.compute.host_s_per_kernel();
     let tp_exposed = tp_exposed(x, &avg);
     let comm = tp_exposed + avg.a2a;
 
@@ -411,7 +410,7 @@ pub(super) fn step_time_of(x: &Inputs, avg: Layer) -> Breakdown {
     let host = if x.training.step_captured(mesh, model.moe.is_some()) {
         0.0
     } else {
-        host
+        x.compute.host_s_per_kernel()
     };
     let (fwd, bwd) = (avg.fwd() + comm, avg.bwd() + comm);
     let fwd_launch = launch_excess(fwd, avg.kernels, host);
